@@ -1,0 +1,233 @@
+//! [`Frequency`]: a counter rate with sub-Hz precision and where it came from.
+//!
+//! A rate is stored in millihertz (`u64`): 10 GHz is 10^13 mHz, far inside `u64`, and one
+//! millihertz is 0.4 ppt of a 2.5 GHz counter — finer than any calibration can resolve.
+//! Every `Frequency` carries its [`Source`] (which instruction, register or measurement said
+//! so) and its [`Accuracy`] (exact by construction, a nominal figure with a tolerance, or a
+//! measurement with an uncertainty), because "the TSC runs at 2.1 GHz" is only as good as
+//! whoever said it.
+
+use core::fmt;
+
+/// Where a frequency figure came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Source {
+    /// CPUID leaf 0x15 with all three fields: crystal Hz × EBX / EAX. Exact.
+    CpuidTscLeaf,
+    /// CPUID leaf 0x15 ratio with the crystal frequency taken from a table of known models.
+    CpuidTscLeafKnownCrystal,
+    /// CPUID leaf 0x15 ratio with the crystal derived from leaf 0x16's base frequency.
+    CpuidTscLeafDerivedCrystal,
+    /// CPUID leaf 0x16 EAX: the processor base frequency in MHz.
+    CpuidBaseFrequency,
+    /// Hypervisor timing leaf 0x40000010 EAX: the TSC frequency in kHz (VMware, KVM, …).
+    HypervisorLeaf,
+    /// The `@ x.xxGHz` suffix of the CPUID brand string.
+    BrandString,
+    /// aarch64 CNTFRQ_EL0, as programmed by firmware.
+    Cntfrq,
+    /// Measured by calibration against a reference timer.
+    Calibrated,
+    /// A reference timer's nominal rate (PIT, ACPI PM timer, HPET period, …).
+    Reference,
+    /// Supplied by the caller.
+    User,
+}
+
+impl Source {
+    /// A short stable token for logs and `key=value` output.
+    pub const fn token(self) -> &'static str {
+        match self {
+            Source::CpuidTscLeaf => "cpuid_15h",
+            Source::CpuidTscLeafKnownCrystal => "cpuid_15h_known_crystal",
+            Source::CpuidTscLeafDerivedCrystal => "cpuid_15h_derived_crystal",
+            Source::CpuidBaseFrequency => "cpuid_16h",
+            Source::HypervisorLeaf => "hypervisor_40000010h",
+            Source::BrandString => "brand_string",
+            Source::Cntfrq => "cntfrq_el0",
+            Source::Calibrated => "calibrated",
+            Source::Reference => "reference",
+            Source::User => "user",
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.token())
+    }
+}
+
+/// How far a frequency figure can be trusted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Accuracy {
+    /// Exact by construction: the hardware or hypervisor states the rate itself.
+    /// (It may still be *wrong*: verification compares it against a measurement.)
+    Exact,
+    /// A nominal figure (base frequency, brand string, firmware register) that the counter
+    /// may miss by up to about this many parts per million.
+    Nominal {
+        /// Expected worst-case deviation, in ppm.
+        tolerance_ppm: u32,
+    },
+    /// Measured, with this standard uncertainty in parts per billion.
+    Measured {
+        /// Uncertainty of the measurement, in ppb (1000 ppb = 1 ppm).
+        uncertainty_ppb: u64,
+    },
+}
+
+impl Accuracy {
+    /// True for [`Accuracy::Exact`].
+    pub const fn is_exact(self) -> bool {
+        matches!(self, Accuracy::Exact)
+    }
+
+    /// The bound in ppb this accuracy implies (0 for exact figures).
+    pub const fn bound_ppb(self) -> u64 {
+        match self {
+            Accuracy::Exact => 0,
+            Accuracy::Nominal { tolerance_ppm } => tolerance_ppm as u64 * 1000,
+            Accuracy::Measured { uncertainty_ppb } => uncertainty_ppb,
+        }
+    }
+}
+
+/// A counter rate in millihertz, with its provenance.
+///
+/// Equality compares rate, source and accuracy; compare [`Frequency::as_millihz`] to compare
+/// rates alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Frequency {
+    millihz: u64,
+    source: Source,
+    accuracy: Accuracy,
+}
+
+/// Millihertz in one hertz.
+pub const MILLIHZ_PER_HZ: u64 = 1000;
+
+impl Frequency {
+    /// The lowest rate the crate accepts: 1 kHz. Slower counters cannot time a delay.
+    pub const MIN_HZ: u64 = 1_000;
+    /// The highest rate the crate accepts: 100 GHz, ten times any counter that exists.
+    pub const MAX_HZ: u64 = 100_000_000_000;
+
+    /// A rate of `hz` hertz, or `None` outside [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
+    pub const fn from_hz(hz: u64, source: Source, accuracy: Accuracy) -> Option<Self> {
+        if hz < Self::MIN_HZ || hz > Self::MAX_HZ {
+            return None;
+        }
+        Some(Frequency { millihz: hz * MILLIHZ_PER_HZ, source, accuracy })
+    }
+
+    /// A rate of `millihz` millihertz, or `None` outside the accepted range.
+    pub const fn from_millihz(millihz: u64, source: Source, accuracy: Accuracy) -> Option<Self> {
+        if millihz < Self::MIN_HZ * MILLIHZ_PER_HZ || millihz > Self::MAX_HZ * MILLIHZ_PER_HZ {
+            return None;
+        }
+        Some(Frequency { millihz, source, accuracy })
+    }
+
+    /// A caller-supplied exact rate in hertz (source [`Source::User`]).
+    pub const fn user_hz(hz: u64) -> Option<Self> {
+        Self::from_hz(hz, Source::User, Accuracy::Exact)
+    }
+
+    /// The rate in millihertz.
+    pub const fn as_millihz(&self) -> u64 {
+        self.millihz
+    }
+
+    /// The rate in hertz, rounded to the nearest.
+    pub const fn as_hz(&self) -> u64 {
+        (self.millihz + MILLIHZ_PER_HZ / 2) / MILLIHZ_PER_HZ
+    }
+
+    /// Where the figure came from.
+    pub const fn source(&self) -> Source {
+        self.source
+    }
+
+    /// How far to trust it.
+    pub const fn accuracy(&self) -> Accuracy {
+        self.accuracy
+    }
+
+    /// The same rate with another provenance.
+    pub const fn with_provenance(self, source: Source, accuracy: Accuracy) -> Self {
+        Frequency { millihz: self.millihz, source, accuracy }
+    }
+
+    /// Signed difference of `self` from `other`, in parts per billion of `other`
+    /// (positive when `self` is faster).
+    pub const fn deviation_ppb_from(&self, other: &Frequency) -> i64 {
+        let a = self.millihz as i128;
+        let b = other.millihz as i128;
+        // |a - b| < 2^57 and ×10^9 < 2^87: no overflow in i128; b ≥ 10^6 so no division by 0.
+        let ppb = (a - b) * 1_000_000_000 / b;
+        if ppb > i64::MAX as i128 {
+            i64::MAX
+        } else if ppb < i64::MIN as i128 {
+            i64::MIN
+        } else {
+            ppb as i64
+        }
+    }
+}
+
+impl fmt::Display for Frequency {
+    /// `2596.118000 MHz (cpuid_15h, exact)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mhz_int = self.millihz / 1_000_000_000;
+        let mhz_frac = (self.millihz % 1_000_000_000) / 1000; // to the Hz: 6 decimals of MHz
+        write!(f, "{mhz_int}.{mhz_frac:06} MHz ({}", self.source)?;
+        match self.accuracy {
+            Accuracy::Exact => f.write_str(", exact)"),
+            Accuracy::Nominal { tolerance_ppm } => write!(f, ", ±{tolerance_ppm} ppm nominal)"),
+            Accuracy::Measured { uncertainty_ppb } => write!(
+                f,
+                ", ±{}.{:03} ppm measured)",
+                uncertainty_ppb / 1000,
+                uncertainty_ppb % 1000
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn range_is_enforced() {
+        assert!(Frequency::user_hz(999).is_none());
+        assert!(Frequency::user_hz(1_000).is_some());
+        assert!(Frequency::user_hz(Frequency::MAX_HZ).is_some());
+        assert!(Frequency::user_hz(Frequency::MAX_HZ + 1).is_none());
+        assert!(Frequency::from_millihz(999_999, Source::User, Accuracy::Exact).is_none());
+        assert!(Frequency::user_hz(0).is_none());
+        assert!(Frequency::user_hz(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn hz_rounds_to_nearest() {
+        let f = Frequency::from_millihz(2_596_118_000_500, Source::User, Accuracy::Exact).unwrap();
+        assert_eq!(f.as_hz(), 2_596_118_001);
+        let f = Frequency::from_millihz(2_596_118_000_499, Source::User, Accuracy::Exact).unwrap();
+        assert_eq!(f.as_hz(), 2_596_118_000);
+    }
+
+    #[test]
+    fn deviation_is_signed_ppb() {
+        let a = Frequency::user_hz(1_000_001_000).unwrap();
+        let b = Frequency::user_hz(1_000_000_000).unwrap();
+        assert_eq!(a.deviation_ppb_from(&b), 1_000);
+        assert_eq!(b.deviation_ppb_from(&a), -999);
+    }
+}

@@ -1,0 +1,25 @@
+//! CRATE DOCS: written with README (placeholder during bring-up).
+#![cfg_attr(not(test), no_std)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod arch;
+pub mod calibrate;
+pub mod clock;
+pub mod counter;
+pub mod delay;
+pub mod diag;
+pub mod discover;
+pub mod frequency;
+pub mod instant;
+pub mod reference;
+pub mod scale;
+#[cfg(feature = "sim")]
+pub mod sim;
+mod sync;
+
+pub use counter::{Counter, FnCounter};
+pub use frequency::{Accuracy, Frequency, Source};
