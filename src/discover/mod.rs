@@ -1,1 +1,1 @@
-//! (in progress)
+//! Frequency discovery (in progress).

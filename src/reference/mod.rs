@@ -1,1 +1,1 @@
-//! (in progress)
+//! Reference timers (in progress).
