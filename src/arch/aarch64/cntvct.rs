@@ -1,0 +1,155 @@
+//! CNTVCT_EL0 (plain and ISB-ordered), CNTVCTSS_EL0 (FEAT_ECV) and the registers discovery reads.
+
+use core::arch::asm;
+
+use aarch64_cpu::asm::barrier;
+use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, ID_AA64MMFR0_EL1, MIDR_EL1};
+
+use crate::counter::Counter;
+
+/// The generic timer's virtual count, CNTVCT_EL0.
+///
+/// The architecture guarantees the register at every exception level; EL0 access needs
+/// CNTKCTL_EL1.EL0VCTEN, which Linux and every OS that offers a vDSO clock sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct GenericTimer {
+    ecv: bool,
+}
+
+impl GenericTimer {
+    /// The virtual counter; checks ID_AA64MMFR0_EL1.ECV (bits 63:60) for CNTVCTSS_EL0.
+    pub fn new() -> GenericTimer {
+        let ecv = (read_id_aa64mmfr0_el1() >> 60) & 0xf != 0;
+        GenericTimer { ecv }
+    }
+
+    /// Whether [`GenericTimer::read_self_synchronized`] is available (FEAT_ECV).
+    pub const fn has_self_synchronized(&self) -> bool {
+        self.ecv
+    }
+
+    /// `MRS CNTVCT_EL0` with no barrier: the read may be performed speculatively, out of
+    /// order with earlier instructions.
+    #[inline(always)]
+    pub fn read(&self) -> u64 {
+        CNTVCT_EL0.get()
+    }
+
+    /// `ISB; MRS CNTVCT_EL0`: the ISB makes the read happen after every earlier instruction,
+    /// as the Arm ARM requires for an ordered counter read.
+    #[inline(always)]
+    pub fn read_ordered(&self) -> u64 {
+        barrier::isb(barrier::SY);
+        CNTVCT_EL0.get()
+    }
+
+    /// `MRS CNTVCTSS_EL0`: the self-synchronised view of the counter (FEAT_ECV), ordered like
+    /// [`GenericTimer::read_ordered`] without the cost of an ISB. `None` without FEAT_ECV.
+    #[inline(always)]
+    pub fn read_self_synchronized(&self) -> Option<u64> {
+        if !self.ecv {
+            return None;
+        }
+        let v: u64;
+        // SAFETY: CNTVCTSS_EL0 (S3_3_C14_C0_6) exists: FEAT_ECV was read from
+        // ID_AA64MMFR0_EL1 in `new`. It is a read-only register readable wherever CNTVCT_EL0
+        // is; the MRS writes only the declared output register, no stack, no flags.
+        unsafe {
+            asm!("mrs {v}, S3_3_C14_C0_6", v = out(reg) v, options(nostack, preserves_flags))
+        };
+        Some(v)
+    }
+
+    /// A [`Counter`] on the plain, unordered [`GenericTimer::read`].
+    pub const fn unordered(self) -> GenericTimerUnordered {
+        GenericTimerUnordered(self)
+    }
+}
+
+impl Default for GenericTimer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Counter for GenericTimer {
+    /// The ordered read: CNTVCTSS_EL0 where FEAT_ECV has it, else `ISB; MRS CNTVCT_EL0`.
+    #[inline(always)]
+    fn ticks(&self) -> u64 {
+        match self.read_self_synchronized() {
+            Some(v) => v,
+            None => self.read_ordered(),
+        }
+    }
+}
+
+/// The generic timer as a [`Counter`] on the plain, unordered read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct GenericTimerUnordered(pub GenericTimer);
+
+impl Counter for GenericTimerUnordered {
+    #[inline(always)]
+    fn ticks(&self) -> u64 {
+        self.0.read()
+    }
+}
+
+/// CNTFRQ_EL0: the counter frequency *as firmware programmed it*, in Hz. Nothing checks it
+/// against the real rate: calibration does.
+pub fn read_cntfrq_el0() -> u64 {
+    CNTFRQ_EL0.get()
+}
+
+/// MIDR_EL1: implementer, variant, architecture, part number, revision. (At EL0, Linux and
+/// QEMU's user mode emulate the read.)
+pub fn read_midr_el1() -> u64 {
+    MIDR_EL1.get()
+}
+
+/// ID_AA64MMFR0_EL1: memory model features, ECV in bits 63:60. (At EL0, Linux and QEMU's
+/// user mode emulate the read.)
+pub fn read_id_aa64mmfr0_el1() -> u64 {
+    ID_AA64MMFR0_EL1.get()
+}
+
+/// Writes CNTFRQ_EL0, as firmware does at boot. Tests use it to play misprogrammed firmware;
+/// the counter's real rate does not change.
+///
+/// # Safety
+///
+/// The caller runs at the highest implemented exception level that may write the register
+/// (EL1 without EL2/EL3 in QEMU's `virt`; EL3 on real hardware), else the write traps; and it
+/// accepts that every other reader of CNTFRQ_EL0 on this CPU (an OS's timekeeping) will see
+/// the new value.
+pub unsafe fn write_cntfrq_el0(hz: u64) {
+    // (aarch64-cpu models CNTFRQ_EL0 as read-only, as it is below the highest EL.)
+    // SAFETY: the caller guarantees the write is permitted at this EL (see # Safety). MSR
+    // writes only the system register; ISB makes later reads see it. No stack, no flags.
+    unsafe {
+        asm!("msr cntfrq_el0, {v}", "isb", v = in(reg) hz, options(nostack, preserves_flags))
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_advances_and_cntfrq_is_plausible() {
+        let t = GenericTimer::new();
+        let a = t.ticks();
+        let mut b = t.ticks();
+        for _ in 0..100_000 {
+            if b > a {
+                break;
+            }
+            b = t.ticks();
+        }
+        assert!(b > a, "CNTVCT_EL0 did not advance: {a} then {b}");
+        assert!(t.read() >= a);
+        let f = read_cntfrq_el0();
+        assert!(f > 0, "CNTFRQ_EL0 is 0");
+    }
+}

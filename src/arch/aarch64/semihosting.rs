@@ -1,0 +1,1 @@
+//! Arm semihosting calls (in progress).

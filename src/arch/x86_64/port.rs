@@ -1,0 +1,1 @@
+//! x86 port I/O (in progress).

@@ -1,0 +1,140 @@
+//! The time-stamp counter: RDTSC, LFENCE;RDTSC and RDTSCP.
+
+use core::arch::asm;
+
+use raw_cpuid::CpuId;
+
+use crate::counter::Counter;
+
+/// The time-stamp counter of this CPU. Holding a `Tsc` proves that RDTSC exists (and records
+/// whether RDTSCP does), so every read is safe.
+///
+/// Whether the TSC is *invariant* (constant rate in every P-/C-state) and synchronised across
+/// CPUs is a separate question: see [`crate::discover`] for the invariant-TSC flag and
+/// [`crate::diag`] for the cross-CPU warp check.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Tsc {
+    rdtscp: bool,
+}
+
+impl Tsc {
+    /// Checks CPUID for the TSC (leaf 1 EDX bit 4) and RDTSCP (leaf 0x8000_0001 EDX bit 27).
+    /// `None` if there is no TSC.
+    pub fn probe() -> Option<Tsc> {
+        let cpuid = CpuId::new();
+        let has_tsc = cpuid.get_feature_info().is_some_and(|f| f.has_tsc());
+        if !has_tsc {
+            return None;
+        }
+        let rdtscp = cpuid
+            .get_extended_processor_and_feature_identifiers()
+            .is_some_and(|e| e.has_rdtscp());
+        Some(Tsc { rdtscp })
+    }
+
+    /// Whether [`Tsc::read_with_aux`] is available.
+    pub const fn has_rdtscp(&self) -> bool {
+        self.rdtscp
+    }
+
+    /// `RDTSC`: the cheapest read, with no ordering. The CPU may execute it before earlier
+    /// instructions have completed or after later ones have started, so it can time-stamp a
+    /// point a few dozen cycles away from where it appears in the program.
+    #[inline(always)]
+    pub fn read(&self) -> u64 {
+        let lo: u32;
+        let hi: u32;
+        // SAFETY: RDTSC exists (checked by `probe`, the only constructor) and is allowed at
+        // CPL 0 always and at CPL 3 unless CR4.TSD is set, which no OS this crate targets
+        // sets while it hands out the TSC. It writes only EDX:EAX (declared), touches no
+        // stack and no flags. Not `nomem`: it is a compiler barrier on purpose.
+        unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+
+    /// `LFENCE; RDTSC`: the counter is read only after every earlier instruction has completed
+    /// locally (Intel SDM; on AMD, LFENCE is dispatch-serialising on every CPU Linux supports
+    /// for it, which sets the MSR that makes it so on older families). Later instructions may
+    /// still start before the read. This is what Linux's `rdtsc_ordered()` does.
+    #[inline(always)]
+    pub fn read_ordered(&self) -> u64 {
+        let lo: u32;
+        let hi: u32;
+        // SAFETY: as in `read`; LFENCE exists on every x86_64 CPU (SSE2 is baseline) and has
+        // no operands or side effects beyond ordering.
+        unsafe {
+            asm!("lfence", "rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
+        };
+        (u64::from(hi) << 32) | u64::from(lo)
+    }
+
+    /// `RDTSCP`: the counter, read after every earlier instruction has executed, together
+    /// with `IA32_TSC_AUX` (which Linux and most kernels set to the CPU/node number), so a
+    /// caller can tell that two reads came from the same CPU. `None` without RDTSCP.
+    #[inline(always)]
+    pub fn read_with_aux(&self) -> Option<(u64, u32)> {
+        if !self.rdtscp {
+            return None;
+        }
+        let lo: u32;
+        let hi: u32;
+        let aux: u32;
+        // SAFETY: RDTSCP exists (`self.rdtscp` came from CPUID in `probe`). It writes only
+        // EDX:EAX and ECX (declared), no stack, no flags.
+        unsafe {
+            asm!("rdtscp", out("eax") lo, out("edx") hi, out("ecx") aux,
+                 options(nostack, preserves_flags))
+        };
+        Some(((u64::from(hi) << 32) | u64::from(lo), aux))
+    }
+
+    /// A [`Counter`] on the plain, unordered [`Tsc::read`].
+    pub const fn unordered(self) -> TscUnordered {
+        TscUnordered(self)
+    }
+}
+
+impl Counter for Tsc {
+    /// The ordered read, [`Tsc::read_ordered`].
+    #[inline(always)]
+    fn ticks(&self) -> u64 {
+        self.read_ordered()
+    }
+}
+
+/// The TSC as a [`Counter`] on the plain, unordered `RDTSC` ([`Tsc::read`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TscUnordered(pub Tsc);
+
+impl Counter for TscUnordered {
+    #[inline(always)]
+    fn ticks(&self) -> u64 {
+        self.0.read()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tsc_reads_advance() {
+        let tsc = Tsc::probe().expect("every x86_64 CPU has a TSC");
+        let a = tsc.read_ordered();
+        let mut b = tsc.read_ordered();
+        for _ in 0..1000 {
+            if b > a {
+                break;
+            }
+            b = tsc.read_ordered();
+        }
+        assert!(b > a, "TSC did not advance: {a} then {b}");
+        assert!(tsc.read() >= a);
+        if let Some((t, _aux)) = tsc.read_with_aux() {
+            assert!(t >= b);
+        }
+        assert!(tsc.unordered().ticks() >= a);
+    }
+}
