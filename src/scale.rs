@@ -1,1 +1,256 @@
-//! (in progress)
+//! [`Scale`]: integer fixed-point conversion between ticks and nanoseconds.
+//!
+//! `ns = (ticks × mult) >> shift`, with the product taken in `u128`. Because `ticks` and
+//! `mult` are both `u64`, the product is below 2^128 for *every* input: there is no
+//! intermediate overflow to guard against, ever (Linux's "208-day bug" was a 64-bit product
+//! `cycles × mult` that overflowed once the cycle delta grew large enough). Only the result
+//! can exceed `u64` — past 584 years of nanoseconds — and that saturates.
+//!
+//! `mult` is chosen in `[2^63, 2^64)`, as large as it can be, so the rounding of `mult`
+//! contributes a relative error below 2^-64 (5 × 10^-20): the conversion error is at most
+//! 1 ns (the final floor) plus 10^-19 of the value, at any rate from 1 kHz to 100 GHz.
+//! Computing the constants needs one `u128` division; the conversions need none.
+
+use crate::frequency::Frequency;
+
+/// `10^12`: nanoseconds per second × millihertz per hertz.
+const NS_MILLIHZ: u128 = 1_000_000_000_000;
+
+/// Fixed-point constants for one [`Frequency`]: ticks → ns (rounded down) and
+/// ns → ticks (rounded up, for deadlines and delays).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Scale {
+    mult: u64,
+    shift: u32,
+    inv_mult: u64,
+    inv_shift: u32,
+    millihz: u64,
+}
+
+/// The largest `shift` such that `round(num × 2^shift / den) < 2^64`, with that quotient.
+/// `num < 2^48` and `den ≥ 10^6`, so `num × 2^shift` fits in `u128` for every shift tried.
+const fn best_fixed_point(num: u128, den: u128, round_up: bool) -> (u64, u32) {
+    let mut shift: u32 = 127 - (128 - num.leading_zeros());
+    loop {
+        let scaled = num << shift;
+        let q = if round_up {
+            scaled.div_ceil(den)
+        } else {
+            (scaled + den / 2) / den
+        };
+        if q <= u64::MAX as u128 || shift == 0 {
+            // For the inputs we accept (num/den between 10^-2 and 10^6) a shift with
+            // q ≥ 2^63 always exists, so this saturation never triggers.
+            let q = if q > u64::MAX as u128 {
+                u64::MAX
+            } else {
+                q as u64
+            };
+            return (q, shift);
+        }
+        shift -= 1;
+    }
+}
+
+impl Scale {
+    /// Constants for `frequency`. Every [`Frequency`] is in 1 kHz..=100 GHz, so this cannot
+    /// fail.
+    pub const fn new(frequency: &Frequency) -> Scale {
+        let millihz = frequency.as_millihz();
+        // ns per tick = 10^12 / millihz.
+        let (mult, shift) = best_fixed_point(NS_MILLIHZ, millihz as u128, false);
+        // ticks per ns = millihz / 10^12, rounded up so deadlines are never early.
+        let (inv_mult, inv_shift) = best_fixed_point(millihz as u128, NS_MILLIHZ, true);
+        Scale {
+            mult,
+            shift,
+            inv_mult,
+            inv_shift,
+            millihz,
+        }
+    }
+
+    /// The rate these constants convert for, in millihertz.
+    pub const fn millihz(&self) -> u64 {
+        self.millihz
+    }
+
+    /// The multiplier (`ns = ticks × mult >> shift`).
+    pub const fn mult(&self) -> u64 {
+        self.mult
+    }
+
+    /// The shift (`ns = ticks × mult >> shift`).
+    pub const fn shift(&self) -> u32 {
+        self.shift
+    }
+
+    /// `ticks` in nanoseconds, rounded down; saturates at `u64::MAX` (584 years).
+    #[inline(always)]
+    pub const fn ticks_to_ns(&self, ticks: u64) -> u64 {
+        let ns = ((ticks as u128) * (self.mult as u128)) >> self.shift;
+        if ns > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            ns as u64
+        }
+    }
+
+    /// `ticks` in nanoseconds, rounded down, or `None` if that exceeds `u64::MAX`.
+    #[inline]
+    pub const fn checked_ticks_to_ns(&self, ticks: u64) -> Option<u64> {
+        let ns = ((ticks as u128) * (self.mult as u128)) >> self.shift;
+        if ns > u64::MAX as u128 {
+            None
+        } else {
+            Some(ns as u64)
+        }
+    }
+
+    /// The number of ticks that spans *at least* `ns` nanoseconds (rounded up); saturates at
+    /// `u64::MAX`. Use it for deadlines and delays: waiting this many ticks never ends early.
+    #[inline]
+    pub const fn ns_to_ticks_ceil(&self, ns: u64) -> u64 {
+        let prod = (ns as u128) * (self.inv_mult as u128);
+        let mask = (1u128 << self.inv_shift) - 1;
+        let ticks = (prod >> self.inv_shift) + if prod & mask != 0 { 1 } else { 0 };
+        if ticks > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            ticks as u64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frequency::{Accuracy, Source};
+    use proptest::prelude::*;
+
+    fn freq(millihz: u64) -> Frequency {
+        Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap()
+    }
+
+    /// Exact ticks → ns, rounded down, as a rational (`u128` is enough: ticks < 2^64,
+    /// 10^12 < 2^40).
+    fn exact_ns(ticks: u64, millihz: u64) -> u128 {
+        (ticks as u128) * NS_MILLIHZ / (millihz as u128)
+    }
+
+    #[test]
+    fn mult_is_normalised() {
+        for hz in [
+            1_000u64,
+            32_768,
+            1_193_182,
+            24_000_000,
+            1_000_000_000,
+            2_596_118_000,
+            100_000_000_000,
+        ] {
+            let s = Scale::new(&Frequency::user_hz(hz).unwrap());
+            assert!(s.mult >= 1 << 63, "{hz}: mult {:#x}", s.mult);
+            assert!(s.inv_mult >= 1 << 63, "{hz}: inv_mult {:#x}", s.inv_mult);
+        }
+    }
+
+    #[test]
+    fn one_second_of_ticks_is_one_second() {
+        for hz in [
+            1_000u64,
+            1_193_182,
+            62_500_000,
+            2_596_118_000,
+            10_000_000_000,
+        ] {
+            let s = Scale::new(&Frequency::user_hz(hz).unwrap());
+            let ns = s.ticks_to_ns(hz);
+            assert!((999_999_999..=1_000_000_000).contains(&ns), "{hz}: {ns}");
+            let t = s.ns_to_ticks_ceil(1_000_000_000);
+            assert!(t == hz || t == hz + 1, "{hz}: {t}");
+        }
+    }
+
+    #[test]
+    fn no_208_day_overflow() {
+        // The Linux bug: cycles × mult in 64 bits overflowed after ~208 days at 2.x GHz.
+        let s = Scale::new(&Frequency::user_hz(2_596_118_000).unwrap());
+        let ticks_300_days = 2_596_118_000u64 * 86_400 * 300;
+        let ns = s.ticks_to_ns(ticks_300_days);
+        let want = 86_400 * 300 * 1_000_000_000u64;
+        assert!((want - 1..=want).contains(&ns), "{ns} vs {want}");
+        let exact = exact_ns(u64::MAX, 2_596_118_000_000) as u64;
+        assert!(exact - s.ticks_to_ns(u64::MAX) <= 1);
+    }
+
+    #[test]
+    fn saturates_only_past_u64_ns() {
+        let slow = Scale::new(&Frequency::user_hz(1_000).unwrap());
+        assert_eq!(slow.ticks_to_ns(u64::MAX), u64::MAX);
+        assert_eq!(slow.checked_ticks_to_ns(u64::MAX), None);
+        assert_eq!(slow.checked_ticks_to_ns(1_000), Some(1_000_000_000));
+        let fast = Scale::new(&Frequency::user_hz(100_000_000_000).unwrap());
+        assert_eq!(fast.ns_to_ticks_ceil(u64::MAX), u64::MAX);
+    }
+
+    proptest! {
+        #[test]
+        fn ticks_to_ns_error_within_1ns_plus_1ppb(
+            millihz in 1_000_000u64..=10_000_000_000_000,
+            ticks in any::<u64>(),
+        ) {
+            let s = Scale::new(&freq(millihz));
+            let exact = exact_ns(ticks, millihz);
+            match s.checked_ticks_to_ns(ticks) {
+                Some(ns) => {
+                    let err = (ns as i128 - exact as i128).unsigned_abs();
+                    prop_assert!(err <= 1 + exact / 1_000_000_000, "err {} at {}", err, exact);
+                }
+                None => prop_assert!(exact >= u64::MAX as u128),
+            }
+        }
+
+        #[test]
+        fn ticks_to_ns_is_monotonic(
+            millihz in 1_000_000u64..=10_000_000_000_000,
+            a in any::<u64>(),
+            d in any::<u64>(),
+        ) {
+            let s = Scale::new(&freq(millihz));
+            let b = a.saturating_add(d);
+            prop_assert!(s.ticks_to_ns(a) <= s.ticks_to_ns(b));
+        }
+
+        #[test]
+        fn ns_to_ticks_never_short(
+            millihz in 1_000_000u64..=10_000_000_000_000,
+            ns in 0u64..=u64::MAX,
+        ) {
+            let s = Scale::new(&freq(millihz));
+            let t = s.ns_to_ticks_ceil(ns);
+            // exact ticks = ns × millihz / 10^12; t must be ≥ it, and at most 1 + 1 ppb over.
+            let exact_num = (ns as u128) * (millihz as u128);
+            if t != u64::MAX {
+                prop_assert!((t as u128) * NS_MILLIHZ >= exact_num, "short: {} ticks for {} ns", t, ns);
+                let exact_ceil = exact_num.div_ceil(NS_MILLIHZ);
+                prop_assert!((t as u128) <= exact_ceil + 1 + exact_ceil / 1_000_000_000);
+            } else {
+                prop_assert!(exact_num.div_ceil(NS_MILLIHZ) >= u64::MAX as u128);
+            }
+        }
+
+        #[test]
+        fn round_trip_covers_the_request(
+            millihz in 1_000_000u64..=10_000_000_000_000,
+            ns in 0u64..=1u64 << 50,
+        ) {
+            // Waiting ns_to_ticks_ceil(ns) ticks is at least ns by the exact rate; converting
+            // those ticks back loses at most the 1 ns floor.
+            let s = Scale::new(&freq(millihz));
+            let t = s.ns_to_ticks_ceil(ns);
+            prop_assert!(s.ticks_to_ns(t) + 1 >= ns);
+        }
+    }
+}
