@@ -1,1 +1,483 @@
-//! (in progress)
+//! [`Clock`]: a counter plus a timebase, published lock-free; time never jumps or goes back.
+//!
+//! # How recalibration stays monotonic
+//!
+//! The timebase — `(base_ticks, base_ns, scale)` — lives in one of two *slots* (FreeBSD's
+//! `timehands`, with a ring of two). Readers compute
+//! `base_ns + scale(ticks − base_ticks)` from the slot `current` points at. A recalibration
+//! (one writer at a time; a second gets [`ClockError::Busy`], never a wait) fills the *other*
+//! slot so that the new timeline starts where the old one is at that moment, then points
+//! `current` at it. Readers never wait for the writer: they keep using the old slot until the
+//! switch.
+//!
+//! ## The ordering argument
+//!
+//! - Writer: `gen = 0` (relaxed); release fence; write the slot's fields (relaxed); `gen = g`
+//!   (release); `current = slot` (release).
+//! - Reader: `i = current` (acquire); `g = slot[i].gen` (acquire); read the fields
+//!   (relaxed); read the counter; acquire fence; accept only if `g ≠ 0`,
+//!   `slot[i].gen == g` and `current == i`.
+//!
+//! If a reader saw any field written after the writer's `gen = 0`, its acquire fence
+//! synchronises with the writer's release fence, so its second `gen` load sees 0 or a newer
+//! generation and it retries: a reader never uses a half-written slot (torn `u64` halves on
+//! 32-bit targets included). This is the seqlock of Boehm, "Can seqlocks get along with
+//! programming language memory models?" (MSPC 2012); the loom test in `tests/loom_clock.rs`
+//! model-checks it.
+//!
+//! ## The handover
+//!
+//! A reader that loaded the old slot just before the switch may read the counter just after
+//! it. To give such a reader and every later one the same answer, the new timeline does not
+//! start at the writer's counter read `t` but at `t + margin` (1 ms of ticks, or an eighth
+//! of a narrow counter's wrap): until then readers of the new slot extrapolate *backwards*
+//! from its base with the *old* scale, which is exactly what readers of the old slot compute.
+//! So both slots agree on every tick before `t + margin`, and afterwards the new scale takes
+//! over from the same point: no jump, no step back. A reader of the old slot that reads the
+//! counter past `t + margin` would disagree, but it would have to be stalled between its
+//! `current` loads for the whole margin; its final `current` check then sees the switch and it
+//! retries. The writer publishes only while it is itself well inside the margin, and retries
+//! otherwise. What remains is the case of a *writer* interrupted for longer than the margin
+//! between that check and its final store: in a kernel that can preempt the writer, call
+//! [`Clock::recalibrate`] with interrupts disabled.
+//!
+//! A recalibration whose new timeline has not started yet (within the margin of the last
+//! one) returns [`ClockError::Busy`].
+
+use core::fmt;
+use core::hint::spin_loop;
+
+use crate::counter::Counter;
+use crate::delay::Delay;
+use crate::frequency::Frequency;
+use crate::instant::{Instant, RawInstant};
+use crate::scale::Scale;
+use crate::sync::{fence, AtomicBool, AtomicU32, Ordering, RelaxedU64};
+
+/// How far ahead of the writer's counter read the new timeline starts.
+pub const HANDOVER_NS: u64 = 1_000_000;
+
+/// Why a [`Clock`] did not publish a new timebase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum ClockError {
+    /// Another recalibration is being written, or the last one's timeline has not started
+    /// yet (it starts [`HANDOVER_NS`] after it was published). Try again later.
+    Busy,
+}
+
+impl fmt::Display for ClockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClockError::Busy => {
+                f.write_str("clock busy: a recalibration is in progress or has not started yet")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ClockError {}
+
+/// One timebase snapshot.
+struct Slot {
+    /// 0 while being written; otherwise changes with every write.
+    gen: AtomicU32,
+    base_ticks: RelaxedU64,
+    base_ns: RelaxedU64,
+    mult: RelaxedU64,
+    shift: AtomicU32,
+    inv_mult: RelaxedU64,
+    inv_shift: AtomicU32,
+    millihz: RelaxedU64,
+    /// The previous timebase's scale, for ticks before `base_ticks` (the handover).
+    prev_mult: RelaxedU64,
+    prev_shift: AtomicU32,
+}
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            gen: AtomicU32::new(0),
+            base_ticks: RelaxedU64::new(0),
+            base_ns: RelaxedU64::new(0),
+            mult: RelaxedU64::new(0),
+            shift: AtomicU32::new(0),
+            inv_mult: RelaxedU64::new(0),
+            inv_shift: AtomicU32::new(0),
+            millihz: RelaxedU64::new(0),
+            prev_mult: RelaxedU64::new(0),
+            prev_shift: AtomicU32::new(0),
+        }
+    }
+}
+
+/// `(ticks × mult) >> shift`, saturating at `u64::MAX` (see [`Scale`]).
+#[inline(always)]
+fn mul_shift(ticks: u64, mult: u64, shift: u32) -> u64 {
+    let ns = ((ticks as u128) * (mult as u128)) >> shift;
+    if ns > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ns as u64
+    }
+}
+
+/// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free.
+///
+/// `Clock<C>` is `Sync` when `C` is: share it (a `static`, an `Arc`) and read it from any
+/// CPU or interrupt handler. Readers never lock and never wait for a writer.
+///
+/// ```
+/// use baretime::{Clock, FnCounter, Frequency};
+/// use core::sync::atomic::{AtomicU64, Ordering};
+///
+/// // A counter of the user's own: here a fake one that advances 1000 ticks per read.
+/// static TICKS: AtomicU64 = AtomicU64::new(0);
+/// let counter = FnCounter::new(|| TICKS.fetch_add(1000, Ordering::Relaxed));
+/// let clock = Clock::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
+/// let a = clock.now();
+/// let b = clock.now();
+/// assert_eq!((b - a).as_nanos(), 1000);
+/// ```
+pub struct Clock<C: Counter> {
+    counter: C,
+    slots: [Slot; 2],
+    current: AtomicU32,
+    writer: AtomicBool,
+    mask: u64,
+}
+
+impl<C: Counter> Clock<C> {
+    /// A clock on `counter` at `frequency`, whose epoch (`Instant::ZERO`) is now.
+    pub fn new(counter: C, frequency: Frequency) -> Clock<C> {
+        let mask = counter.mask();
+        let clock = Clock {
+            counter,
+            slots: [Slot::new(), Slot::new()],
+            current: AtomicU32::new(0),
+            writer: AtomicBool::new(false),
+            mask,
+        };
+        let scale = Scale::new(&frequency);
+        let base_ticks = clock.counter.ticks() & mask;
+        clock.write_slot(0, 1, base_ticks, 0, &scale, scale.mult(), scale.shift());
+        clock
+    }
+
+    /// The counter this clock reads.
+    pub fn counter(&self) -> &C {
+        &self.counter
+    }
+
+    /// The raw counter value (one read, no conversion).
+    #[inline(always)]
+    pub fn ticks(&self) -> u64 {
+        self.counter.ticks()
+    }
+
+    /// A raw reading, the cheapest timestamp: convert differences later with
+    /// [`Clock::delta`].
+    #[inline(always)]
+    pub fn raw(&self) -> RawInstant {
+        RawInstant::from_ticks(self.counter.ticks())
+    }
+
+    /// The time from `start` to `end` (raw readings of this clock's counter) at the current
+    /// scale; zero if `end` is before `start` (masked to the counter's width).
+    pub fn delta(&self, start: RawInstant, end: RawInstant) -> core::time::Duration {
+        let ticks = end.ticks_since(start) & self.mask;
+        if ticks > self.mask >> 1 {
+            return core::time::Duration::ZERO;
+        }
+        core::time::Duration::from_nanos(self.scale().ticks_to_ns(ticks))
+    }
+
+    /// Nanoseconds since the clock's epoch. Never goes back, never jumps at a
+    /// recalibration, never blocks (it retries only if it raced a writer's store).
+    #[inline]
+    pub fn now(&self) -> Instant {
+        loop {
+            let i = self.current.load(Ordering::Acquire);
+            let slot = &self.slots[(i & 1) as usize];
+            let gen = slot.gen.load(Ordering::Acquire);
+            let base_ticks = slot.base_ticks.load();
+            let base_ns = slot.base_ns.load();
+            let mult = slot.mult.load();
+            let shift = slot.shift.load(Ordering::Relaxed);
+            let t = self.counter.ticks();
+            let delta = t.wrapping_sub(base_ticks) & self.mask;
+            let ns = if delta <= self.mask >> 1 {
+                base_ns.saturating_add(mul_shift(delta, mult, shift))
+            } else {
+                // Before the base: the handover window (see the module docs).
+                let back = base_ticks.wrapping_sub(t) & self.mask;
+                let prev_mult = slot.prev_mult.load();
+                let prev_shift = slot.prev_shift.load(Ordering::Relaxed);
+                base_ns.saturating_sub(mul_shift(back, prev_mult, prev_shift))
+            };
+            fence(Ordering::Acquire);
+            if gen != 0
+                && slot.gen.load(Ordering::Relaxed) == gen
+                && self.current.load(Ordering::Relaxed) == i
+            {
+                return Instant::from_nanos(ns);
+            }
+            spin_loop();
+        }
+    }
+
+    /// The scale in force (a consistent snapshot).
+    pub fn scale(&self) -> Scale {
+        loop {
+            let i = self.current.load(Ordering::Acquire);
+            let slot = &self.slots[(i & 1) as usize];
+            let gen = slot.gen.load(Ordering::Acquire);
+            let scale = Scale::from_parts(
+                slot.mult.load(),
+                slot.shift.load(Ordering::Relaxed),
+                slot.inv_mult.load(),
+                slot.inv_shift.load(Ordering::Relaxed),
+                slot.millihz.load(),
+            );
+            fence(Ordering::Acquire);
+            if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
+                return scale;
+            }
+            spin_loop();
+        }
+    }
+
+    /// The rate in force, in millihertz.
+    pub fn millihz(&self) -> u64 {
+        self.scale().millihz()
+    }
+
+    /// A busy-wait [`Delay`] on this clock's counter at the scale in force.
+    pub fn delay(&self) -> Delay<&C> {
+        Delay::with_scale(&self.counter, self.scale())
+    }
+
+    /// Publishes a timebase at `frequency` that continues the current timeline: readers see
+    /// no jump and no step back (see the module docs). Never blocks: returns
+    /// [`ClockError::Busy`] if another recalibration is being written or the last one's
+    /// timeline has not started yet.
+    pub fn recalibrate(&self, frequency: Frequency) -> Result<(), ClockError> {
+        self.publish(Some(Scale::new(&frequency)))
+    }
+
+    /// Re-bases the timebase at the current time without changing the rate. A clock on a
+    /// counter narrower than 64 bits must be updated at least once per half wrap period
+    /// (e.g. from a periodic tick); 64-bit counters never need it.
+    pub fn update(&self) -> Result<(), ClockError> {
+        self.publish(None)
+    }
+
+    fn publish(&self, new_scale: Option<Scale>) -> Result<(), ClockError> {
+        if self
+            .writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(ClockError::Busy);
+        }
+        let result = self.publish_locked(new_scale);
+        self.writer.store(false, Ordering::Release);
+        result
+    }
+
+    fn publish_locked(&self, new_scale: Option<Scale>) -> Result<(), ClockError> {
+        // Only the writer changes `current` and the slots, and we are the writer: relaxed
+        // loads see our own last stores.
+        let i = self.current.load(Ordering::Relaxed);
+        let cur = &self.slots[(i & 1) as usize];
+        let base_ticks = cur.base_ticks.load();
+        let base_ns = cur.base_ns.load();
+        let mult = cur.mult.load();
+        let shift = cur.shift.load(Ordering::Relaxed);
+        let cur_scale = Scale::from_parts(
+            mult,
+            shift,
+            cur.inv_mult.load(),
+            cur.inv_shift.load(Ordering::Relaxed),
+            cur.millihz.load(),
+        );
+        let scale = new_scale.unwrap_or(cur_scale);
+        let half = self.mask >> 1;
+        let margin = cur_scale
+            .ns_to_ticks_ceil(HANDOVER_NS)
+            .clamp(1, (self.mask >> 3).max(1));
+        for _ in 0..3 {
+            let t = self.counter.ticks() & self.mask;
+            let since_base = t.wrapping_sub(base_ticks) & self.mask;
+            if since_base > half {
+                // The current timeline has not started yet (within the last handover).
+                return Err(ClockError::Busy);
+            }
+            let new_base_ticks = t.wrapping_add(margin) & self.mask;
+            let new_base_ns = base_ns.saturating_add(mul_shift(since_base + margin, mult, shift));
+            let next = i.wrapping_add(1);
+            let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
+            self.write_slot(
+                next & 1,
+                gen,
+                new_base_ticks,
+                new_base_ns,
+                &scale,
+                mult,
+                shift,
+            );
+            // Publish only while still well inside the margin; otherwise start again.
+            let now = self.counter.ticks() & self.mask;
+            if now.wrapping_sub(t) & self.mask < margin / 2 {
+                self.current.store(next, Ordering::Release);
+                return Ok(());
+            }
+        }
+        Err(ClockError::Busy)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn write_slot(
+        &self,
+        index: u32,
+        gen: u32,
+        base_ticks: u64,
+        base_ns: u64,
+        scale: &Scale,
+        prev_mult: u64,
+        prev_shift: u32,
+    ) {
+        let slot = &self.slots[(index & 1) as usize];
+        slot.gen.store(0, Ordering::Relaxed);
+        fence(Ordering::Release);
+        slot.base_ticks.store(base_ticks);
+        slot.base_ns.store(base_ns);
+        slot.mult.store(scale.mult());
+        slot.shift.store(scale.shift(), Ordering::Relaxed);
+        slot.inv_mult.store(scale.inv_mult());
+        slot.inv_shift.store(scale.inv_shift(), Ordering::Relaxed);
+        slot.millihz.store(scale.millihz());
+        slot.prev_mult.store(prev_mult);
+        slot.prev_shift.store(prev_shift, Ordering::Relaxed);
+        slot.gen.store(gen, Ordering::Release);
+    }
+}
+
+impl<C: Counter + fmt::Debug> fmt::Debug for Clock<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Clock")
+            .field("counter", &self.counter)
+            .field("scale", &self.scale())
+            .finish()
+    }
+}
+
+#[cfg(feature = "defmt")]
+impl<C: Counter + defmt::Format> defmt::Format for Clock<C> {
+    fn format(&self, f: defmt::Formatter) {
+        defmt::write!(
+            f,
+            "Clock {{ counter: {}, scale: {} }}",
+            self.counter,
+            self.scale()
+        )
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::frequency::{Accuracy, Source};
+    use core::cell::Cell;
+
+    /// A counter the test moves by hand.
+    struct Manual(Cell<u64>, u32);
+    impl Counter for Manual {
+        fn ticks(&self) -> u64 {
+            self.0.get()
+        }
+        fn bits(&self) -> u32 {
+            self.1
+        }
+    }
+
+    fn hz(hz: u64) -> Frequency {
+        Frequency::from_hz(hz, Source::User, Accuracy::Exact).unwrap()
+    }
+
+    #[test]
+    fn counts_from_its_epoch() {
+        let c = Manual(Cell::new(5_000), 64);
+        let clock = Clock::new(&c, hz(1_000_000_000));
+        assert_eq!(clock.now().as_nanos(), 0);
+        c.0.set(5_000 + 1_234_567);
+        assert_eq!(clock.now().as_nanos(), 1_234_567);
+        assert_eq!(clock.ticks(), 5_000 + 1_234_567);
+        assert_eq!(clock.millihz(), 1_000_000_000_000);
+    }
+
+    #[test]
+    fn recalibration_continues_the_timeline() {
+        let c = Manual(Cell::new(0), 64);
+        let clock = Clock::new(&c, hz(1_000_000_000));
+        c.0.set(10_000_000); // 10 ms at 1 GHz
+        let before = clock.now();
+        clock.recalibrate(hz(2_000_000_000)).unwrap();
+        // Inside the handover the old scale still applies.
+        assert_eq!(clock.now(), before);
+        c.0.set(10_500_000);
+        assert_eq!(clock.now().as_nanos(), 10_500_000);
+        // From the handover point (1 ms of old ticks later) the new scale takes over.
+        c.0.set(11_000_000);
+        assert_eq!(clock.now().as_nanos(), 11_000_000);
+        c.0.set(13_000_000);
+        assert_eq!(clock.now().as_nanos(), 12_000_000);
+        assert_eq!(clock.millihz(), 2_000_000_000_000);
+        // A second recalibration once the timeline has started.
+        clock.recalibrate(hz(1_000_000_000)).unwrap();
+        c.0.set(14_000_000 + 1_000);
+        assert!(clock.now().as_nanos() >= 12_000_000);
+    }
+
+    #[test]
+    fn busy_within_handover() {
+        let c = Manual(Cell::new(0), 64);
+        let clock = Clock::new(&c, hz(1_000_000_000));
+        c.0.set(1_000);
+        clock.recalibrate(hz(1_000_000_001)).unwrap();
+        assert_eq!(clock.recalibrate(hz(1_000_000_002)), Err(ClockError::Busy));
+        c.0.set(1_000 + 1_000_000);
+        assert_eq!(clock.recalibrate(hz(1_000_000_002)), Ok(()));
+    }
+
+    #[test]
+    fn narrow_counter_wraps_with_updates() {
+        // A 24-bit counter at 1 MHz wraps every 16.7 s; update at least every half wrap.
+        let c = Manual(Cell::new(0xff_f000), 24);
+        let clock = Clock::new(&c, hz(1_000_000));
+        let mut last = clock.now();
+        let mut raw: u64 = 0xff_f000;
+        for _ in 0..100 {
+            raw += 3_000_000; // 3 s
+            c.0.set(raw & 0xff_ffff);
+            let now = clock.now();
+            assert!(now >= last);
+            assert_eq!((now - last).as_micros(), 3_000_000);
+            last = now;
+            clock.update().unwrap();
+        }
+        assert_eq!(last.as_nanos(), 300_000_000_000);
+    }
+
+    #[test]
+    fn delta_of_raw_readings() {
+        let c = Manual(Cell::new(100), 64);
+        let clock = Clock::new(&c, hz(1_000_000));
+        let a = clock.raw();
+        c.0.set(1_100);
+        let b = clock.raw();
+        assert_eq!(clock.delta(a, b).as_micros(), 1_000);
+        assert_eq!(clock.delta(b, a), core::time::Duration::ZERO);
+    }
+}

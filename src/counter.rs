@@ -110,6 +110,7 @@ mod tests {
         assert_eq!(c.ticks(), 42);
         assert_eq!(c.bits(), 1);
         assert_eq!(FnCounter::with_bits(|| 0, 99).bits(), 64);
-        assert_eq!((&c).ticks(), 42);
+        let by_ref: &dyn Fn(&FnCounter<_>) -> u64 = &|c| <&FnCounter<_> as Counter>::ticks(&c);
+        assert_eq!(by_ref(&c), 42);
     }
 }

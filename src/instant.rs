@@ -1,1 +1,204 @@
-//! (in progress)
+//! [`Instant`] (nanoseconds on a [`crate::Clock`]'s timeline) and [`RawInstant`] (raw ticks).
+
+use core::ops::{Add, AddAssign, Sub, SubAssign};
+use core::time::Duration;
+
+/// A point in time: nanoseconds since the epoch of the [`crate::Clock`] that produced it
+/// (its creation). Only compare instants from the same clock.
+///
+/// Arithmetic with [`Duration`] follows `std::time::Instant`: `checked_*` return `None`
+/// where the result does not fit, `saturating_*` clamp, and the operators saturate rather
+/// than panic (a clock in a kernel must not bring it down).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Instant {
+    ns: u64,
+}
+
+/// A [`Duration`] in nanoseconds, saturating at `u64::MAX` (584 years).
+const fn duration_ns(d: Duration) -> u64 {
+    let ns = d.as_nanos();
+    if ns > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        ns as u64
+    }
+}
+
+impl Instant {
+    /// The clock's epoch.
+    pub const ZERO: Instant = Instant { ns: 0 };
+
+    /// The instant `ns` nanoseconds after the epoch.
+    pub const fn from_nanos(ns: u64) -> Instant {
+        Instant { ns }
+    }
+
+    /// Nanoseconds since the epoch.
+    pub const fn as_nanos(&self) -> u64 {
+        self.ns
+    }
+
+    /// Time since the epoch.
+    pub const fn since_epoch(&self) -> Duration {
+        Duration::from_nanos(self.ns)
+    }
+
+    /// `self - earlier`, or `None` if `earlier` is later.
+    pub const fn checked_duration_since(&self, earlier: Instant) -> Option<Duration> {
+        match self.ns.checked_sub(earlier.ns) {
+            Some(ns) => Some(Duration::from_nanos(ns)),
+            None => None,
+        }
+    }
+
+    /// `self - earlier`, or zero if `earlier` is later.
+    pub const fn saturating_duration_since(&self, earlier: Instant) -> Duration {
+        Duration::from_nanos(self.ns.saturating_sub(earlier.ns))
+    }
+
+    /// `self - earlier`, or zero if `earlier` is later (as `std::time::Instant` since 1.60).
+    pub const fn duration_since(&self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+
+    /// `self + d`, or `None` past `u64::MAX` ns.
+    pub const fn checked_add(&self, d: Duration) -> Option<Instant> {
+        let d = d.as_nanos();
+        if d > u64::MAX as u128 {
+            return None;
+        }
+        match self.ns.checked_add(d as u64) {
+            Some(ns) => Some(Instant { ns }),
+            None => None,
+        }
+    }
+
+    /// `self - d`, or `None` before the epoch.
+    pub const fn checked_sub(&self, d: Duration) -> Option<Instant> {
+        let d = d.as_nanos();
+        if d > u64::MAX as u128 {
+            return None;
+        }
+        match self.ns.checked_sub(d as u64) {
+            Some(ns) => Some(Instant { ns }),
+            None => None,
+        }
+    }
+
+    /// `self + d`, clamped to the latest representable instant.
+    pub const fn saturating_add(&self, d: Duration) -> Instant {
+        Instant {
+            ns: self.ns.saturating_add(duration_ns(d)),
+        }
+    }
+
+    /// `self - d`, clamped to the epoch.
+    pub const fn saturating_sub(&self, d: Duration) -> Instant {
+        Instant {
+            ns: self.ns.saturating_sub(duration_ns(d)),
+        }
+    }
+}
+
+impl Add<Duration> for Instant {
+    type Output = Instant;
+    /// Saturating: see [`Instant::checked_add`] to detect overflow.
+    fn add(self, d: Duration) -> Instant {
+        self.saturating_add(d)
+    }
+}
+
+impl AddAssign<Duration> for Instant {
+    fn add_assign(&mut self, d: Duration) {
+        *self = self.saturating_add(d);
+    }
+}
+
+impl Sub<Duration> for Instant {
+    type Output = Instant;
+    /// Saturating at the epoch: see [`Instant::checked_sub`].
+    fn sub(self, d: Duration) -> Instant {
+        self.saturating_sub(d)
+    }
+}
+
+impl SubAssign<Duration> for Instant {
+    fn sub_assign(&mut self, d: Duration) {
+        *self = self.saturating_sub(d);
+    }
+}
+
+impl Sub<Instant> for Instant {
+    type Output = Duration;
+    /// Saturating at zero, like `std::time::Instant`.
+    fn sub(self, earlier: Instant) -> Duration {
+        self.saturating_duration_since(earlier)
+    }
+}
+
+/// A raw counter reading, for the cheapest possible timestamps: take two with
+/// [`crate::Clock::raw`] and convert only their difference with
+/// [`crate::Clock::delta`] (or a [`crate::Scale`]) when it is needed, as `quanta::Clock::raw`
+/// does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct RawInstant {
+    ticks: u64,
+}
+
+impl RawInstant {
+    /// A reading of `ticks`.
+    pub const fn from_ticks(ticks: u64) -> RawInstant {
+        RawInstant { ticks }
+    }
+
+    /// The counter value.
+    pub const fn as_ticks(&self) -> u64 {
+        self.ticks
+    }
+
+    /// Ticks from `earlier` to `self`, modulo 2^64 (a 64-bit counter does not wrap in
+    /// practice; mask the result for a narrower one).
+    pub const fn ticks_since(&self, earlier: RawInstant) -> u64 {
+        self.ticks.wrapping_sub(earlier.ticks)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn checked_and_saturating() {
+        let a = Instant::from_nanos(5);
+        let b = Instant::from_nanos(9);
+        assert_eq!(b.checked_duration_since(a), Some(Duration::from_nanos(4)));
+        assert_eq!(a.checked_duration_since(b), None);
+        assert_eq!(a - b, Duration::ZERO);
+        assert_eq!(b - a, Duration::from_nanos(4));
+        assert_eq!(a.checked_sub(Duration::from_nanos(6)), None);
+        assert_eq!(a - Duration::from_nanos(6), Instant::ZERO);
+        assert_eq!(
+            Instant::from_nanos(u64::MAX).checked_add(Duration::from_nanos(1)),
+            None
+        );
+        assert_eq!(
+            Instant::from_nanos(u64::MAX - 1) + Duration::MAX,
+            Instant::from_nanos(u64::MAX)
+        );
+        assert_eq!(a.checked_add(Duration::MAX), None);
+        let mut c = a;
+        c += Duration::from_nanos(10);
+        c -= Duration::from_nanos(3);
+        assert_eq!(c.as_nanos(), 12);
+        assert_eq!(c.since_epoch(), Duration::from_nanos(12));
+    }
+
+    #[test]
+    fn raw_instants_wrap() {
+        let a = RawInstant::from_ticks(u64::MAX - 1);
+        let b = RawInstant::from_ticks(3);
+        assert_eq!(b.ticks_since(a), 5);
+    }
+}

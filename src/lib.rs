@@ -21,5 +21,9 @@ pub mod scale;
 pub mod sim;
 mod sync;
 
+pub use clock::{Clock, ClockError};
 pub use counter::{Counter, FnCounter};
+pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};
+pub use instant::{Instant, RawInstant};
+pub use scale::Scale;

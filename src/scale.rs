@@ -29,9 +29,18 @@ pub struct Scale {
 }
 
 /// The largest `shift` such that `round(num × 2^shift / den) < 2^64`, with that quotient.
-/// `num < 2^48` and `den ≥ 10^6`, so `num × 2^shift` fits in `u128` for every shift tried.
+/// `num` and `den` are below 2^48 and at least 10^6, so `num × 2^shift` fits in `u128` for
+/// every shift tried, and the start estimate from the bit lengths is at most two steps high:
+/// two or three `u128` divisions in all.
 const fn best_fixed_point(num: u128, den: u128, round_up: bool) -> (u64, u32) {
-    let mut shift: u32 = 127 - (128 - num.leading_zeros());
+    let num_bits = 128 - num.leading_zeros();
+    let den_bits = 128 - den.leading_zeros();
+    // num / den < 2^(num_bits - den_bits + 1), so shift = 64 + den_bits - num_bits gives a
+    // quotient below 2^65; clamp so that num << shift cannot overflow.
+    let mut shift = 64 + den_bits - num_bits;
+    if shift > 127 - num_bits {
+        shift = 127 - num_bits;
+    }
     loop {
         let scaled = num << shift;
         let q = if round_up {
@@ -69,6 +78,33 @@ impl Scale {
             inv_shift,
             millihz,
         }
+    }
+
+    /// Reassembles constants taken apart with the accessors (the clock stores them in atomics).
+    pub(crate) const fn from_parts(
+        mult: u64,
+        shift: u32,
+        inv_mult: u64,
+        inv_shift: u32,
+        millihz: u64,
+    ) -> Scale {
+        Scale {
+            mult,
+            shift,
+            inv_mult,
+            inv_shift,
+            millihz,
+        }
+    }
+
+    /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
+    pub const fn inv_mult(&self) -> u64 {
+        self.inv_mult
+    }
+
+    /// The inverse shift.
+    pub const fn inv_shift(&self) -> u32 {
+        self.inv_shift
     }
 
     /// The rate these constants convert for, in millihertz.
