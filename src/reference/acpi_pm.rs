@@ -1,0 +1,142 @@
+//! [`AcpiPmTimer`]: the ACPI power-management timer, a free-running 3.579545 MHz counter.
+//!
+//! Every ACPI PC has one. Its I/O port is in the FADT: `PM_TMR_BLK` (offset 76), or the
+//! `X_PM_TMR_BLK` generic address (offset 208) when that is an I/O-space address; bit 8 of
+//! the FADT's `Flags` (offset 112), `TMR_VAL_EXT`, says whether it has 32 bits instead of 24.
+//! QEMU's i440fx and q35 machines put it at port 0x608.
+
+use crate::arch::x86_64::port::inl;
+use crate::calibrate::Reference;
+use crate::counter::mask_for_bits;
+use crate::frequency::{Accuracy, Frequency, Source};
+
+/// The PM timer's rate: the NTSC colour-burst crystal, 315/88 MHz = 3 579 545.45… Hz, given
+/// to the millihertz.
+pub const ACPI_PM_MILLIHZ: u64 = 3_579_545_454;
+
+const ACPI_PM_FREQUENCY: Frequency =
+    match Frequency::from_millihz(ACPI_PM_MILLIHZ, Source::Reference, Accuracy::Exact) {
+        Some(f) => f,
+        None => panic!("ACPI PM rate is inside Frequency's range"),
+    };
+
+/// How many extra reads [`AcpiPmTimer`] makes, at most, looking for three monotonic ones.
+const MAX_EXTRA_READS: u32 = 8;
+
+/// The ACPI PM timer as a 24- or 32-bit [`Reference`] at 3.579545 MHz.
+///
+/// Some chipsets (Intel PIIX4 and ICH4-M among them, per Linux's `acpi_pm.c`) do not latch
+/// the counter while it is read, so a read can return a value whose bytes come from two
+/// different counts. [`Reference::read`] therefore reads until three consecutive values are
+/// in order (each a short step forward from the one before, modulo the wrap) and returns the
+/// middle one. It gives up after a few extra reads and returns the last middle value, so a
+/// read never hangs: a timer that never settles shows up as a calibration error instead.
+///
+/// The rate is the ACPI specification's, [`Accuracy::Exact`]; the crystal behind it has the
+/// usual tolerance of tens of ppm. (QEMU emulates it at 3 579 545 Hz.)
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct AcpiPmTimer {
+    port: u16,
+    bits: u32,
+}
+
+impl AcpiPmTimer {
+    /// The PM timer at I/O port `port`; `extended` is the FADT's `TMR_VAL_EXT` flag (a 32-bit
+    /// counter rather than 24-bit).
+    ///
+    /// # Safety
+    ///
+    /// - `port` is the PM timer's port as the FADT gives it, on this machine.
+    /// - The CPU runs with I/O privilege for `port` (CPL 0, IOPL 3, or an I/O bitmap that
+    ///   allows it) for as long as the `AcpiPmTimer` lives.
+    ///
+    /// Reading the PM timer has no side effects, so sharing it with other readers is fine.
+    pub unsafe fn new(port: u16, extended: bool) -> AcpiPmTimer {
+        AcpiPmTimer {
+            port,
+            bits: if extended { 32 } else { 24 },
+        }
+    }
+
+    /// The I/O port the timer is read from.
+    pub const fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// One raw read of the counter, masked to its width: no check that it was latched.
+    pub fn read_raw(&mut self) -> u64 {
+        // SAFETY: `new`'s contract: `port` is the PM timer's and we have I/O privilege for it.
+        // Reading the PM timer has no side effects.
+        let v = unsafe { inl(self.port) };
+        u64::from(v) & mask_for_bits(self.bits)
+    }
+}
+
+/// True when `a, b, c` are in order modulo `mask + 1`: each step forward is short (less than
+/// a quarter of the range), so a value from a torn read, which lands off by a whole byte's
+/// worth of counts in either direction, breaks the chain.
+fn in_order(a: u64, b: u64, c: u64, mask: u64) -> bool {
+    let short = mask >> 2;
+    b.wrapping_sub(a) & mask <= short && c.wrapping_sub(b) & mask <= short
+}
+
+impl Reference for AcpiPmTimer {
+    /// The middle one of the first three consecutive reads that are in order (see the type's
+    /// documentation).
+    fn read(&mut self) -> u64 {
+        let mask = mask_for_bits(self.bits);
+        let mut a = self.read_raw();
+        let mut b = self.read_raw();
+        for _ in 0..MAX_EXTRA_READS {
+            let c = self.read_raw();
+            if in_order(a, b, c, mask) {
+                return b;
+            }
+            a = b;
+            b = c;
+        }
+        b
+    }
+
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+
+    fn frequency(&self) -> Frequency {
+        ACPI_PM_FREQUENCY
+    }
+
+    fn name(&self) -> &'static str {
+        "acpi_pm"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_colour_burst() {
+        assert_eq!(ACPI_PM_FREQUENCY.as_millihz(), 315_000_000_000 / 88);
+        assert_eq!(ACPI_PM_FREQUENCY.as_hz(), 3_579_545);
+    }
+
+    #[test]
+    fn order_check_handles_wrap_and_torn_reads() {
+        let m24 = mask_for_bits(24);
+        assert!(in_order(10, 11, 13, m24));
+        assert!(in_order(10, 10, 10, m24));
+        // Across the 24-bit wrap.
+        assert!(in_order(0xff_fffe, 0xff_ffff, 0x00_0001, m24));
+        // A torn read: high byte already incremented, low byte not yet wrapped (ahead by 256).
+        assert!(!in_order(0x00_12ff, 0x00_13ff, 0x00_1300, m24));
+        // A torn read behind (high byte not yet incremented, low byte wrapped).
+        assert!(!in_order(0x00_12ff, 0x00_1200, 0x00_1301, m24));
+        // Backwards at the first step.
+        assert!(!in_order(0x00_1300, 0x00_12ff, 0x00_1301, m24));
+        let m32 = mask_for_bits(32);
+        assert!(in_order(0xffff_fff0, 0xffff_ffff, 0x10, m32));
+        assert!(!in_order(0x10, 0x0f, 0x11, m32));
+    }
+}
