@@ -30,8 +30,8 @@
 //! A reader that loaded the old slot just before the switch may read the counter just after
 //! it. To give such a reader and every later one the same answer, the new timeline does not
 //! start at the writer's counter read `t` but at `t + margin` (1 ms of ticks, or an eighth
-//! of a narrow counter's wrap): until then readers of the new slot extrapolate *backwards*
-//! from its base with the *old* scale, which is exactly what readers of the old slot compute.
+//! of a narrow counter's wrap): until then readers of the new slot compute with the *old*
+//! timebase (the slot keeps a copy), exactly as readers of the old slot do.
 //! So both slots agree on every tick before `t + margin`, and afterwards the new scale takes
 //! over from the same point: no jump, no step back. A reader of the old slot that reads the
 //! counter past `t + margin` would disagree, but it would have to be stalled between its
@@ -45,14 +45,13 @@
 //! one) returns [`ClockError::Busy`].
 
 use core::fmt;
-use core::hint::spin_loop;
 
 use crate::counter::Counter;
 use crate::delay::Delay;
 use crate::frequency::Frequency;
 use crate::instant::{Instant, RawInstant};
 use crate::scale::Scale;
-use crate::sync::{fence, AtomicBool, AtomicU32, Ordering, RelaxedU64};
+use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, Ordering, RelaxedU64};
 
 /// How far ahead of the writer's counter read the new timeline starts.
 pub const HANDOVER_NS: u64 = 1_000_000;
@@ -90,7 +89,10 @@ struct Slot {
     inv_mult: RelaxedU64,
     inv_shift: AtomicU32,
     millihz: RelaxedU64,
-    /// The previous timebase's scale, for ticks before `base_ticks` (the handover).
+    /// The previous timebase, for ticks before `base_ticks` (the handover): readers of this
+    /// slot then compute exactly what readers of the previous slot compute.
+    prev_base_ticks: RelaxedU64,
+    prev_base_ns: RelaxedU64,
     prev_mult: RelaxedU64,
     prev_shift: AtomicU32,
 }
@@ -106,10 +108,20 @@ impl Slot {
             inv_mult: RelaxedU64::new(0),
             inv_shift: AtomicU32::new(0),
             millihz: RelaxedU64::new(0),
+            prev_base_ticks: RelaxedU64::new(0),
+            prev_base_ns: RelaxedU64::new(0),
             prev_mult: RelaxedU64::new(0),
             prev_shift: AtomicU32::new(0),
         }
     }
+}
+
+/// A timeline: `ns = base_ns + (ticks − base_ticks) × mult >> shift`.
+struct Timebase {
+    base_ticks: u64,
+    base_ns: u64,
+    mult: u64,
+    shift: u32,
 }
 
 /// `(ticks × mult) >> shift`, saturating at `u64::MAX` (see [`Scale`]).
@@ -161,7 +173,8 @@ impl<C: Counter> Clock<C> {
         };
         let scale = Scale::new(&frequency);
         let base_ticks = clock.counter.ticks() & mask;
-        clock.write_slot(0, 1, base_ticks, 0, &scale, scale.mult(), scale.shift());
+        let timebase = Timebase { base_ticks, base_ns: 0, mult: scale.mult(), shift: scale.shift() };
+        clock.write_slot(0, 1, &timebase, &scale, &timebase);
         clock
     }
 
@@ -211,10 +224,12 @@ impl<C: Counter> Clock<C> {
                 base_ns.saturating_add(mul_shift(delta, mult, shift))
             } else {
                 // Before the base: the handover window (see the module docs).
-                let back = base_ticks.wrapping_sub(t) & self.mask;
+                let prev_base_ticks = slot.prev_base_ticks.load();
+                let prev_base_ns = slot.prev_base_ns.load();
                 let prev_mult = slot.prev_mult.load();
                 let prev_shift = slot.prev_shift.load(Ordering::Relaxed);
-                base_ns.saturating_sub(mul_shift(back, prev_mult, prev_shift))
+                let prev_delta = t.wrapping_sub(prev_base_ticks) & self.mask;
+                prev_base_ns.saturating_add(mul_shift(prev_delta, prev_mult, prev_shift))
             };
             fence(Ordering::Acquire);
             if gen != 0
@@ -318,18 +333,17 @@ impl<C: Counter> Clock<C> {
             let new_base_ns = base_ns.saturating_add(mul_shift(since_base + margin, mult, shift));
             let next = i.wrapping_add(1);
             let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
-            self.write_slot(
-                next & 1,
-                gen,
-                new_base_ticks,
-                new_base_ns,
-                &scale,
-                mult,
-                shift,
-            );
+            let new = Timebase {
+                base_ticks: new_base_ticks,
+                base_ns: new_base_ns,
+                mult: scale.mult(),
+                shift: scale.shift(),
+            };
+            let prev = Timebase { base_ticks, base_ns, mult, shift };
+            self.write_slot(next & 1, gen, &new, &scale, &prev);
             // Publish only while still well inside the margin; otherwise start again.
             let now = self.counter.ticks() & self.mask;
-            if now.wrapping_sub(t) & self.mask < margin / 2 {
+            if now.wrapping_sub(t) & self.mask <= margin / 2 {
                 self.current.store(next, Ordering::Release);
                 return Ok(());
             }
@@ -337,29 +351,21 @@ impl<C: Counter> Clock<C> {
         Err(ClockError::Busy)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn write_slot(
-        &self,
-        index: u32,
-        gen: u32,
-        base_ticks: u64,
-        base_ns: u64,
-        scale: &Scale,
-        prev_mult: u64,
-        prev_shift: u32,
-    ) {
+    fn write_slot(&self, index: u32, gen: u32, new: &Timebase, scale: &Scale, prev: &Timebase) {
         let slot = &self.slots[(index & 1) as usize];
         slot.gen.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
-        slot.base_ticks.store(base_ticks);
-        slot.base_ns.store(base_ns);
+        slot.base_ticks.store(new.base_ticks);
+        slot.base_ns.store(new.base_ns);
         slot.mult.store(scale.mult());
         slot.shift.store(scale.shift(), Ordering::Relaxed);
         slot.inv_mult.store(scale.inv_mult());
         slot.inv_shift.store(scale.inv_shift(), Ordering::Relaxed);
         slot.millihz.store(scale.millihz());
-        slot.prev_mult.store(prev_mult);
-        slot.prev_shift.store(prev_shift, Ordering::Relaxed);
+        slot.prev_base_ticks.store(prev.base_ticks);
+        slot.prev_base_ns.store(prev.base_ns);
+        slot.prev_mult.store(prev.mult);
+        slot.prev_shift.store(prev.shift, Ordering::Relaxed);
         slot.gen.store(gen, Ordering::Release);
     }
 }

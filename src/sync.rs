@@ -6,6 +6,16 @@
 //! no lock or critical section is needed.
 
 pub(crate) use core::sync::atomic::Ordering;
+
+/// What a reader does while it waits for a writer's store: a CPU hint, or a yield to the
+/// model checker (a spin loop would never end under loom).
+#[inline(always)]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    core::hint::spin_loop();
+}
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU32};
 #[cfg(loom)]
