@@ -9,6 +9,10 @@
 
 use core::arch::asm;
 
+/// `SYS_GET_CMDLINE`: parameter block `[buffer address, buffer length]`; the host copies the
+/// NUL-terminated command line into the buffer and sets the second field to its length.
+/// Returns 0 on success. (QEMU gives `-semihosting-config arg=…`, else `-kernel` + `-append`.)
+pub const SYS_GET_CMDLINE: usize = 0x15;
 /// `SYS_EXIT_EXTENDED`: parameter block `[reason, subcode]`; with reason
 /// [`ADP_STOPPED_APPLICATION_EXIT`], QEMU exits with status `subcode`.
 pub const SYS_EXIT_EXTENDED: usize = 0x20;

@@ -1,0 +1,87 @@
+//! From QEMU's `-M virt -kernel` entry to Rust, at EL1.
+//!
+//! QEMU loads the ELF at its link address (0x4008_0000, in RAM) and starts the first CPU at
+//! `_start` at EL1 with the MMU off. This code
+//!
+//! 1. sets up a 64 KiB stack and zeroes `.bss`,
+//! 2. enables FP/SIMD (CPACR_EL1.FPEN = 0b11): code for `aarch64-unknown-none` uses the SIMD
+//!    registers, and without this the first such instruction traps,
+//! 3. turns the MMU on with a two-entry identity map (level 1, 1 GiB blocks): the first GiB
+//!    (flash, GIC, PL011 at 0x0900_0000) as device memory, the second (RAM) as normal
+//!    write-back memory. With the MMU off every access is Device-nGnRnE, so unaligned accesses
+//!    fault and exclusive loads/stores (atomics) are not guaranteed to work,
+//! 4. calls `kernel_main`.
+
+use core::arch::global_asm;
+
+global_asm!(
+    r#"
+    .section .text.boot, "ax"
+    .global _start
+_start:
+    # 1. Stack, .bss.
+    adrp x0, stack_top
+    add x0, x0, :lo12:stack_top
+    mov sp, x0
+    adrp x0, __bss_start
+    add x0, x0, :lo12:__bss_start
+    adrp x1, __bss_end
+    add x1, x1, :lo12:__bss_end
+1:  cmp x0, x1
+    b.hs 2f
+    str xzr, [x0], #8
+    b 1b
+2:
+    # 2. FP/SIMD on at EL1 and EL0.
+    mov x0, #(3 << 20)
+    msr cpacr_el1, x0
+    isb
+
+    # 3. Identity map: level-1 table of 1 GiB blocks, 39-bit addresses (T0SZ = 25).
+    adrp x0, level1
+    add x0, x0, :lo12:level1
+    # Block 0: 0..1 GiB, device (MAIR index 0), access flag, never executable.
+    movz x1, #0x0401
+    movk x1, #0x0060, lsl #48
+    str x1, [x0]
+    # Block 1: 1..2 GiB, RAM: normal memory (MAIR index 1), inner shareable, access flag.
+    movz x1, #0x0705
+    movk x1, #0x4000, lsl #16
+    str x1, [x0, #8]
+    msr ttbr0_el1, x0
+    # MAIR: attribute 0 = Device-nGnRnE (0x00), attribute 1 = Normal write-back (0xFF).
+    mov x1, #0xFF00
+    msr mair_el1, x1
+    # TCR: T0SZ = 25, inner/outer write-back walks, inner shareable, 4 KiB granule,
+    # no TTBR1 walks (EPD1), 36-bit physical addresses (IPS = 1).
+    movz x1, #(25 | (1 << 8) | (1 << 10) | (3 << 12))
+    movk x1, #(1 << (23 - 16)), lsl #16
+    movk x1, #1, lsl #32
+    msr tcr_el1, x1
+    isb
+    tlbi vmalle1
+    dsb nsh
+    isb
+    # SCTLR: MMU (M), data cache (C), instruction cache (I) on.
+    mrs x1, sctlr_el1
+    mov x2, #((1 << 0) | (1 << 2))
+    orr x1, x1, x2
+    orr x1, x1, #(1 << 12)
+    msr sctlr_el1, x1
+    isb
+
+    # 4. Rust.
+    bl kernel_main
+3:  wfe
+    b 3b
+
+    .section .bss.boot, "aw", @nobits
+    .balign 4096
+level1:
+    .skip 4096
+    .balign 16
+stack:
+    .skip 64 * 1024
+stack_top:
+    "#
+);
