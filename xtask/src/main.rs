@@ -1,1 +1,281 @@
-fn main() {}
+//! `cargo xtask`: the project's task runner.
+//!
+//! - `cargo xtask test`: every test — host suite, loom model check, the suite on aarch64 under
+//!   qemu-user, the no_std builds, and the bare-metal QEMU matrix. Sets up what it can first.
+//! - `cargo xtask qemu`: the bare-metal scenarios only (`scenario=… result=…` lines).
+//! - `cargo xtask setup`: installs rustup targets and (as root, with apt) Debian packages.
+//! - `cargo xtask bench`: the read-cost benchmark and the accuracy comparison.
+
+mod qemu;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+/// Bare targets the library must build for, with the feature sets to check.
+const NO_STD_BUILDS: &[(&str, &str)] = &[
+    ("x86_64-unknown-none", ""),
+    ("x86_64-unknown-none", "defmt,embedded-hal"),
+    ("aarch64-unknown-none", ""),
+    ("aarch64-unknown-none", "defmt,embedded-hal"),
+    ("aarch64-unknown-none-softfloat", ""),
+    ("aarch64-unknown-none-softfloat", "defmt,embedded-hal"),
+    ("thumbv7em-none-eabihf", ""),
+    ("thumbv7em-none-eabihf", "defmt,embedded-hal"),
+];
+
+const RUST_TARGETS: &[&str] = &[
+    "x86_64-unknown-none",
+    "aarch64-unknown-none",
+    "aarch64-unknown-none-softfloat",
+    "aarch64-unknown-linux-gnu",
+    "thumbv7em-none-eabihf",
+];
+
+/// Debian packages and the command each provides.
+const DEBIAN: &[(&str, &str)] = &[
+    ("qemu-system-x86", "qemu-system-x86_64"),
+    ("qemu-system-arm", "qemu-system-aarch64"),
+    ("qemu-user", "qemu-aarch64"),
+    ("gcc-aarch64-linux-gnu", "aarch64-linux-gnu-gcc"),
+    ("libc6-dev-arm64-cross", ""),
+];
+
+pub(crate) fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+pub(crate) fn have(cmd: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {cmd} >/dev/null 2>&1")])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    c.current_dir(root());
+    c
+}
+
+/// Runs a command, echoing it; returns whether it succeeded.
+fn run(what: &str, cmd: &mut Command) -> bool {
+    eprintln!("\n==> {what}\n    {cmd:?}");
+    let t = Instant::now();
+    let ok = cmd.status().is_ok_and(|s| s.success());
+    eprintln!("<== {what}: {} in {:.1}s", if ok { "ok" } else { "FAILED" }, t.elapsed().as_secs_f64());
+    ok
+}
+
+/// Installs what can be installed; returns a list of what is still missing.
+fn setup() -> Vec<String> {
+    let mut missing = Vec::new();
+    if have("rustup") {
+        let mut c = Command::new("rustup");
+        c.args(["target", "add"]).args(RUST_TARGETS);
+        if !run("rustup targets", &mut c) {
+            missing.push(format!("rustup target add {}", RUST_TARGETS.join(" ")));
+        }
+    } else {
+        missing.push(format!("rustup target add {} (no rustup found)", RUST_TARGETS.join(" ")));
+    }
+    let absent: Vec<&str> = DEBIAN
+        .iter()
+        .filter(|(pkg, cmd)| {
+            if cmd.is_empty() {
+                !Path::new("/usr/aarch64-linux-gnu/lib/libc.so.6").exists() && !pkg.is_empty()
+            } else {
+                !have(cmd)
+            }
+        })
+        .map(|(pkg, _)| *pkg)
+        .collect();
+    if absent.is_empty() {
+        return missing;
+    }
+    // Debian's QEMU 7.2 conflicts with a newer qemu-utils from backports: downgrade it with them.
+    let mut pkgs: Vec<&str> = absent.clone();
+    let downgrade = Command::new("sh")
+        .args(["-c", "dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q bpo"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if downgrade {
+        pkgs.push("qemu-utils/bookworm");
+    }
+    let install = format!(
+        "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades {}",
+        pkgs.join(" ")
+    );
+    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
+    if is_root && have("apt-get") {
+        if !run("apt-get install", Command::new("sh").args(["-c", &install])) {
+            missing.push(install);
+        }
+    } else {
+        missing.push(format!("sudo sh -c '{install}'"));
+    }
+    missing
+}
+
+struct Tally {
+    passed: Vec<String>,
+    failed: Vec<String>,
+    skipped: Vec<String>,
+}
+
+impl Tally {
+    fn record(&mut self, name: &str, ok: bool) {
+        if ok {
+            self.passed.push(name.into());
+        } else {
+            self.failed.push(name.into());
+        }
+    }
+}
+
+/// Runs `cargo test` for aarch64-unknown-linux-gnu under qemu-user and prints the test count.
+fn aarch64_user_tests() -> bool {
+    let mut c = cargo();
+    c.args(["test", "--target", "aarch64-unknown-linux-gnu"]);
+    eprintln!("\n==> aarch64-linux tests under qemu-user\n    {c:?}");
+    let t = Instant::now();
+    let out = match c.output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("<== aarch64-linux: cannot run cargo: {e}");
+            return false;
+        }
+    };
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    let (mut passed, mut failed) = (0u64, 0u64);
+    for line in stdout.lines().filter(|l| l.starts_with("test result:")) {
+        let num = |key: &str| -> u64 {
+            line.split(';')
+                .find(|p| p.contains(key))
+                .and_then(|p| p.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()))
+                .unwrap_or(0)
+        };
+        passed += num(" passed");
+        failed += num(" failed");
+    }
+    let ok = out.status.success();
+    eprintln!(
+        "<== aarch64-linux (qemu-user): {passed} tests passed, {failed} failed, {} in {:.1}s",
+        if ok { "ok" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
+    println!("aarch64-linux-gnu tests under qemu-user: {passed} passed, {failed} failed");
+    ok && passed > 0
+}
+
+fn test_all() -> bool {
+    let missing = setup();
+    for m in &missing {
+        eprintln!("setup: could not install; run: {m}");
+    }
+    let mut tally = Tally { passed: vec![], failed: vec![], skipped: vec![] };
+
+    tally.record("fmt", run("cargo fmt --check", cargo().args(["fmt", "--all", "--", "--check"])));
+    tally.record(
+        "host tests",
+        run("host tests (std, sim)", cargo().args(["test", "--features", "embedded-hal"])),
+    );
+    tally.record(
+        "doc tests",
+        run("doc tests", cargo().args(["test", "--doc", "--features", "embedded-hal"])),
+    );
+    tally.record(
+        "loom",
+        run(
+            "loom model check of the Clock",
+            cargo()
+                .args(["test", "--release", "--test", "loom_clock"])
+                .env("RUSTFLAGS", "--cfg loom")
+                .env("LOOM_MAX_PREEMPTIONS", "3")
+                .env("CARGO_TARGET_DIR", root().join("target/loom")),
+        ),
+    );
+    for (target, features) in NO_STD_BUILDS {
+        let mut c = cargo();
+        c.args(["build", "--lib", "--target", target]);
+        if !features.is_empty() {
+            c.args(["--features", features]);
+        }
+        let name = format!("no_std build {target} [{features}]");
+        tally.record(&name, run(&name, &mut c));
+    }
+    if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") {
+        tally.record("aarch64-linux tests (qemu-user)", aarch64_user_tests());
+    } else {
+        tally.failed.push("aarch64-linux tests (qemu-user): qemu-aarch64 or the cross linker is missing".into());
+    }
+    eprintln!("\n==> bare-metal QEMU scenarios");
+    match qemu::run(&[]) {
+        Ok(true) => tally.passed.push("qemu scenarios".into()),
+        Ok(false) => tally.failed.push("qemu scenarios".into()),
+        Err(e) => tally.failed.push(format!("qemu scenarios: {e}")),
+    }
+
+    println!("\nxtask test summary:");
+    for p in &tally.passed {
+        println!("  ok      {p}");
+    }
+    for s in &tally.skipped {
+        println!("  skipped {s}");
+    }
+    for f in &tally.failed {
+        println!("  FAILED  {f}");
+    }
+    println!(
+        "xtask: {} passed, {} failed, {} skipped",
+        tally.passed.len(),
+        tally.failed.len(),
+        tally.skipped.len()
+    );
+    tally.failed.is_empty()
+}
+
+fn bench() -> bool {
+    let a = run("read-cost benchmark", cargo().args(["bench", "--bench", "read_cost"]));
+    let b = run("accuracy comparison", cargo().args(["run", "--release", "--example", "accuracy"]));
+    a && b
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let ok = match args.first().map(String::as_str) {
+        Some("test") => test_all(),
+        Some("qemu") => {
+            let missing = setup();
+            for m in &missing {
+                eprintln!("setup: could not install; run: {m}");
+            }
+            match qemu::run(&args[1..]) {
+                Ok(ok) => ok,
+                Err(e) => {
+                    eprintln!("xtask qemu: {e}");
+                    false
+                }
+            }
+        }
+        Some("setup") => {
+            let missing = setup();
+            for m in &missing {
+                println!("still missing; run: {m}");
+            }
+            missing.is_empty()
+        }
+        Some("bench") => bench(),
+        _ => {
+            eprintln!("usage: cargo xtask <test|qemu|setup|bench>");
+            false
+        }
+    };
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
