@@ -1,5 +1,6 @@
 //! The x86_64 kernel: PVH entry, COM1 output, ACPI lookup of the timers, the scenarios.
 
+mod acpi;
 mod entry;
 mod serial;
 
@@ -50,7 +51,12 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
     }
     let cmdline = command_line(info);
     let _ = writeln!(out, "arch=x86_64 cmdline=\"{cmdline}\"");
-    let _ = writeln!(out, "rsdp={:#x}", info.rsdp_paddr);
+    let timers = acpi::find_timers(info.rsdp_paddr);
+    let _ = writeln!(
+        out,
+        "rsdp={:#x} pm_timer={:?} hpet={:?}",
+        info.rsdp_paddr, timers.pm_timer, timers.hpet
+    );
     let _ = writeln!(out, "done=1");
     exit(0);
 }
