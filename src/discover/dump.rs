@@ -329,7 +329,7 @@ fn parse_record(line: &[u8]) -> Option<Result<Record, ()>> {
     if let Some(rest) = line.strip_prefix(b"CPUID ") {
         return parse_aida(rest);
     }
-    if line.starts_with(b"0x") {
+    if looks_like_cpuid_tool(line) {
         return Some(parse_cpuid_tool(line).ok_or(()));
     }
     parse_libcpuid(line)
@@ -363,6 +363,14 @@ fn parse_aida(rest: &[u8]) -> Option<Result<Record, ()>> {
         Some(((DumpFormat::Aida64, leaf, subleaf), regs))
     };
     Some(parse().ok_or(()))
+}
+
+/// `0x<hex> 0x<hex>:` starts a `cpuid -r` record; prose that merely starts with `0x` does not.
+fn looks_like_cpuid_tool(line: &[u8]) -> bool {
+    let (leaf_tok, rest) = split_token(line);
+    let (sub_tok, _) = split_token(rest);
+    let hex_after_0x = |t: &[u8]| t.strip_prefix(b"0x").and_then(parse_hex).is_some();
+    hex_after_0x(leaf_tok) && sub_tok.strip_suffix(b":").is_some_and(hex_after_0x)
 }
 
 /// `0x00000015 0x00: eax=0x00000002 ebx=0x000000b8 ecx=0x00000000 edx=0x00000000`
@@ -642,6 +650,11 @@ x86
         assert_eq!(
             Dump::parse(b"CPU 0:\n   0x00000000 0x00: eax=0x1 ebx=zz ecx=0x0 edx=0x0\n"),
             Err(DumpError::Malformed { line: 2 })
+        );
+        // Prose that starts with 0x is no record.
+        assert_eq!(
+            Dump::parse(b"0x40000000 EAX) does not exist\n"),
+            Err(DumpError::NotCpuid)
         );
         assert_eq!(
             Dump::parse(b"CPUID 00000000: 00000016-756E6547-6C65746E\n"),
