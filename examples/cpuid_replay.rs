@@ -1,0 +1,64 @@
+//! Replays recorded CPUID dumps through baretime's x86 discovery, on any host.
+//!
+//! ```text
+//! cargo run --release --example cpuid_replay -- FILE...
+//! ```
+//!
+//! One line per file: the path exactly as given, then
+//! `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token>`,
+//! or `error=<reason>` for a file that cannot be used (unreadable, empty, not CPUID,
+//! malformed). Exit status 0 when every file was usable, 1 otherwise (also without files).
+//! The formatting lives in [`baretime::discover::dump::ReplayLine`], which the tests check.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use baretime::discover::dump::ReplayLine;
+
+fn main() -> ExitCode {
+    let paths: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if paths.is_empty() {
+        eprintln!("usage: cpuid_replay FILE...");
+        return ExitCode::FAILURE;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut all_usable = true;
+    for path in &paths {
+        let rest = match std::fs::read(path) {
+            Ok(bytes) => {
+                let line = ReplayLine::from_text(&bytes);
+                all_usable &= line.is_usable();
+                line.to_string()
+            }
+            Err(e) => {
+                all_usable = false;
+                format!("error=unreadable kind={:?}", e.kind())
+            }
+        };
+        // The path as given, byte for byte where the platform allows.
+        let written = write_path(&mut out, path)
+            .and_then(|()| writeln!(out, " {rest}"))
+            .and_then(|()| out.flush());
+        if written.is_err() {
+            // stdout closed (e.g. piped into `head`): nothing more to say.
+            return ExitCode::FAILURE;
+        }
+    }
+    if all_usable {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(unix)]
+fn write_path(out: &mut impl Write, path: &std::ffi::OsStr) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    out.write_all(path.as_bytes())
+}
+
+#[cfg(not(unix))]
+fn write_path(out: &mut impl Write, path: &std::ffi::OsStr) -> std::io::Result<()> {
+    write!(out, "{}", path.to_string_lossy())
+}
