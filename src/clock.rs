@@ -13,10 +13,10 @@
 //! ## The ordering argument
 //!
 //! - Writer: `gen = 0` (relaxed); release fence; write the slot's fields (relaxed); `gen = g`
-//!   (release); `current = slot` (release).
-//! - Reader: `i = current` (acquire); `g = slot[i].gen` (acquire); read the fields
-//!   (relaxed); read the counter; acquire fence; accept only if `g ≠ 0`,
-//!   `slot[i].gen == g` and `current == i`.
+//!   (release); `current = slot` (seq-cst).
+//! - Reader: read the counter; `i = current` (seq-cst: a plain load on x86, `LDAR` on Arm);
+//!   `g = slot[i].gen` (acquire); read the fields (relaxed); acquire fence; accept only if
+//!   `g ≠ 0` and `slot[i].gen == g`.
 //!
 //! If a reader saw any field written after the writer's `gen = 0`, its acquire fence
 //! synchronises with the writer's release fence, so its second `gen` load sees 0 or a newer
@@ -27,17 +27,19 @@
 //!
 //! ## The handover
 //!
-//! A reader that loaded the old slot just before the switch may read the counter just after
-//! it. To give such a reader and every later one the same answer, the new timeline does not
+//! A reader reads the counter *before* it looks at `current`, so a reader that still finds
+//! the old slot read the counter before the switch was visible; one that finds the new slot
+//! may hold a count from just before the writer's. To give all of them the same answer, the
+//! new timeline does not
 //! start at the writer's counter read `t` but at `t + margin` (1 ms of ticks, or an eighth
 //! of a narrow counter's wrap): until then readers of the new slot compute with the *old*
 //! timebase (the slot keeps a copy), exactly as readers of the old slot do.
 //! So both slots agree on every tick before `t + margin`, and afterwards the new scale takes
-//! over from the same point: no jump, no step back. A reader of the old slot that reads the
-//! counter past `t + margin` would disagree, but it would have to be stalled between its
-//! `current` loads for the whole margin; its final `current` check then sees the switch and it
-//! retries. The writer publishes only while it is itself well inside the margin, and retries
-//! otherwise. What remains is the case of a *writer* interrupted for longer than the margin
+//! over from the same point: no jump, no step back. A reader of the old slot never holds a
+//! count past `t + margin`, because the writer publishes only while it is itself well inside
+//! the margin (and retries otherwise); a count older than the new slot's previous timebase
+//! (a reader preempted across two publications) is thrown away and read again. What remains
+//! is the case of a *writer* interrupted for longer than the margin
 //! between that check and its final store: in a kernel that can preempt the writer, call
 //! [`Clock::recalibrate`] with interrupts disabled.
 //!
@@ -211,17 +213,20 @@ impl<C: Counter> Clock<C> {
     #[inline]
     pub fn now(&self) -> Instant {
         loop {
-            let i = self.current.load(Ordering::Acquire);
+            // The counter first: an ordered read then waits only for the caller's earlier
+            // instructions, not for our loads, and the timestamp precedes everything we load.
+            let t = self.counter.ticks();
+            let i = self.current.load(Ordering::SeqCst);
             let slot = &self.slots[(i & 1) as usize];
             let gen = slot.gen.load(Ordering::Acquire);
             let base_ticks = slot.base_ticks.load();
             let base_ns = slot.base_ns.load();
             let mult = slot.mult.load();
             let shift = slot.shift.load(Ordering::Relaxed);
-            let t = self.counter.ticks();
             let delta = t.wrapping_sub(base_ticks) & self.mask;
-            let ns = if delta <= self.mask >> 1 {
-                base_ns.saturating_add(mul_shift(delta, mult, shift))
+            let half = self.mask >> 1;
+            let ns = if delta <= half {
+                Some(base_ns.saturating_add(mul_shift(delta, mult, shift)))
             } else {
                 // Before the base: the handover window (see the module docs).
                 let prev_base_ticks = slot.prev_base_ticks.load();
@@ -229,14 +234,16 @@ impl<C: Counter> Clock<C> {
                 let prev_mult = slot.prev_mult.load();
                 let prev_shift = slot.prev_shift.load(Ordering::Relaxed);
                 let prev_delta = t.wrapping_sub(prev_base_ticks) & self.mask;
-                prev_base_ns.saturating_add(mul_shift(prev_delta, prev_mult, prev_shift))
+                // Before the previous base too: `t` is older than two publications (the
+                // reader was preempted right after reading it). Read the counter again.
+                (prev_delta <= half)
+                    .then(|| prev_base_ns.saturating_add(mul_shift(prev_delta, prev_mult, prev_shift)))
             };
             fence(Ordering::Acquire);
-            if gen != 0
-                && slot.gen.load(Ordering::Relaxed) == gen
-                && self.current.load(Ordering::Relaxed) == i
-            {
-                return Instant::from_nanos(ns);
+            if let Some(ns) = ns {
+                if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
+                    return Instant::from_nanos(ns);
+                }
             }
             spin_loop();
         }
@@ -344,7 +351,7 @@ impl<C: Counter> Clock<C> {
             // Publish only while still well inside the margin; otherwise start again.
             let now = self.counter.ticks() & self.mask;
             if now.wrapping_sub(t) & self.mask <= margin / 2 {
-                self.current.store(next, Ordering::Release);
+                self.current.store(next, Ordering::SeqCst);
                 return Ok(());
             }
         }
