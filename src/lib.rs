@@ -1,7 +1,8 @@
-//! CRATE DOCS: written with README (placeholder during bring-up).
+#![doc = include_str!("../README.md")]
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "std")]
 extern crate std;
