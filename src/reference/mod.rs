@@ -1,5 +1,17 @@
-//! Reference timers (in progress).
+//! Reference timers: implementations of [`crate::calibrate::Reference`].
+//!
+//! - [`StdReference`] (feature `std`): std's monotonic clock, as a 1 GHz 64-bit count.
+//! - [`CounterReference`]: any [`crate::Counter`] whose frequency is known.
 
+mod counter;
+pub use counter::CounterReference;
+
+#[cfg(feature = "std")]
+mod std;
+#[cfg(feature = "std")]
+pub use self::std::StdReference;
+
+// Bare-metal references (x86 port I/O and MMIO, Arm semihosting).
 #[cfg(target_arch = "x86_64")]
 pub mod acpi_pm;
 #[cfg(target_arch = "x86_64")]

@@ -1,0 +1,319 @@
+//! The verification policy: what a kernel does at boot with a claimed frequency and a
+//! measurement.
+//!
+//! # Policy
+//!
+//! - No claim: the measurement is used ([`Verdict::Unclaimed`]).
+//! - A claim that agrees with the measurement within the *allowed* deviation is kept if it
+//!   is more precise than the measurement — always, for an [`Accuracy::Exact`] claim (CPUID
+//!   0x15 with its crystal, a hypervisor's timing leaf): [`Verdict::Confirmed`]. A nominal
+//!   claim (base frequency, brand string, unchecked CNTFRQ) that agrees but is looser than
+//!   the measurement gives way to it: [`Verdict::Consistent`].
+//! - A claim that disagrees is reported — its value and source, the deviation in ppb, the
+//!   allowed deviation — and the measurement is used: [`Verdict::Disagrees`]. This is the
+//!   case the field keeps hitting: a cpuinfo frequency that is not the TSC's, CPUID leaves
+//!   a hypervisor passes through unscaled, a firmware that programs the wrong CNTFRQ.
+//!
+//! # The allowed deviation
+//!
+//! `allowed = U + B + max(U/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
+//! and `B` the claim's own stated bound (0 for exact claims). `U` alone would reject a
+//! correct claim about 1 % of the time (it is a 99 % bound). The margin:
+//! - `U/2` moves a correct claim 4.5 standard uncertainties out (`U` is ≥ 3 of them), where
+//!   false rejections are below 1 in 100 000;
+//! - `1 ppm` absorbs how claims are written down: a hypervisor leaf or a kernel's `tsc_khz`
+//!   is in whole kHz (≤ 0.5 ppm of a counter above 1 GHz), and a reference clock slewed by
+//!   NTP is only as steady as the ppm-level steering allows.
+//!
+//! Neither hides a real fault: the claims that go wrong in the field are off by hundreds of
+//! ppm or more (Valkey's 0.4 %, CNTFRQ values off by whole percent), far outside any margin
+//! that a calibration of a few ppm produces.
+
+use core::fmt;
+
+use super::{calibrate, Calibration, Config, Error, Reference};
+use crate::counter::Counter;
+use crate::frequency::{Accuracy, Frequency};
+
+/// What verification concluded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Verdict {
+    /// No claim to check: the measurement is used.
+    Unclaimed,
+    /// The claim agrees with the measurement and is kept, being the more precise.
+    Confirmed {
+        /// Claim minus measurement, in ppb of the measurement.
+        deviation_ppb: i64,
+        /// The largest deviation that counts as agreement, in ppb.
+        allowed_ppb: u64,
+    },
+    /// The claim agrees, but the measurement is more precise and is used.
+    Consistent {
+        /// The claim.
+        claim: Frequency,
+        /// Claim minus measurement, in ppb of the measurement.
+        deviation_ppb: i64,
+        /// The largest deviation that counts as agreement, in ppb.
+        allowed_ppb: u64,
+    },
+    /// The claim disagrees with the measurement, which is used instead.
+    Disagrees {
+        /// The rejected claim (value, source, stated accuracy).
+        claim: Frequency,
+        /// Claim minus measurement, in ppb of the measurement.
+        deviation_ppb: i64,
+        /// The largest deviation that would have counted as agreement, in ppb.
+        allowed_ppb: u64,
+    },
+}
+
+impl Verdict {
+    /// Claim minus measurement in ppb, if there was a claim.
+    pub const fn deviation_ppb(&self) -> Option<i64> {
+        match *self {
+            Verdict::Unclaimed => None,
+            Verdict::Confirmed { deviation_ppb, .. }
+            | Verdict::Consistent { deviation_ppb, .. }
+            | Verdict::Disagrees { deviation_ppb, .. } => Some(deviation_ppb),
+        }
+    }
+
+    /// True when a claim was rejected.
+    pub const fn is_disagreement(&self) -> bool {
+        matches!(self, Verdict::Disagrees { .. })
+    }
+}
+
+impl fmt::Display for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ppm = |f: &mut fmt::Formatter<'_>, ppb: i64| {
+            let sign = if ppb < 0 { "-" } else { "+" };
+            let a = ppb.unsigned_abs();
+            write!(f, "{sign}{}.{:03} ppm", a / 1000, a % 1000)
+        };
+        match *self {
+            Verdict::Unclaimed => f.write_str("no claim; measured"),
+            Verdict::Confirmed {
+                deviation_ppb,
+                allowed_ppb,
+            } => {
+                f.write_str("claim confirmed (")?;
+                ppm(f, deviation_ppb)?;
+                write!(
+                    f,
+                    ", allowed ±{}.{:03} ppm)",
+                    allowed_ppb / 1000,
+                    allowed_ppb % 1000
+                )
+            }
+            Verdict::Consistent {
+                claim,
+                deviation_ppb,
+                ..
+            } => {
+                write!(f, "claim {claim} consistent (")?;
+                ppm(f, deviation_ppb)?;
+                f.write_str("); measured value is more precise")
+            }
+            Verdict::Disagrees {
+                claim,
+                deviation_ppb,
+                allowed_ppb,
+            } => {
+                write!(f, "claim {claim} DISAGREES by ")?;
+                ppm(f, deviation_ppb)?;
+                write!(
+                    f,
+                    " (allowed ±{}.{:03} ppm); measured value used",
+                    allowed_ppb / 1000,
+                    allowed_ppb % 1000
+                )
+            }
+        }
+    }
+}
+
+/// The frequency to use, why, and the calibration behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct Verified {
+    /// The frequency to run the clock on: the claim (with its own provenance) or the
+    /// measurement ([`crate::Source::Calibrated`]).
+    pub chosen: Frequency,
+    /// What happened to the claim.
+    pub verdict: Verdict,
+    /// The calibration the verdict rests on.
+    pub calibration: Calibration,
+}
+
+/// Applies the [policy](self) to a `claim` (from discovery, or `None`) and a calibration.
+pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
+    let measured = calibration.frequency;
+    let Some(claim) = claim else {
+        return Verified {
+            chosen: measured,
+            verdict: Verdict::Unclaimed,
+            calibration: *calibration,
+        };
+    };
+    let u = calibration.uncertainty_ppb;
+    let claim_bound = claim.accuracy().bound_ppb();
+    let allowed_ppb = u
+        .saturating_add(claim_bound)
+        .saturating_add((u / 2).max(1_000));
+    let deviation_ppb = claim.deviation_ppb_from(&measured);
+    let (chosen, verdict) = if deviation_ppb.unsigned_abs() > allowed_ppb {
+        (
+            measured,
+            Verdict::Disagrees {
+                claim,
+                deviation_ppb,
+                allowed_ppb,
+            },
+        )
+    } else if matches!(claim.accuracy(), Accuracy::Exact) || claim_bound < u {
+        (
+            claim,
+            Verdict::Confirmed {
+                deviation_ppb,
+                allowed_ppb,
+            },
+        )
+    } else {
+        (
+            measured,
+            Verdict::Consistent {
+                claim,
+                deviation_ppb,
+                allowed_ppb,
+            },
+        )
+    };
+    Verified {
+        chosen,
+        verdict,
+        calibration: *calibration,
+    }
+}
+
+/// Calibrates `counter` against `reference` and [`verify`]s `claim` against the result: the
+/// one call a kernel makes at boot.
+///
+/// # Errors
+///
+/// Those of [`calibrate()`]; then no measurement exists to check the claim against, and the
+/// caller decides whether to trust the claim unverified.
+pub fn calibrate_and_verify<C: Counter, R: Reference>(
+    counter: C,
+    reference: R,
+    claim: Option<Frequency>,
+    config: Config,
+) -> Result<Verified, Error> {
+    let calibration = calibrate(counter, reference, config)?;
+    Ok(verify(claim, &calibration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frequency::Source;
+    use core::time::Duration;
+
+    fn cal(hz: u64, u_ppb: u64) -> Calibration {
+        Calibration {
+            frequency: Frequency::from_hz(
+                hz,
+                Source::Calibrated,
+                Accuracy::Measured {
+                    uncertainty_ppb: u_ppb,
+                },
+            )
+            .unwrap(),
+            uncertainty_ppb: u_ppb,
+            measurement_ppb: u_ppb,
+            samples_used: 1000,
+            samples_rejected: 0,
+            duration: Duration::from_millis(10),
+            met_target: true,
+            reference: "test",
+        }
+    }
+
+    #[test]
+    fn exact_claim_within_bound_is_kept() {
+        let c = cal(2_596_118_000, 2_000);
+        let claim =
+            Frequency::from_hz(2_596_120_000, Source::HypervisorLeaf, Accuracy::Exact).unwrap();
+        let v = verify(Some(claim), &c);
+        assert_eq!(v.chosen, claim);
+        assert!(
+            matches!(
+                v.verdict,
+                Verdict::Confirmed {
+                    allowed_ppb: 3_000,
+                    ..
+                }
+            ),
+            "{:?}",
+            v.verdict
+        );
+        assert_eq!(v.verdict.deviation_ppb(), Some(770));
+    }
+
+    #[test]
+    fn disagreeing_claim_is_reported_and_measurement_used() {
+        let c = cal(2_596_118_000, 2_000);
+        let claim = Frequency::from_hz(
+            2_600_000_000,
+            Source::BrandString,
+            Accuracy::Nominal { tolerance_ppm: 100 },
+        )
+        .unwrap();
+        let v = verify(Some(claim), &c);
+        assert_eq!(v.chosen, c.frequency);
+        match v.verdict {
+            Verdict::Disagrees {
+                claim: got,
+                deviation_ppb,
+                allowed_ppb,
+            } => {
+                assert_eq!(got, claim);
+                assert_eq!(deviation_ppb, 1_495_309);
+                assert_eq!(allowed_ppb, 2_000 + 100_000 + 1_000);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(v.verdict.is_disagreement());
+    }
+
+    #[test]
+    fn margin_is_half_the_bound_or_one_ppm() {
+        let c = cal(1_000_000_000, 10_000);
+        let at = |ppb: u64| {
+            Frequency::from_hz(1_000_000_000 + ppb, Source::CpuidTscLeaf, Accuracy::Exact)
+        };
+        assert!(!verify(at(15_000), &c).verdict.is_disagreement());
+        assert!(verify(at(15_001), &c).verdict.is_disagreement());
+        let c = cal(1_000_000_000, 100);
+        assert!(!verify(at(1_100), &c).verdict.is_disagreement());
+        assert!(verify(at(1_101), &c).verdict.is_disagreement());
+    }
+
+    #[test]
+    fn looser_nominal_claim_gives_way() {
+        let c = cal(24_000_000, 500);
+        let claim = Frequency::from_hz(
+            24_000_000,
+            Source::Cntfrq,
+            Accuracy::Nominal { tolerance_ppm: 50 },
+        )
+        .unwrap();
+        let v = verify(Some(claim), &c);
+        assert_eq!(v.chosen, c.frequency);
+        assert!(matches!(v.verdict, Verdict::Consistent { .. }));
+        assert_eq!(verify(None, &c).verdict, Verdict::Unclaimed);
+    }
+}

@@ -1,0 +1,78 @@
+//! [`CounterReference`]: a [`Counter`] of known frequency used as a reference.
+
+use crate::calibrate::Reference;
+use crate::counter::Counter;
+use crate::frequency::Frequency;
+
+/// Adapts any [`Counter`] whose [`Frequency`] is known into a [`Reference`].
+///
+/// Use it to calibrate one counter against another: the aarch64 generic timer against an
+/// external timer of known rate, or the other way round, the CPU counter as the reference to
+/// check a firmware's CNTFRQ. The reference's width is the counter's [`Counter::bits`] and
+/// its accuracy is whatever `frequency` says (an [`crate::Accuracy::Exact`] figure adds
+/// nothing to the calibration's uncertainty; a nominal one adds its tolerance).
+#[derive(Clone, Copy, Debug)]
+pub struct CounterReference<C: Counter> {
+    counter: C,
+    frequency: Frequency,
+    name: &'static str,
+}
+
+impl<C: Counter> CounterReference<C> {
+    /// `counter`, ticking at `frequency`, named `counter` in reports.
+    pub const fn new(counter: C, frequency: Frequency) -> Self {
+        CounterReference {
+            counter,
+            frequency,
+            name: "counter",
+        }
+    }
+
+    /// The same with another name for reports (`cntvct`, `tsc`, `dwt`, …).
+    pub fn with_name(self, name: &'static str) -> Self {
+        CounterReference { name, ..self }
+    }
+
+    /// The wrapped counter.
+    pub fn into_inner(self) -> C {
+        self.counter
+    }
+}
+
+impl<C: Counter> Reference for CounterReference<C> {
+    #[inline]
+    fn read(&mut self) -> u64 {
+        self.counter.ticks()
+    }
+    fn bits(&self) -> u32 {
+        self.counter.bits()
+    }
+    fn frequency(&self) -> Frequency {
+        self.frequency
+    }
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::counter::FnCounter;
+    use crate::frequency::{Accuracy, Source};
+
+    #[test]
+    fn forwards_the_counter() {
+        let f = Frequency::from_hz(
+            24_000_000,
+            Source::Cntfrq,
+            Accuracy::Nominal { tolerance_ppm: 20 },
+        )
+        .unwrap();
+        let mut r = CounterReference::new(FnCounter::with_bits(|| 77, 56), f).with_name("cntvct");
+        assert_eq!(r.read(), 77);
+        assert_eq!(r.bits(), 56);
+        assert_eq!(r.frequency(), f);
+        assert_eq!(r.name(), "cntvct");
+    }
+}
