@@ -696,4 +696,95 @@ exact=false source=cpuid_15h_known_crystal"
 source=none"
         );
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::string::ToString;
+        use std::vec::Vec;
+
+        const FRAGMENTS: &[&str] = &[
+            "CPU 0:",
+            "CPU 1:",
+            "   0x00000000 0x00: eax=0x00000016 ebx=0x756e6547 ecx=0x6c65746e edx=0x49656e69",
+            "   0x00000015 0x00: eax=0x00000002 ebx=0x000000b8 ecx=0x016e3600 edx=0x00000000",
+            "   0x80000000 0x00: eax=0x80000008 ebx=0x00000000 ecx=0x00000000 edx=0x00000000",
+            "   0x00000001 0x00: eax=0x000906ea ebx=0x00100800 ecx=0xfffafbbf edx=0xbfebfbff",
+            "   0x40000000 0x00: eax=0x40000010 ebx=0x4b4d564b ecx=0x564b4d56 edx=0x0000004d",
+            "   0x40000010 0x00: eax=0x00231860 ebx=0x000f4240 ecx=0x00000000 edx=0x00000000",
+            "------[ Logical CPU #0 ]------",
+            "CPUID 00000000: 00000016-756E6547-6C65746E-49656E69 [GenuineIntel]",
+            "CPUID 00000016: 00000898-00001004-00000064-00000000 [2200 / 4100 / 100]",
+            "CPUID 00000004: 1C004121-01C0003F-0000003F-00000000 [SL 00]",
+            "CPUID 80000007: 00000000-00000000-00000000-00000100",
+            "basic_cpuid[0]=0000000d 756e6547 6c65746e 49656e69",
+            "basic_cpuid[21]=00000002 00000096 00000000 00000000",
+            "ext_cpuid[0]=80000008 00000000 00000000 00000000",
+            "intel_fn4[1]=1c004122 01c0003f 0000003f 00000000",
+            "--------------------------------------------------------------------------------",
+            "x86",
+            "CPUID ",
+            "0x",
+            "basic_cpuid[",
+            "[SL ",
+            "=",
+            "-",
+            "",
+        ];
+
+        fn text() -> impl Strategy<Value = Vec<u8>> {
+            let piece = prop_oneof![
+                4 => proptest::sample::select(FRAGMENTS).prop_map(|s| s.as_bytes().to_vec()),
+                1 => proptest::collection::vec(any::<u8>(), 0..12),
+            ];
+            let sep = prop_oneof![
+                Just(b"\n".to_vec()),
+                Just(b"\r\n".to_vec()),
+                Just(Vec::new())
+            ];
+            proptest::collection::vec((piece, sep), 0..40).prop_map(|v| {
+                v.into_iter()
+                    .flat_map(|(p, s)| p.into_iter().chain(s))
+                    .collect()
+            })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Any bytes: a dump or a typed error, never a panic.
+            #[test]
+            fn any_bytes(b in proptest::collection::vec(any::<u8>(), 0..2048)) {
+                let line = ReplayLine::from_text(&b).to_string();
+                prop_assert!(line.starts_with("vendor=") || line.starts_with("error="));
+            }
+
+            /// Dump-like text spliced together: parsed dumps respect their own invariants.
+            #[test]
+            fn spliced_dumps(b in text()) {
+                match Dump::parse(&b) {
+                    Ok(d) => {
+                        prop_assert!(d.entries().iter().any(|e| e.leaf == 0));
+                        prop_assert!(d.entries().len() <= DUMP_CAPACITY);
+                        // Exactly one leaf-0 record: the first CPU ends before a second.
+                        prop_assert_eq!(d.entries().iter().filter(|e| e.leaf == 0).count(), 1);
+                        let x = discover_with(&d);
+                        for f in x.candidates() {
+                            prop_assert_eq!(
+                                f.accuracy().is_exact(),
+                                matches!(
+                                    f.source(),
+                                    crate::Source::CpuidTscLeaf | crate::Source::HypervisorLeaf
+                                )
+                            );
+                        }
+                    }
+                    Err(DumpError::Malformed { line }) => {
+                        prop_assert!(line >= 1);
+                    }
+                    Err(_) => {}
+                }
+            }
+        }
+    }
 }

@@ -1009,4 +1009,212 @@ mod tests {
         assert_eq!(std::format!("{}", Token(b"  Shanghai  ")), "__Shanghai__");
         assert_eq!(std::format!("{}", Token(b"Genu\0\xffe")), "Genu__e");
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn mix(seed: u64, leaf: u32, sub: u32, reg: u32) -> u32 {
+            // splitmix64 of the inputs: any value, deterministic.
+            let mut z = seed
+                ^ (u64::from(leaf) << 32 | u64::from(sub)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                ^ u64::from(reg).wrapping_mul(0xD1B5_4A32_D192_ED03);
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u32
+        }
+
+        /// A CPU whose interesting leaves are drawn by proptest and whose every other leaf
+        /// (including everything above the maxima) is junk.
+        #[derive(Clone, Debug)]
+        struct Fuzz {
+            seed: u64,
+            max_basic: u32,
+            max_ext: u32,
+            max_hv: u32,
+            intel: bool,
+            leaf1: [u32; 4],
+            l15: [u32; 4],
+            l16: [u32; 4],
+            h10: [u32; 4],
+            masked: bool,
+        }
+
+        impl Fuzz {
+            fn raw(&self, leaf: u32, sub: u32) -> [u32; 4] {
+                let junk = |r| mix(self.seed, leaf, sub, r);
+                match leaf {
+                    0 if self.intel => [self.max_basic, GENU, NTEL, INEI],
+                    0 => [self.max_basic, junk(1), junk(2), junk(3)],
+                    1 => self.leaf1,
+                    0x15 => self.l15,
+                    0x16 => self.l16,
+                    LEAF_HYPERVISOR => [self.max_hv, junk(1), junk(2), junk(3)],
+                    LEAF_HYPERVISOR_TIMING => self.h10,
+                    LEAF_EXTENDED_MAX => [self.max_ext, junk(1), junk(2), junk(3)],
+                    _ => [junk(0), junk(1), junk(2), junk(3)],
+                }
+            }
+
+            /// Whether `leaf` exists on this CPU by the architectural rules.
+            fn exists(&self, leaf: u32) -> bool {
+                let hv_bit = self.max_basic >= 1 && self.leaf1[2] >> 31 == 1;
+                match leaf {
+                    0 | LEAF_EXTENDED_MAX => true,
+                    0..=0x3FFF_FFFF => leaf <= self.max_basic,
+                    0x4000_0000..=0x4FFF_FFFF => {
+                        let max = if (0x4000_0000..=0x4FFF_FFFF).contains(&self.max_hv) {
+                            self.max_hv
+                        } else {
+                            LEAF_HYPERVISOR
+                        };
+                        hv_bit && leaf <= max
+                    }
+                    0x8000_0000..=u32::MAX => self.max_ext >> 16 == 0x8000 && leaf <= self.max_ext,
+                    _ => false,
+                }
+            }
+        }
+
+        impl CpuIdReader for Fuzz {
+            fn cpuid2(&self, eax: u32, ecx: u32) -> CpuIdResult {
+                let r = if self.masked && !self.exists(eax) {
+                    [0; 4]
+                } else {
+                    self.raw(eax, ecx)
+                };
+                CpuIdResult {
+                    eax: r[0],
+                    ebx: r[1],
+                    ecx: r[2],
+                    edx: r[3],
+                }
+            }
+        }
+
+        fn reg() -> impl Strategy<Value = u32> {
+            prop_oneof![
+                Just(0u32),
+                1u32..300,
+                1_000_000u32..40_000_000,
+                any::<u32>()
+            ]
+        }
+
+        fn regs() -> impl Strategy<Value = [u32; 4]> {
+            [reg(), reg(), reg(), reg()]
+        }
+
+        fn fuzz() -> impl Strategy<Value = Fuzz> {
+            (
+                any::<u64>(),
+                prop_oneof![0u32..0x20, any::<u32>()],
+                prop_oneof![
+                    0x8000_0000u32..0x8000_0010,
+                    0x7FFF_FFF0u32..0x8000_0000,
+                    any::<u32>()
+                ],
+                prop_oneof![0x4000_0000u32..0x4000_0012, any::<u32>()],
+                any::<bool>(),
+                (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>()),
+                (regs(), regs(), regs()),
+            )
+                .prop_map(
+                    |(seed, max_basic, max_ext, max_hv, intel, l1, (l15, l16, h10))| Fuzz {
+                        seed,
+                        max_basic,
+                        max_ext,
+                        max_hv,
+                        intel,
+                        leaf1: [l1.0, l1.1, l1.2, l1.3],
+                        l15,
+                        l16,
+                        h10,
+                        masked: false,
+                    },
+                )
+        }
+
+        fn check_invariants(d: &X86Discovery) {
+            for f in d.candidates() {
+                let hz = f.as_millihz() / 1000;
+                assert!((Frequency::MIN_HZ..=Frequency::MAX_HZ).contains(&hz));
+                let exact_source =
+                    matches!(f.source(), Source::CpuidTscLeaf | Source::HypervisorLeaf);
+                assert_eq!(f.accuracy().is_exact(), exact_source, "{f:?}");
+            }
+            if let Some(b) = d.best() {
+                assert!(d.candidates().contains(&b));
+                assert!(d
+                    .candidates()
+                    .iter()
+                    .all(|f| trust_rank(b.source()) <= trust_rank(f.source())));
+            } else {
+                assert!(d.candidates().is_empty());
+            }
+            if d.candidate(Source::HypervisorLeaf).is_some() {
+                assert!(d.hypervisor());
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            /// Any reader output at all: no panic, and the candidate list keeps its rules.
+            #[test]
+            fn any_reader_output_is_safe(seed in any::<u64>()) {
+                let reader = move |leaf: u32, sub: u32| CpuIdResult {
+                    eax: mix(seed, leaf, sub, 0),
+                    ebx: mix(seed, leaf, sub, 1),
+                    ecx: mix(seed, leaf, sub, 2),
+                    edx: mix(seed, leaf, sub, 3),
+                };
+                check_invariants(&discover_with(reader));
+            }
+
+            /// Junk above any maximum leaf changes nothing: discovery equals discovery on
+            /// the same CPU with every non-existent leaf zeroed.
+            #[test]
+            fn leaves_above_the_maxima_are_never_used(f in fuzz()) {
+                let raw = discover_with(f.clone());
+                let masked = discover_with(Fuzz { masked: true, ..f });
+                check_invariants(&raw);
+                prop_assert_eq!(raw, masked);
+            }
+
+            /// A complete leaf 0x15 is the best claim unless a hypervisor leaf outranks it,
+            /// and it is exact to the millihertz.
+            #[test]
+            fn complete_leaf_15_is_exact(
+                den in 1u32..1000, num in 1u32..1000, crystal in 1_000_000u32..100_000_000,
+            ) {
+                let d = discover_with(intel(0x15, 0x906EA).with(0x15, [den, num, crystal, 0]));
+                let want = (u128::from(crystal) * u128::from(num) * 1000
+                    + u128::from(den) / 2) / u128::from(den);
+                match d.best() {
+                    Some(f) => {
+                        prop_assert_eq!(f.source(), Source::CpuidTscLeaf);
+                        prop_assert_eq!(u128::from(f.as_millihz()), want);
+                    }
+                    None => prop_assert!(want < 1_000_000 || want > 100_000_000_000_000),
+                }
+            }
+
+            /// The brand parser takes any bytes.
+            #[test]
+            fn brand_parser_takes_any_bytes(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+                if let Some(hz) = parse_brand_frequency(&b) {
+                    prop_assert!(hz > 0);
+                }
+            }
+
+            /// `@ I.FFGHz` parses to I.FF × 10^9 exactly.
+            #[test]
+            fn brand_parser_round_trips(int in 0u64..100, frac in 0u64..100) {
+                let s = std::format!("Some CPU @ {int}.{frac:02}GHz");
+                let want = int * 1_000_000_000 + frac * 10_000_000;
+                prop_assert_eq!(parse_brand_frequency(s.as_bytes()), (want > 0).then_some(want));
+            }
+        }
+    }
 }
