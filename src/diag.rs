@@ -578,7 +578,7 @@ mod tests {
         let time = AtomicU64::new(1_000_000);
         let tick = || time.fetch_add(10, Ordering::Relaxed);
         let ahead = FnCounter::new(|| tick() + 5_000);
-        let behind = FnCounter::new(|| tick());
+        let behind = FnCounter::new(&tick);
         let w = WarpCheck::new();
         assert!(!w.check_once(0, &ahead));
         assert!(!w.check_once(0, &ahead));
