@@ -3,6 +3,7 @@
 //!
 //! `cargo bench --bench read_cost` (or `cargo xtask bench`). Compare ratios within one run:
 //! the absolute figures move with the machine's load.
+#![allow(missing_docs)] // criterion_group! generates an undocumented pub fn
 
 use std::hint::black_box;
 

@@ -123,7 +123,11 @@ impl Frequency {
         if hz < Self::MIN_HZ || hz > Self::MAX_HZ {
             return None;
         }
-        Some(Frequency { millihz: hz * MILLIHZ_PER_HZ, source, accuracy })
+        Some(Frequency {
+            millihz: hz * MILLIHZ_PER_HZ,
+            source,
+            accuracy,
+        })
     }
 
     /// A rate of `millihz` millihertz, or `None` outside the accepted range.
@@ -131,7 +135,11 @@ impl Frequency {
         if millihz < Self::MIN_HZ * MILLIHZ_PER_HZ || millihz > Self::MAX_HZ * MILLIHZ_PER_HZ {
             return None;
         }
-        Some(Frequency { millihz, source, accuracy })
+        Some(Frequency {
+            millihz,
+            source,
+            accuracy,
+        })
     }
 
     /// A caller-supplied exact rate in hertz (source [`Source::User`]).
@@ -161,7 +169,11 @@ impl Frequency {
 
     /// The same rate with another provenance.
     pub const fn with_provenance(self, source: Source, accuracy: Accuracy) -> Self {
-        Frequency { millihz: self.millihz, source, accuracy }
+        Frequency {
+            millihz: self.millihz,
+            source,
+            accuracy,
+        }
     }
 
     /// Signed difference of `self` from `other`, in parts per billion of `other`
