@@ -1,7 +1,7 @@
 //! aarch64 discovery: CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1.
 //!
 //! [`from_registers`] is a pure function of the three register values, so it is tested on
-//! any host; [`discover`] (aarch64 only) reads them from the running CPU.
+//! any host; `discover()` (aarch64 only) reads them from the running CPU.
 //!
 //! CNTFRQ_EL0 is not a measurement: firmware writes it at boot, and nothing in the hardware
 //! checks it. It is usually right (24 MHz, 25 MHz, 19.2 MHz, 1 GHz on Armv8.6+ parts with
