@@ -204,6 +204,15 @@ mod tests {
         assert!(!from_registers(0, 0, (1 << 60) - 1).ecv());
     }
 
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn live_registers() {
+        // Under Linux (and qemu-user) the ID registers are emulated at EL0; CNTFRQ_EL0 is set.
+        let d = discover();
+        assert!(d.best().is_some(), "{d:?}");
+        assert_eq!(d.midr, Midr::from_bits(d.midr_raw));
+    }
+
     #[test]
     fn midr_fields() {
         // Apple M1 Firestorm: 0x611F0230? implementer 0x61, variant 1, part 0x023, rev 0.

@@ -897,6 +897,17 @@ mod tests {
         assert!(!discover_with(t).features.contains(X86Features::TSC_ADJUST));
     }
 
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn live_cpu() {
+        let d = discover();
+        // Every x86_64 CPU has a TSC and at least leaf 1 and the brand leaves... except
+        // that hypervisors may hide things; only the TSC bit and leaf 1 are certain.
+        assert!(d.features.contains(X86Features::TSC), "{d:?}");
+        assert!(d.max_basic_leaf >= 1);
+        assert_ne!(d.vendor, [0; 12]);
+    }
+
     #[test]
     fn signature_decoding() {
         assert_eq!(decode_signature(0x000806EC), (6, 0x8E, 0xC));
