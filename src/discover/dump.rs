@@ -196,18 +196,18 @@ impl Dump {
         &self.entries
     }
 
-    /// The registers for `leaf`/`subleaf`: the record with that subleaf, else the leaf's
-    /// record without a stated subleaf (the CPU ignores ECX for such leaves), else `None`.
+    /// The registers for `leaf`/`subleaf`: the record with that subleaf; else, when the dump
+    /// states no subleaf for this leaf at all, its first record (the CPU ignores ECX for
+    /// such leaves); else `None`.
     pub fn get(&self, leaf: u32, subleaf: u32) -> Option<[u32; 4]> {
-        self.entries
-            .iter()
-            .find(|e| e.leaf == leaf && e.subleaf == subleaf)
-            .or_else(|| {
-                self.entries
-                    .iter()
-                    .find(|e| e.leaf == leaf && !e.subleaf_given)
-            })
-            .map(|e| e.regs)
+        let mut records = self.entries.iter().filter(|e| e.leaf == leaf);
+        if let Some(e) = records.clone().find(|e| e.subleaf == subleaf) {
+            return Some(e.regs);
+        }
+        if records.clone().any(|e| e.subleaf_given) {
+            return None;
+        }
+        records.next().map(|e| e.regs)
     }
 }
 
@@ -627,6 +627,9 @@ x86
         assert_eq!(d.entries().len(), 9);
         assert_eq!(d.get(0x8000_0007, 0).unwrap()[3], 0x100);
         assert_eq!(d.get(4, 1).unwrap()[0], 0x1c004122);
+        // Only intel_fn4[1] is recorded, and it states its subleaf: 0 and 5 are unknown.
+        assert_eq!(d.get(4, 0), None);
+        assert_eq!(d.get(4, 5), None);
         assert_eq!(d.get(0x12, 1).unwrap()[3], 4);
         assert_eq!(d.get(0x8000_001D, 2).unwrap()[3], 2);
         let x = discover_with(&d);
