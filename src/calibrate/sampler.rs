@@ -102,8 +102,10 @@ struct Engine {
     counter_moved_at_x: u64,
     same_reads: u32,
 
-    /// The first sample (rate origin).
+    /// The rate origin: the first sample, or a later one if the first had a wide bracket.
     first: Anchor,
+    /// The last consistent narrow sample: the rate so far is measured from `first` to here.
+    rate_end: Anchor,
     /// The last consistent sample.
     anchor: Anchor,
     warm: bool,
@@ -154,6 +156,7 @@ impl Engine {
             counter_moved_at_x: 0,
             same_reads: 0,
             first: zero,
+            rate_end: zero,
             anchor: zero,
             warm: false,
             warmup_samples: 0,
@@ -195,6 +198,7 @@ impl Engine {
                 width: c1,
             };
             self.first = s;
+            self.rate_end = s;
             self.anchor = s;
             self.ref_moved_at_c = c1;
             self.min_width = c1;
@@ -279,16 +283,31 @@ impl Engine {
             return Err(Error::CounterStuck);
         }
 
+        let narrow = width <= self.min_width.saturating_mul(2).saturating_add(2);
         let mut completed_bin = false;
         if !self.warm {
             self.warmup_samples = self.warmup_samples.saturating_add(1);
+            if width.saturating_mul(4) < self.first.width {
+                // The first sample had a stall in its bracket: measure the rate from here.
+                self.first = self.anchor;
+            }
+            // The rate is good to a few % once the span covers 32 reference steps and is 16
+            // times the two end brackets' widths (each midpoint is uncertain by its width in
+            // y units).
             let steps = self.step_seen.saturating_mul(WARMUP_STEPS);
-            if self.warmup_samples >= WARMUP_SAMPLES && x >= steps && y > self.first.y {
+            let brackets = self.first.width.saturating_add(width).saturating_mul(16);
+            if self.warmup_samples >= WARMUP_SAMPLES
+                && narrow
+                && x.saturating_sub(self.first.x) >= steps
+                && y.saturating_sub(self.first.y) > brackets
+            {
                 self.warm = true;
+                self.rate_end = self.anchor;
                 self.origin = (x, y);
                 completed_bin = self.accept(x, y)?;
             }
-        } else if width <= self.min_width.saturating_mul(2).saturating_add(2) {
+        } else if narrow {
+            self.rate_end = self.anchor;
             completed_bin = self.accept(x, y)?;
         } else {
             self.rejected = self.rejected.saturating_add(1);
@@ -352,10 +371,11 @@ impl Engine {
     /// best matches the rate seen so far.
     fn unwrap_by_rate(&self, r_raw: u64, y: u64, width: u64) -> Result<Unwrapped, Error> {
         let a = self.anchor;
-        let f = self.first;
-        // Rate so far: R reference ticks per M y-units (2 × counter ticks).
-        let big_r = u128::from(a.x.saturating_sub(f.x));
-        let big_m = u128::from(a.y.saturating_sub(f.y)).max(1);
+        let (f, e) = (self.first, self.rate_end);
+        // Rate so far: R reference ticks per M y-units (2 × counter ticks), between narrow
+        // samples.
+        let big_r = u128::from(e.x.saturating_sub(f.x));
+        let big_m = u128::from(e.y.saturating_sub(f.y)).max(1);
         let dy = u128::from(y.saturating_sub(a.y));
         let expected = mul_div(dy, big_r, big_m).unwrap_or(u128::MAX);
         let d = u128::from(r_raw.wrapping_sub(a.raw) & self.rmask);
