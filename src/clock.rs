@@ -52,7 +52,7 @@ use crate::counter::Counter;
 use crate::delay::Delay;
 use crate::frequency::Frequency;
 use crate::instant::{Instant, RawInstant};
-use crate::scale::Scale;
+use crate::scale::{mul_q64, Scale};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, Ordering, RelaxedU64};
 
 /// How far ahead of the writer's counter read the new timeline starts.
@@ -80,14 +80,16 @@ impl fmt::Display for ClockError {
 
 impl core::error::Error for ClockError {}
 
-/// One timebase snapshot.
+/// One timebase snapshot. Cache-line aligned: a writer filling one slot does not disturb
+/// readers of the other, and the slot address is a shift, not a multiply.
+#[repr(align(64))]
 struct Slot {
     /// 0 while being written; otherwise changes with every write.
     gen: AtomicU32,
     base_ticks: RelaxedU64,
     base_ns: RelaxedU64,
-    mult: RelaxedU64,
-    shift: AtomicU32,
+    mult_int: RelaxedU64,
+    mult_frac: RelaxedU64,
     inv_mult: RelaxedU64,
     inv_shift: AtomicU32,
     millihz: RelaxedU64,
@@ -95,8 +97,8 @@ struct Slot {
     /// slot then compute exactly what readers of the previous slot compute.
     prev_base_ticks: RelaxedU64,
     prev_base_ns: RelaxedU64,
-    prev_mult: RelaxedU64,
-    prev_shift: AtomicU32,
+    prev_mult_int: RelaxedU64,
+    prev_mult_frac: RelaxedU64,
 }
 
 impl Slot {
@@ -105,31 +107,32 @@ impl Slot {
             gen: AtomicU32::new(0),
             base_ticks: RelaxedU64::new(0),
             base_ns: RelaxedU64::new(0),
-            mult: RelaxedU64::new(0),
-            shift: AtomicU32::new(0),
+            mult_int: RelaxedU64::new(0),
+            mult_frac: RelaxedU64::new(0),
             inv_mult: RelaxedU64::new(0),
             inv_shift: AtomicU32::new(0),
             millihz: RelaxedU64::new(0),
             prev_base_ticks: RelaxedU64::new(0),
             prev_base_ns: RelaxedU64::new(0),
-            prev_mult: RelaxedU64::new(0),
-            prev_shift: AtomicU32::new(0),
+            prev_mult_int: RelaxedU64::new(0),
+            prev_mult_frac: RelaxedU64::new(0),
         }
     }
 }
 
-/// A timeline: `ns = base_ns + (ticks − base_ticks) × mult >> shift`.
+/// A timeline: `ns = base_ns + (ticks − base_ticks) × mult >> 64` (see [`Scale`]).
 struct Timebase {
     base_ticks: u64,
     base_ns: u64,
-    mult: u64,
-    shift: u32,
+    mult_int: u64,
+    mult_frac: u64,
 }
 
-/// `(ticks × mult) >> shift`, saturating at `u64::MAX` (see [`Scale`]).
+/// `base_ns + ticks × (int + frac / 2^64)`, saturating at `u64::MAX`. One comparison: the
+/// `u128` sum cannot overflow (each term is below 2^128 − 2^65).
 #[inline(always)]
-fn mul_shift(ticks: u64, mult: u64, shift: u32) -> u64 {
-    let ns = ((ticks as u128) * (mult as u128)) >> shift;
+fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
+    let ns = base_ns as u128 + mul_q64(ticks, int, frac);
     if ns > u64::MAX as u128 {
         u64::MAX
     } else {
@@ -175,7 +178,12 @@ impl<C: Counter> Clock<C> {
         };
         let scale = Scale::new(&frequency);
         let base_ticks = clock.counter.ticks() & mask;
-        let timebase = Timebase { base_ticks, base_ns: 0, mult: scale.mult(), shift: scale.shift() };
+        let timebase = Timebase {
+            base_ticks,
+            base_ns: 0,
+            mult_int: scale.mult_int(),
+            mult_frac: scale.mult_frac(),
+        };
         clock.write_slot(0, 1, &timebase, &scale, &timebase);
         clock
     }
@@ -216,28 +224,29 @@ impl<C: Counter> Clock<C> {
             // The counter first: an ordered read then waits only for the caller's earlier
             // instructions, not for our loads, and the timestamp precedes everything we load.
             let t = self.counter.ticks();
+            // From the counter, not the field: for a 64-bit counter it folds to a constant.
+            let mask = self.counter.mask();
             let i = self.current.load(Ordering::SeqCst);
             let slot = &self.slots[(i & 1) as usize];
             let gen = slot.gen.load(Ordering::Acquire);
             let base_ticks = slot.base_ticks.load();
             let base_ns = slot.base_ns.load();
-            let mult = slot.mult.load();
-            let shift = slot.shift.load(Ordering::Relaxed);
-            let delta = t.wrapping_sub(base_ticks) & self.mask;
-            let half = self.mask >> 1;
+            let mult_int = slot.mult_int.load();
+            let mult_frac = slot.mult_frac.load();
+            let delta = t.wrapping_sub(base_ticks) & mask;
+            let half = mask >> 1;
             let ns = if delta <= half {
-                Some(base_ns.saturating_add(mul_shift(delta, mult, shift)))
+                Some(advance(base_ns, delta, mult_int, mult_frac))
             } else {
                 // Before the base: the handover window (see the module docs).
                 let prev_base_ticks = slot.prev_base_ticks.load();
                 let prev_base_ns = slot.prev_base_ns.load();
-                let prev_mult = slot.prev_mult.load();
-                let prev_shift = slot.prev_shift.load(Ordering::Relaxed);
-                let prev_delta = t.wrapping_sub(prev_base_ticks) & self.mask;
+                let prev_int = slot.prev_mult_int.load();
+                let prev_frac = slot.prev_mult_frac.load();
+                let prev_delta = t.wrapping_sub(prev_base_ticks) & mask;
                 // Before the previous base too: `t` is older than two publications (the
                 // reader was preempted right after reading it). Read the counter again.
-                (prev_delta <= half)
-                    .then(|| prev_base_ns.saturating_add(mul_shift(prev_delta, prev_mult, prev_shift)))
+                (prev_delta <= half).then(|| advance(prev_base_ns, prev_delta, prev_int, prev_frac))
             };
             fence(Ordering::Acquire);
             if let Some(ns) = ns {
@@ -256,8 +265,8 @@ impl<C: Counter> Clock<C> {
             let slot = &self.slots[(i & 1) as usize];
             let gen = slot.gen.load(Ordering::Acquire);
             let scale = Scale::from_parts(
-                slot.mult.load(),
-                slot.shift.load(Ordering::Relaxed),
+                slot.mult_int.load(),
+                slot.mult_frac.load(),
                 slot.inv_mult.load(),
                 slot.inv_shift.load(Ordering::Relaxed),
                 slot.millihz.load(),
@@ -315,11 +324,11 @@ impl<C: Counter> Clock<C> {
         let cur = &self.slots[(i & 1) as usize];
         let base_ticks = cur.base_ticks.load();
         let base_ns = cur.base_ns.load();
-        let mult = cur.mult.load();
-        let shift = cur.shift.load(Ordering::Relaxed);
+        let mult_int = cur.mult_int.load();
+        let mult_frac = cur.mult_frac.load();
         let cur_scale = Scale::from_parts(
-            mult,
-            shift,
+            mult_int,
+            mult_frac,
             cur.inv_mult.load(),
             cur.inv_shift.load(Ordering::Relaxed),
             cur.millihz.load(),
@@ -337,16 +346,21 @@ impl<C: Counter> Clock<C> {
                 return Err(ClockError::Busy);
             }
             let new_base_ticks = t.wrapping_add(margin) & self.mask;
-            let new_base_ns = base_ns.saturating_add(mul_shift(since_base + margin, mult, shift));
+            let new_base_ns = advance(base_ns, since_base + margin, mult_int, mult_frac);
             let next = i.wrapping_add(1);
             let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
             let new = Timebase {
                 base_ticks: new_base_ticks,
                 base_ns: new_base_ns,
-                mult: scale.mult(),
-                shift: scale.shift(),
+                mult_int: scale.mult_int(),
+                mult_frac: scale.mult_frac(),
             };
-            let prev = Timebase { base_ticks, base_ns, mult, shift };
+            let prev = Timebase {
+                base_ticks,
+                base_ns,
+                mult_int,
+                mult_frac,
+            };
             self.write_slot(next & 1, gen, &new, &scale, &prev);
             // Publish only while still well inside the margin; otherwise start again.
             let now = self.counter.ticks() & self.mask;
@@ -364,15 +378,15 @@ impl<C: Counter> Clock<C> {
         fence(Ordering::Release);
         slot.base_ticks.store(new.base_ticks);
         slot.base_ns.store(new.base_ns);
-        slot.mult.store(scale.mult());
-        slot.shift.store(scale.shift(), Ordering::Relaxed);
+        slot.mult_int.store(scale.mult_int());
+        slot.mult_frac.store(scale.mult_frac());
         slot.inv_mult.store(scale.inv_mult());
         slot.inv_shift.store(scale.inv_shift(), Ordering::Relaxed);
         slot.millihz.store(scale.millihz());
         slot.prev_base_ticks.store(prev.base_ticks);
         slot.prev_base_ns.store(prev.base_ns);
-        slot.prev_mult.store(prev.mult);
-        slot.prev_shift.store(prev.shift, Ordering::Relaxed);
+        slot.prev_mult_int.store(prev.mult_int);
+        slot.prev_mult_frac.store(prev.mult_frac);
         slot.gen.store(gen, Ordering::Release);
     }
 }

@@ -1,15 +1,21 @@
 //! [`Scale`]: integer fixed-point conversion between ticks and nanoseconds.
 //!
-//! `ns = (ticks × mult) >> shift`, with the product taken in `u128`. Because `ticks` and
-//! `mult` are both `u64`, the product is below 2^128 for *every* input: there is no
-//! intermediate overflow to guard against, ever (Linux's "208-day bug" was a 64-bit product
+//! ticks → ns: `ns = (ticks × mult) >> 64`, where `mult` is the length of a tick in
+//! nanoseconds as a 64.64 fixed-point number (`mult_int` + `mult_frac` / 2^64). Both halves
+//! are multiplied by `ticks` in `u128` — two independent multiplies and an add, no variable
+//! shift, which keeps the dependency chain after the counter read short. Because every factor
+//! is a `u64`, no product can overflow `u128` for *any* input: there is no intermediate
+//! overflow to guard against, ever (Linux's "208-day bug" was a 64-bit product
 //! `cycles × mult` that overflowed once the cycle delta grew large enough). Only the result
 //! can exceed `u64` — past 584 years of nanoseconds — and that saturates.
 //!
-//! `mult` is chosen in `[2^63, 2^64)`, as large as it can be, so the rounding of `mult`
-//! contributes a relative error below 2^-64 (5 × 10^-20): the conversion error is at most
-//! 1 ns (the final floor) plus 10^-19 of the value, at any rate from 1 kHz to 100 GHz.
-//! Computing the constants needs one `u128` division; the conversions need none.
+//! `mult` is rounded to the nearest 2^-64 ns, so its rounding adds at most `ticks × 2^-65` ns:
+//! at most 3 × 10^-18 of the value at 100 GHz (and less at lower rates). The conversion error
+//! is at most 1 ns (the final floor) plus that, at any rate from 1 kHz to 100 GHz.
+//!
+//! ns → ticks: `ticks = ⌈(ns × inv_mult) >> inv_shift⌉` with `inv_mult` in `[2^63, 2^64)`,
+//! rounded up, so a deadline or delay computed from it is never early.
+//! Computing the constants takes a few `u128` divisions, once; the conversions need none.
 
 use crate::frequency::Frequency;
 
@@ -21,18 +27,18 @@ const NS_MILLIHZ: u128 = 1_000_000_000_000;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Scale {
-    mult: u64,
-    shift: u32,
+    mult_int: u64,
+    mult_frac: u64,
     inv_mult: u64,
     inv_shift: u32,
     millihz: u64,
 }
 
-/// The largest `shift` such that `round(num × 2^shift / den) < 2^64`, with that quotient.
+/// The largest `shift` such that `⌈num × 2^shift / den⌉ < 2^64`, with that quotient.
 /// `num` and `den` are below 2^48 and at least 10^6, so `num × 2^shift` fits in `u128` for
 /// every shift tried, and the start estimate from the bit lengths is at most two steps high:
 /// two or three `u128` divisions in all.
-const fn best_fixed_point(num: u128, den: u128, round_up: bool) -> (u64, u32) {
+const fn best_fixed_point_ceil(num: u128, den: u128) -> (u64, u32) {
     let num_bits = 128 - num.leading_zeros();
     let den_bits = 128 - den.leading_zeros();
     // num / den < 2^(num_bits - den_bits + 1), so shift = 64 + den_bits - num_bits gives a
@@ -43,11 +49,7 @@ const fn best_fixed_point(num: u128, den: u128, round_up: bool) -> (u64, u32) {
     }
     loop {
         let scaled = num << shift;
-        let q = if round_up {
-            scaled.div_ceil(den)
-        } else {
-            (scaled + den / 2) / den
-        };
+        let q = scaled.div_ceil(den);
         if q <= u64::MAX as u128 || shift == 0 {
             // For the inputs we accept (num/den between 10^-2 and 10^6) a shift with
             // q ≥ 2^63 always exists, so this saturation never triggers.
@@ -62,18 +64,31 @@ const fn best_fixed_point(num: u128, den: u128, round_up: bool) -> (u64, u32) {
     }
 }
 
+/// `⌊ticks × (int + frac / 2^64)⌋` in `u128`: `ticks × int < 2^128 − 2^65` and the fraction
+/// term is below 2^64, so the sum cannot overflow.
+#[inline(always)]
+pub(crate) const fn mul_q64(ticks: u64, int: u64, frac: u64) -> u128 {
+    let whole = (ticks as u128) * (int as u128);
+    let part = ((ticks as u128) * (frac as u128)) >> 64;
+    whole + part
+}
+
 impl Scale {
     /// Constants for `frequency`. Every [`Frequency`] is in 1 kHz..=100 GHz, so this cannot
     /// fail.
     pub const fn new(frequency: &Frequency) -> Scale {
         let millihz = frequency.as_millihz();
-        // ns per tick = 10^12 / millihz.
-        let (mult, shift) = best_fixed_point(NS_MILLIHZ, millihz as u128, false);
+        // ns per tick = 10^12 / millihz, in 64.64 fixed point, rounded to nearest.
+        // 10^12 × 2^64 < 2^104, and millihz ≥ 10^6, so the quotient is below 2^84.
+        let den = millihz as u128;
+        let mult = ((NS_MILLIHZ << 64) + den / 2) / den;
+        let mult_int = (mult >> 64) as u64;
+        let mult_frac = mult as u64;
         // ticks per ns = millihz / 10^12, rounded up so deadlines are never early.
-        let (inv_mult, inv_shift) = best_fixed_point(millihz as u128, NS_MILLIHZ, true);
+        let (inv_mult, inv_shift) = best_fixed_point_ceil(millihz as u128, NS_MILLIHZ);
         Scale {
-            mult,
-            shift,
+            mult_int,
+            mult_frac,
             inv_mult,
             inv_shift,
             millihz,
@@ -82,15 +97,15 @@ impl Scale {
 
     /// Reassembles constants taken apart with the accessors (the clock stores them in atomics).
     pub(crate) const fn from_parts(
-        mult: u64,
-        shift: u32,
+        mult_int: u64,
+        mult_frac: u64,
         inv_mult: u64,
         inv_shift: u32,
         millihz: u64,
     ) -> Scale {
         Scale {
-            mult,
-            shift,
+            mult_int,
+            mult_frac,
             inv_mult,
             inv_shift,
             millihz,
@@ -112,20 +127,20 @@ impl Scale {
         self.millihz
     }
 
-    /// The multiplier (`ns = ticks × mult >> shift`).
-    pub const fn mult(&self) -> u64 {
-        self.mult
+    /// The integer part of the tick length in ns (`ns = ticks × mult >> 64`).
+    pub const fn mult_int(&self) -> u64 {
+        self.mult_int
     }
 
-    /// The shift (`ns = ticks × mult >> shift`).
-    pub const fn shift(&self) -> u32 {
-        self.shift
+    /// The fractional part of the tick length in ns, in units of 2^-64 ns.
+    pub const fn mult_frac(&self) -> u64 {
+        self.mult_frac
     }
 
     /// `ticks` in nanoseconds, rounded down; saturates at `u64::MAX` (584 years).
     #[inline(always)]
     pub const fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        let ns = ((ticks as u128) * (self.mult as u128)) >> self.shift;
+        let ns = mul_q64(ticks, self.mult_int, self.mult_frac);
         if ns > u64::MAX as u128 {
             u64::MAX
         } else {
@@ -136,7 +151,7 @@ impl Scale {
     /// `ticks` in nanoseconds, rounded down, or `None` if that exceeds `u64::MAX`.
     #[inline]
     pub const fn checked_ticks_to_ns(&self, ticks: u64) -> Option<u64> {
-        let ns = ((ticks as u128) * (self.mult as u128)) >> self.shift;
+        let ns = mul_q64(ticks, self.mult_int, self.mult_frac);
         if ns > u64::MAX as u128 {
             None
         } else {
@@ -176,7 +191,7 @@ mod tests {
     }
 
     #[test]
-    fn mult_is_normalised() {
+    fn inverse_is_normalised() {
         for hz in [
             1_000u64,
             32_768,
@@ -187,7 +202,6 @@ mod tests {
             100_000_000_000,
         ] {
             let s = Scale::new(&Frequency::user_hz(hz).unwrap());
-            assert!(s.mult >= 1 << 63, "{hz}: mult {:#x}", s.mult);
             assert!(s.inv_mult >= 1 << 63, "{hz}: inv_mult {:#x}", s.inv_mult);
         }
     }
