@@ -10,6 +10,9 @@
 //! `aarch64-unknown-none`); run: see `xtask/src/qemu.rs` for the QEMU command lines.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
+#[cfg(target_os = "none")]
+mod scenario;
+
 #[cfg(all(target_os = "none", target_arch = "x86_64"))]
 mod x86_64;
 #[cfg(all(target_os = "none", target_arch = "x86_64"))]

@@ -1,6 +1,804 @@
-//! Bare-metal QEMU scenarios (being written).
+//! `cargo xtask qemu`: the bare-metal scenarios.
+//!
+//! Builds the `boot` kernels, boots each scenario under QEMU with a timeout, reads the
+//! `key=value` results the kernel prints on its serial port, checks them, and prints one line
+//! per scenario (DESIGN.md §4):
+//!
+//! ```text
+//! scenario=<name> result=<PASS|FAIL|SKIP> key=value... [reason="..."]
+//! ```
+//!
+//! | scenario | machine | what is checked |
+//! | --- | --- | --- |
+//! | `x86_64-tcg-pit`, `-hpet`, `-acpipm` | TCG | the TSC calibrated against each reference agrees with the other two and with the host's own measurement (below) |
+//! | `x86_64-kvm` | KVM, `-cpu host,+invtsc,+vmware-cpuid-freq` | the hypervisor leaf's exact kHz figure is confirmed by calibration against the HPET |
+//! | `x86_64-lying-cpuid` | TCG | discovery fed a leaf 0x15 that claims 25/24 of the real rate: verification rejects it and uses the measurement |
+//! | `x86_64-tcg-delay` | TCG | a 10 ms `Delay` measured by the HPET lasts at least 10 ms and not much more |
+//! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
+//! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
+//! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
+//!
+//! # The agreement bound
+//!
+//! Under TCG the guest's TSC is the host's TSC (QEMU reads RDTSC on the host), and QEMU's
+//! PIT, HPET and ACPI PM timer are computed from the host's monotonic clock, the same clock
+//! the host-side measurement (`cargo run --release --example report -- --kv`, the crate
+//! calibrating against std's monotonic clock) uses. So all four measure one quantity. Two of
+//! them, `a` and `b`, agree when
+//!
+//! `|a − b| ≤ U_a + U_b + S_a + S_b (+ D for the host)`
+//!
+//! - `U` is each calibration's expanded uncertainty, which the crate reports as a bound that
+//!   holds at least 99 % of the time, so the sum holds at least 98 % of the time even for
+//!   fully correlated errors, and far more often for independent ones;
+//! - `S` is the reference's known systematic offset under QEMU: QEMU emulates the PIT at
+//!   1 193 182 Hz (the crate assumes 1 193 181.818 Hz: +0.153 ppm) and the PM timer at
+//!   3 579 545 Hz (crate: 3 579 545.455 Hz: −0.127 ppm); the HPET states its own period;
+//! - `D` is how much the host's own figure moved between the measurement before and after the
+//!   guests ran (NTP steering of the monotonic clock shows up here).
 
-/// Runs the scenarios; `Ok(true)` when none failed.
-pub fn run(_args: &[String]) -> Result<bool, String> {
-    Err("the QEMU scenarios are not written yet".into())
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::{have, root};
+
+/// Longest a scenario may run before it is killed and fails.
+const TIMEOUT: Duration = Duration::from_secs(60);
+/// The wrong leaf-0x15 claim, as a fraction of the real rate: the 24 vs 25 MHz crystal mix-up.
+const LIE_NUM: f64 = 25.0;
+const LIE_DEN: f64 = 24.0;
+/// The wrong CNTFRQ_EL0 the bad-firmware scenario writes (a common crystal, not QEMU's rate).
+const BAD_CNTFRQ_HZ: u64 = 24_000_000;
+/// QEMU's generic timer rate on `virt` (a 16 ns period from its virtual clock).
+const QEMU_CNTFRQ_HZ: u64 = 62_500_000;
+/// The delay the delay scenarios ask for.
+const DELAY_NS: u64 = 10_000_000;
+/// How far past the asked delay the *shortest* of the repeated delays may end. The delay
+/// loop itself overshoots by a counter read or two; the rest is QEMU: under TCG a read of the
+/// reference after the delay takes microseconds, and a host preemption of the vCPU thread can
+/// add milliseconds to any single run, which is why only the best run is held to this.
+const DELAY_SLACK_NS: u64 = 200_000;
+
+/// QEMU options of the KVM scenario. `-arch-capabilities`: some KVM implementations (the
+/// software `kvm_pvm` this project's machine has) refuse the IA32_ARCH_CAPABILITIES MSR that
+/// `-cpu host` would set, and QEMU then aborts; the guest needs nothing from that MSR.
+const KVM_ARGS: &[&str] = &[
+    "-accel",
+    "kvm",
+    "-cpu",
+    "host,+invtsc,+vmware-cpuid-freq,-arch-capabilities",
+];
+
+/// Systematic offset of a reference under QEMU, in ppm (see the module docs).
+fn systematic_ppm(reference: &str) -> f64 {
+    match reference {
+        "pit" => 0.153,
+        "acpi_pm" => 0.127,
+        _ => 0.0,
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Arch {
+    X86_64,
+    Aarch64,
+}
+
+impl Arch {
+    fn target(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "x86_64-unknown-none",
+            Arch::Aarch64 => "aarch64-unknown-none",
+        }
+    }
+    fn qemu(self) -> &'static str {
+        match self {
+            Arch::X86_64 => "qemu-system-x86_64",
+            Arch::Aarch64 => "qemu-system-aarch64",
+        }
+    }
+}
+
+/// `key=value` pairs the kernel printed (later ones win).
+type Kv = BTreeMap<String, String>;
+
+fn parse_kv(text: &str) -> Kv {
+    let mut kv = Kv::new();
+    for line in text.lines() {
+        for token in line.split_whitespace() {
+            if let Some((k, v)) = token.split_once('=') {
+                kv.insert(k.to_string(), v.trim_matches('"').to_string());
+            }
+        }
+    }
+    kv
+}
+
+/// What one QEMU run gave.
+struct Run {
+    kv: Kv,
+    stdout: String,
+    stderr: String,
+    wall: Duration,
+    timed_out: bool,
+}
+
+impl Run {
+    fn get(&self, key: &str) -> Option<&str> {
+        self.kv.get(key).map(String::as_str)
+    }
+    fn num(&self, key: &str) -> Option<f64> {
+        self.get(key).and_then(|v| v.parse().ok())
+    }
+    /// Why the run as a whole is unusable, if it is.
+    fn broken(&self) -> Option<String> {
+        if self.timed_out {
+            return Some(format!("timed out after {}s", TIMEOUT.as_secs()));
+        }
+        if let Some(p) = self.get("panic") {
+            return Some(format!("kernel panicked: {p}"));
+        }
+        if let Some(e) = self.get("error") {
+            return Some(format!("kernel reported error: {e}"));
+        }
+        if self.get("done") != Some("1") {
+            let tail: String = self
+                .stderr
+                .lines()
+                .last()
+                .unwrap_or("")
+                .chars()
+                .take(200)
+                .collect();
+            let out: String = self
+                .stdout
+                .lines()
+                .last()
+                .unwrap_or("")
+                .chars()
+                .take(200)
+                .collect();
+            return Some(format!(
+                "kernel did not finish (last output: {out:?}; qemu: {tail:?})"
+            ));
+        }
+        None
+    }
+}
+
+/// Boots `kernel` with `qemu_args` and the kernel command line `cmdline`.
+fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<Run, String> {
+    let mut cmd = Command::new(arch.qemu());
+    cmd.args([
+        "-display",
+        "none",
+        "-monitor",
+        "none",
+        "-serial",
+        "stdio",
+        "-no-reboot",
+        "-m",
+        "128",
+    ]);
+    match arch {
+        Arch::X86_64 => {
+            cmd.args([
+                "-M",
+                "pc",
+                "-device",
+                "isa-debug-exit,iobase=0xf4,iosize=0x04",
+            ]);
+        }
+        Arch::Aarch64 => {
+            cmd.args(["-M", "virt", "-cpu", "cortex-a72"]);
+            cmd.args(["-semihosting-config", "enable=on,target=native"]);
+        }
+    }
+    cmd.args(qemu_args);
+    cmd.arg("-kernel").arg(kernel).args(["-append", cmdline]);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", arch.qemu()))?;
+    let mut out = child.stdout.take().ok_or("no stdout")?;
+    let mut err = child.stderr.take().ok_or("no stderr")?;
+    let out_reader = thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        String::from_utf8_lossy(&s).replace('\r', "")
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut timed_out = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() > TIMEOUT => {
+                timed_out = true;
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for qemu: {e}")),
+        }
+    }
+    let wall = start.elapsed();
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok(Run {
+        kv: parse_kv(&stdout),
+        stdout,
+        stderr,
+        wall,
+        timed_out,
+    })
+}
+
+/// Builds the kernel for `arch`; returns the path of the ELF.
+fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root())
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "boot",
+            "--target",
+            arch.target(),
+        ])
+        .args(["--message-format", "json-render-diagnostics"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("building the {} kernel failed", arch.target()));
+    }
+    // The artifact message of the `boot` binary names the executable.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter(|l| {
+            l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"boot\"")
+        })
+        .find_map(|l| {
+            let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = l[at..].find('"')?;
+            Some(PathBuf::from(&l[at..at + end]))
+        })
+        .ok_or_else(|| format!("cargo did not report the {} kernel", arch.target()))
+}
+
+/// The host's TSC frequency as the crate measures it on the host.
+#[derive(Clone, Copy, Debug)]
+struct HostTsc {
+    hz: f64,
+    uncertainty_ppm: f64,
+}
+
+fn host_tsc() -> Result<HostTsc, String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .current_dir(root())
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "--example",
+            "report",
+            "--",
+            "--kv",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run the report example: {e}"))?;
+    let kv = parse_kv(&String::from_utf8_lossy(&out.stdout));
+    if !out.status.success() {
+        return Err("the report example failed".into());
+    }
+    let num = |k: &str| kv.get(k).and_then(|v| v.parse::<f64>().ok());
+    match (num("calibrated_hz"), num("uncertainty_ppm")) {
+        (Some(hz), Some(u)) => Ok(HostTsc {
+            hz,
+            uncertainty_ppm: u,
+        }),
+        _ => Err("the report example printed no calibrated_hz/uncertainty_ppm".into()),
+    }
+}
+
+/// Whether this process can open /dev/kvm for reading and writing (what QEMU needs).
+fn kvm_usable() -> Result<(), String> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/kvm")
+        .map(|_| ())
+        .map_err(|e| format!("/dev/kvm not usable: {e}"))
+}
+
+/// A guest's measurement: Hz, uncertainty in ppm, reference name.
+type Measured = (f64, f64, String);
+
+/// Checks a guest's TSC figure against the host's, with the bound of the module docs.
+fn compare_with_host(line: &mut Line, hz: f64, u: f64, reference: &str, h: &HostTsc, drift: f64) {
+    let dev = ppm(hz, h.hz);
+    let bound = u + h.uncertainty_ppm + systematic_ppm(reference) + drift;
+    line.key("host_hz", format!("{:.3}", h.hz));
+    line.key("host_uncertainty_ppm", format!("{:.3}", h.uncertainty_ppm));
+    line.key("host_drift_ppm", format!("{drift:.3}"));
+    line.key("vs_host_ppm", format!("{dev:+.3}"));
+    line.key("vs_host_bound_ppm", format!("{bound:.3}"));
+    if dev.abs() > bound {
+        line.fail(format!(
+            "disagrees with the host by {dev:+.3} ppm (bound {bound:.3})"
+        ));
+    }
+}
+
+/// `(a − b) / b` in ppm.
+fn ppm(a: f64, b: f64) -> f64 {
+    (a - b) / b * 1e6
+}
+
+/// One scenario's result line.
+struct Line {
+    name: &'static str,
+    result: &'static str,
+    keys: Vec<(String, String)>,
+    reason: Option<String>,
+}
+
+impl Line {
+    fn new(name: &'static str) -> Line {
+        Line {
+            name,
+            result: "PASS",
+            keys: Vec::new(),
+            reason: None,
+        }
+    }
+    fn key(&mut self, k: &str, v: impl ToString) {
+        self.keys.push((k.to_string(), v.to_string()));
+    }
+    /// Copies the kernel's values of `keys`, where present, and the run's wall time once.
+    fn copy(&mut self, run: &Run, keys: &[&str]) {
+        for k in keys {
+            if let Some(v) = run.get(k) {
+                self.key(k, v);
+            }
+        }
+        if !self.keys.iter().any(|(k, _)| k == "wall_ms") {
+            self.key("wall_ms", run.wall.as_millis());
+        }
+    }
+    fn fail(&mut self, why: impl Into<String>) {
+        if self.result != "FAIL" {
+            self.result = "FAIL";
+            self.reason = Some(why.into());
+        } else if let Some(r) = &mut self.reason {
+            r.push_str("; ");
+            r.push_str(&why.into());
+        }
+    }
+    fn skip(name: &'static str, why: impl Into<String>) -> Line {
+        Line {
+            name,
+            result: "SKIP",
+            keys: Vec::new(),
+            reason: Some(why.into()),
+        }
+    }
+    fn print(&self) {
+        let mut s = format!("scenario={} result={}", self.name, self.result);
+        for (k, v) in &self.keys {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        if let Some(r) = &self.reason {
+            s.push_str(&format!(" reason=\"{}\"", r.replace('"', "'")));
+        }
+        println!("{s}");
+    }
+}
+
+/// Keys of a calibration that every calibrating scenario reports.
+const CAL_KEYS: &[&str] = &[
+    "attempts",
+    "reference",
+    "discovered_hz",
+    "discovered_source",
+    "calibrated_hz",
+    "uncertainty_ppm",
+    "samples",
+    "rejected",
+    "calibration_ms",
+    "verdict",
+    "deviation_ppm",
+    "allowed_ppm",
+    "chosen_hz",
+    "chosen_source",
+];
+
+/// Checks that `line`'s run calibrated, and returns (hz, U ppm).
+fn calibrated(line: &mut Line, run: &Run) -> Option<(f64, f64)> {
+    if let Some(why) = run.broken() {
+        line.fail(why);
+        return None;
+    }
+    match (run.num("calibrated_hz"), run.num("uncertainty_ppm")) {
+        (Some(hz), Some(u)) => Some((hz, u)),
+        _ => {
+            line.fail("no calibrated_hz/uncertainty_ppm in the kernel's output");
+            None
+        }
+    }
+}
+
+/// Checks a delay run: every delay lasted at least the asked time (less the calibration's
+/// uncertainty and one reference tick, which is all a reference can resolve), and the best
+/// one ended within [`DELAY_SLACK_NS`].
+fn check_delay(line: &mut Line, run: &Run) {
+    if let Some(why) = run.broken() {
+        line.fail(why);
+        return;
+    }
+    line.copy(
+        run,
+        &[
+            "reference",
+            "chosen_hz",
+            "chosen_source",
+            "uncertainty_ppm",
+            "delay_ns",
+        ],
+    );
+    let measured: Vec<u64> = run
+        .get("delay_measured_ns")
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let Some(allowance) = run.num("delay_allowance_ns") else {
+        line.fail("no delay_allowance_ns in the kernel's output");
+        return;
+    };
+    if measured.is_empty() {
+        line.fail("no delay_measured_ns in the kernel's output");
+        return;
+    }
+    let min = *measured.iter().min().unwrap_or(&0);
+    let max = *measured.iter().max().unwrap_or(&0);
+    line.key("runs", measured.len());
+    line.key("measured_min_ns", min);
+    line.key("measured_max_ns", max);
+    line.key("allowance_ns", allowance);
+    if (min as f64) + allowance < DELAY_NS as f64 {
+        line.fail(format!("a {DELAY_NS} ns delay measured only {min} ns"));
+    }
+    if min > DELAY_NS + DELAY_SLACK_NS {
+        line.fail(format!(
+            "the best {DELAY_NS} ns delay took {min} ns (> +{DELAY_SLACK_NS} ns)"
+        ));
+    }
+}
+
+/// Runs the scenarios whose names contain one of `filters` (all when empty). `Ok(true)` when
+/// none failed.
+pub fn run(filters: &[String]) -> Result<bool, String> {
+    let wanted =
+        |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
+    let mut lines: Vec<Line> = Vec::new();
+
+    // --- x86_64 ---------------------------------------------------------------------------
+    let x86_names = [
+        "x86_64-tcg-pit",
+        "x86_64-tcg-hpet",
+        "x86_64-tcg-acpipm",
+        "x86_64-kvm",
+        "x86_64-lying-cpuid",
+        "x86_64-tcg-delay",
+    ];
+    if x86_names.iter().any(|n| wanted(n)) {
+        if !have(Arch::X86_64.qemu()) {
+            for n in x86_names.iter().filter(|n| wanted(n)) {
+                lines.push(Line::skip(
+                    n,
+                    "qemu-system-x86_64 is not installed (cargo xtask setup)",
+                ));
+            }
+        } else {
+            let kernel = build_kernel(Arch::X86_64)?;
+            lines.extend(x86_scenarios(&kernel, &wanted));
+        }
+    }
+
+    // --- aarch64 --------------------------------------------------------------------------
+    let arm_names = ["aarch64-virt", "aarch64-bad-cntfrq", "aarch64-delay"];
+    if arm_names.iter().any(|n| wanted(n)) {
+        if !have(Arch::Aarch64.qemu()) {
+            for n in arm_names.iter().filter(|n| wanted(n)) {
+                lines.push(Line::skip(
+                    n,
+                    "qemu-system-aarch64 is not installed (cargo xtask setup)",
+                ));
+            }
+        } else {
+            let kernel = build_kernel(Arch::Aarch64)?;
+            lines.extend(aarch64_scenarios(&kernel, &wanted));
+        }
+    }
+
+    let failed = lines.iter().filter(|l| l.result == "FAIL").count();
+    let passed = lines.iter().filter(|l| l.result == "PASS").count();
+    let skipped = lines.iter().filter(|l| l.result == "SKIP").count();
+    eprintln!("xtask qemu: {passed} passed, {failed} failed, {skipped} skipped");
+    Ok(failed == 0)
+}
+
+/// Boots and prints a line as soon as it is known (the TCG trio waits for all three).
+fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let tcg: &[&str] = &["-accel", "tcg"];
+
+    // The host's own figure, before and after the guests (see the module docs).
+    let trio = [
+        ("x86_64-tcg-pit", "pit"),
+        ("x86_64-tcg-hpet", "hpet"),
+        ("x86_64-tcg-acpipm", "acpipm"),
+    ];
+    let need_host =
+        trio.iter().any(|(n, _)| wanted(n)) || wanted("x86_64-lying-cpuid") || wanted("x86_64-kvm");
+    let host_before = if need_host { Some(host_tsc()) } else { None };
+
+    let mut trio_runs: Vec<(&'static str, Result<Run, String>)> = Vec::new();
+    for (name, reference) in trio {
+        if wanted(name) {
+            trio_runs.push((
+                name,
+                boot(
+                    Arch::X86_64,
+                    kernel,
+                    tcg,
+                    &format!("mode=calibrate reference={reference}"),
+                ),
+            ));
+        }
+    }
+    let host_after = if need_host { Some(host_tsc()) } else { None };
+    let host = match (&host_before, &host_after) {
+        (Some(Ok(a)), Some(Ok(b))) => Ok((
+            HostTsc {
+                hz: (a.hz + b.hz) / 2.0,
+                uncertainty_ppm: a.uncertainty_ppm.max(b.uncertainty_ppm),
+            },
+            ppm(a.hz, b.hz).abs(),
+        )),
+        (Some(Err(e)), _) | (_, Some(Err(e))) => Err(e.clone()),
+        _ => Err("no host measurement".to_string()),
+    };
+
+    // Each of the trio against the host, then against each other.
+    let mut results: Vec<(Line, Option<Measured>)> = Vec::new();
+    for (name, run) in trio_runs {
+        let mut line = Line::new(name);
+        let mut value = None;
+        match run {
+            Err(e) => line.fail(e),
+            Ok(run) => {
+                line.copy(&run, CAL_KEYS);
+                if let Some((hz, u)) = calibrated(&mut line, &run) {
+                    let reference = run.get("reference").unwrap_or("").to_string();
+                    value = Some((hz, u, reference));
+                }
+            }
+        }
+        results.push((line, value));
+    }
+    for i in 0..results.len() {
+        let Some((hz, u, reference)) = results[i].1.clone() else {
+            continue;
+        };
+        match &host {
+            Ok((h, drift)) => compare_with_host(&mut results[i].0, hz, u, &reference, h, *drift),
+            Err(e) => results[i]
+                .0
+                .fail(format!("no host measurement to compare with: {e}")),
+        }
+        for j in 0..results.len() {
+            let Some((hz2, u2, ref2)) = results[j].1.clone() else {
+                continue;
+            };
+            if i == j {
+                continue;
+            }
+            let dev = ppm(hz, hz2);
+            let bound = u + u2 + systematic_ppm(&reference) + systematic_ppm(&ref2);
+            let line = &mut results[i].0;
+            line.key(&format!("vs_{ref2}_ppm"), format!("{dev:+.3}"));
+            if dev.abs() > bound {
+                line.fail(format!(
+                    "disagrees with {ref2} by {dev:+.3} ppm (bound {bound:.3})"
+                ));
+            }
+        }
+    }
+    for (line, _) in results {
+        line.print();
+        lines.push(line);
+    }
+
+    // KVM: the hypervisor leaf's exact figure, confirmed.
+    if wanted("x86_64-kvm") {
+        let name = "x86_64-kvm";
+        let line = match kvm_usable() {
+            Err(why) => Line::skip(name, why),
+            Ok(()) => {
+                let mut line = Line::new(name);
+                let cmdline = "mode=calibrate reference=hpet max_ms=1000";
+                match boot(Arch::X86_64, kernel, KVM_ARGS, cmdline) {
+                    Err(e) => line.fail(e),
+                    Ok(run) => {
+                        line.copy(&run, CAL_KEYS);
+                        line.copy(&run, &["invariant_tsc"]);
+                        if let Some((hz, u)) = calibrated(&mut line, &run) {
+                            if run.get("discovered_source") != Some("hypervisor_40000010h") {
+                                line.fail("discovery did not find the hypervisor timing leaf");
+                            }
+                            if run.get("verdict") != Some("confirmed") {
+                                line.fail("calibration did not confirm the hypervisor's figure");
+                            }
+                            if run.get("chosen_source") != Some("hypervisor_40000010h") {
+                                line.fail("the hypervisor's exact figure was not chosen");
+                            }
+                            if let Ok((h, drift)) = &host {
+                                compare_with_host(&mut line, hz, u, "hpet", h, *drift);
+                            }
+                        }
+                    }
+                }
+                line
+            }
+        };
+        line.print();
+        lines.push(line);
+    }
+
+    // Lying CPUID: leaf 0x15 claims 25/24 of the host's measured rate.
+    if wanted("x86_64-lying-cpuid") {
+        let name = "x86_64-lying-cpuid";
+        let mut line = Line::new(name);
+        match &host {
+            Err(e) => line.fail(format!("no host measurement to build the lie from: {e}")),
+            Ok((h, drift)) => {
+                // Whole kHz: the lying leaf encodes the claim as crystal × ratio to the kHz.
+                let lie = (h.hz * LIE_NUM / LIE_DEN / 1000.0).round() as u64 * 1000;
+                match boot(
+                    Arch::X86_64,
+                    kernel,
+                    tcg,
+                    &format!("mode=calibrate reference=hpet lie_hz={lie}"),
+                ) {
+                    Err(e) => line.fail(e),
+                    Ok(run) => {
+                        line.copy(&run, CAL_KEYS);
+                        if let Some((hz, u)) = calibrated(&mut line, &run) {
+                            line.key("lie_hz", lie);
+                            if run.get("discovered_source") != Some("cpuid_15h")
+                                || run.num("discovered_hz") != Some(lie as f64)
+                            {
+                                line.fail(
+                                    "discovery did not take the lying leaf 0x15 as its best claim",
+                                );
+                            }
+                            if run.get("verdict") != Some("disagrees") {
+                                line.fail("verification did not catch the lie");
+                            }
+                            if run.get("chosen_source") != Some("calibrated") {
+                                line.fail("the measurement was not chosen");
+                            }
+                            compare_with_host(&mut line, hz, u, "hpet", h, *drift);
+                        }
+                    }
+                }
+            }
+        }
+        line.print();
+        lines.push(line);
+    }
+
+    if wanted("x86_64-tcg-delay") {
+        let mut line = Line::new("x86_64-tcg-delay");
+        match boot(
+            Arch::X86_64,
+            kernel,
+            tcg,
+            &format!("mode=delay reference=hpet delay_ns={DELAY_NS}"),
+        ) {
+            Err(e) => line.fail(e),
+            Ok(run) => check_delay(&mut line, &run),
+        }
+        line.print();
+        lines.push(line);
+    }
+    lines
+}
+
+fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for (name, cmdline, bad) in [
+        ("aarch64-virt", "mode=calibrate".to_string(), None),
+        (
+            "aarch64-bad-cntfrq",
+            format!("mode=calibrate cntfrq={BAD_CNTFRQ_HZ}"),
+            Some(BAD_CNTFRQ_HZ),
+        ),
+    ] {
+        if !wanted(name) {
+            continue;
+        }
+        let mut line = Line::new(name);
+        match boot(Arch::Aarch64, kernel, &[], &cmdline) {
+            Err(e) => line.fail(e),
+            Ok(run) => {
+                line.copy(&run, CAL_KEYS);
+                if let Some((hz, u)) = calibrated(&mut line, &run) {
+                    let claimed = bad.unwrap_or(QEMU_CNTFRQ_HZ);
+                    if run.get("discovered_source") != Some("cntfrq_el0")
+                        || run.num("discovered_hz") != Some(claimed as f64)
+                    {
+                        line.fail(format!("discovery did not report CNTFRQ_EL0 = {claimed}"));
+                    }
+                    let verdict = run.get("verdict").unwrap_or("");
+                    match bad {
+                        None if verdict != "confirmed" && verdict != "consistent" => {
+                            line.fail("calibration did not confirm CNTFRQ_EL0")
+                        }
+                        Some(_) if verdict != "disagrees" => {
+                            line.fail("verification did not catch the wrong CNTFRQ_EL0")
+                        }
+                        Some(_) if run.get("chosen_source") != Some("calibrated") => {
+                            line.fail("the measurement was not chosen")
+                        }
+                        _ => {}
+                    }
+                    // QEMU's counter really runs at 62.5 MHz of the host's monotonic clock, the
+                    // clock semihosting's elapsed time comes from: hold the measurement to the
+                    // verification policy's own margin around it.
+                    let dev = ppm(hz, QEMU_CNTFRQ_HZ as f64);
+                    let bound = u + (u / 2.0).max(1.0);
+                    line.key("vs_62500000_ppm", format!("{dev:+.3}"));
+                    if dev.abs() > bound {
+                        line.fail(format!("measured {hz} Hz, {dev:+.3} ppm off QEMU's 62.5 MHz (bound {bound:.3})"));
+                    }
+                }
+            }
+        }
+        line.print();
+        lines.push(line);
+    }
+    if wanted("aarch64-delay") {
+        let mut line = Line::new("aarch64-delay");
+        match boot(
+            Arch::Aarch64,
+            kernel,
+            &[],
+            &format!("mode=delay delay_ns={DELAY_NS}"),
+        ) {
+            Err(e) => line.fail(e),
+            Ok(run) => check_delay(&mut line, &run),
+        }
+        line.print();
+        lines.push(line);
+    }
+    lines
 }

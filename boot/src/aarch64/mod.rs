@@ -7,6 +7,11 @@ use core::fmt::{self, Write};
 use baretime::arch::aarch64::semihosting::{
     call, ADP_STOPPED_APPLICATION_EXIT, SYS_EXIT_EXTENDED, SYS_GET_CMDLINE,
 };
+use baretime::arch::aarch64::{write_cntfrq_el0, GenericTimer};
+use baretime::discover::aarch64;
+use baretime::reference::SemihostingElapsed;
+
+use crate::scenario::{self, Args};
 
 /// The PL011 UART of QEMU's `virt` machine. (QEMU needs no set-up; real hardware would want
 /// the baud rate and UARTEN programmed first.)
@@ -82,12 +87,45 @@ fn current_el() -> u64 {
 extern "C" fn kernel_main() -> ! {
     let mut out = Serial::get();
     let mut buf = [0u8; 256];
-    let cmdline = command_line(&mut buf);
-    let _ = writeln!(
-        out,
-        "arch=aarch64 el={} cmdline=\"{cmdline}\"",
-        current_el()
-    );
+    let args = Args::parse(command_line(&mut buf));
+    let _ = writeln!(out, "arch=aarch64 el={} mode={}", current_el(), args.mode);
+
+    // Buggy firmware: program a wrong CNTFRQ_EL0. The counter's real rate does not change.
+    if let Some(hz) = args.cntfrq {
+        // SAFETY: under QEMU's `virt` without EL2/EL3, EL1 is the highest exception level
+        // and may write CNTFRQ_EL0; nothing else in this kernel has read it yet.
+        unsafe { write_cntfrq_el0(hz) };
+        let _ = writeln!(out, "cntfrq_written={hz}");
+    }
+
+    // 1. The counter, and what CNTFRQ_EL0 claims about it.
+    let timer = GenericTimer::new();
+    let claim = aarch64::discover().best();
+    scenario::print_claim(&mut out, claim);
+
+    // 2. The reference: the semihosting host's elapsed time.
+    // SAFETY: the kernel runs under `-semihosting` (it also exits through it).
+    let ok = match unsafe { SemihostingElapsed::new() } {
+        Err(e) => {
+            let _ = writeln!(out, "error=no_semihosting_clock detail=\"{e}\"");
+            false
+        }
+        Ok(mut reference) => match scenario::calibrate(
+            &mut out,
+            timer,
+            &mut reference,
+            claim,
+            scenario::config(args.max_ms),
+        ) {
+            None => false,
+            Some(verified) => {
+                if args.mode == "delay" {
+                    scenario::time_delays(&mut out, timer, reference, &verified, args.delay_ns, 5);
+                }
+                true
+            }
+        },
+    };
     let _ = writeln!(out, "done=1");
-    exit(0);
+    exit(if ok { 0 } else { 1 });
 }

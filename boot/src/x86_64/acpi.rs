@@ -52,12 +52,8 @@ pub fn find_timers(rsdp: u64) -> Timers {
         }
         match &bytes::<4>(table) {
             b"FACP" => timers.pm_timer = pm_timer(table),
-            b"HPET" => {
-                // Base address: a generic address structure at offset 40, memory space (0).
-                if read::<u8>(table + 40) == 0 {
-                    timers.hpet = Some(read::<u64>(table + 44));
-                }
-            }
+            // Base address: a generic address structure at offset 40, in memory space (0).
+            b"HPET" if read::<u8>(table + 40) == 0 => timers.hpet = Some(read::<u64>(table + 44)),
             _ => {}
         }
     }

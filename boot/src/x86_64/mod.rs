@@ -7,6 +7,14 @@ mod serial;
 use core::fmt::Write;
 
 use baretime::arch::x86_64::port::outb;
+use baretime::arch::x86_64::Tsc;
+use baretime::calibrate::Reference;
+use baretime::discover::x86;
+use baretime::reference::{AcpiPmTimer, Hpet, Pit};
+use baretime::Frequency;
+use raw_cpuid::{CpuIdReader, CpuIdReaderNative, CpuIdResult};
+
+use crate::scenario::{self, Args};
 pub use serial::Serial;
 
 /// Ends QEMU through `-device isa-debug-exit,iobase=0xf4,iosize=4`: QEMU exits with status
@@ -49,14 +57,108 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         let _ = writeln!(out, "error=bad_start_info_magic magic={:#x}", info.magic);
         exit(1);
     }
-    let cmdline = command_line(info);
-    let _ = writeln!(out, "arch=x86_64 cmdline=\"{cmdline}\"");
-    let timers = acpi::find_timers(info.rsdp_paddr);
+    let args = Args::parse(command_line(info));
     let _ = writeln!(
         out,
-        "rsdp={:#x} pm_timer={:?} hpet={:?}",
-        info.rsdp_paddr, timers.pm_timer, timers.hpet
+        "arch=x86_64 mode={} reference={}",
+        args.mode, args.reference
     );
+
+    // 1. The counter, and what CPUID claims about it.
+    let Some(tsc) = Tsc::probe() else {
+        let _ = writeln!(out, "error=no_tsc");
+        exit(1);
+    };
+    let discovery = match args.lie_hz {
+        None => x86::discover(),
+        Some(hz) => x86::discover_with(lying_cpuid(hz)),
+    };
+    let _ = writeln!(
+        out,
+        "invariant_tsc={} hypervisor={}",
+        discovery.invariant_tsc(),
+        discovery.hypervisor()
+    );
+    let claim = discovery.best();
+    scenario::print_claim(&mut out, claim);
+
+    // 2. The reference timer, found through ACPI.
+    let timers = acpi::find_timers(info.rsdp_paddr);
+    let ok = match args.reference {
+        "pit" => {
+            // SAFETY: ring 0 with interrupts off; nothing else in this kernel uses the PIT.
+            let pit = unsafe { Pit::new() };
+            run(&mut out, &args, tsc, pit, claim)
+        }
+        "acpipm" => match timers.pm_timer {
+            Some((port, extended)) => {
+                // SAFETY: ring 0; the port and width come from this machine's FADT.
+                let pm = unsafe { AcpiPmTimer::new(port, extended) };
+                run(&mut out, &args, tsc, pm, claim)
+            }
+            None => {
+                let _ = writeln!(out, "error=no_pm_timer_in_fadt");
+                false
+            }
+        },
+        _ => {
+            let base = timers.hpet.unwrap_or(0xFED0_0000);
+            // SAFETY: the base comes from the ACPI HPET table (or is the PC's standard
+            // address); the entry code maps it uncached; this kernel is its only user.
+            match unsafe { Hpet::new(base as usize) } {
+                Ok(hpet) => run(&mut out, &args, tsc, hpet, claim),
+                Err(e) => {
+                    let _ = writeln!(out, "error=no_hpet detail=\"{e}\"");
+                    false
+                }
+            }
+        }
+    };
     let _ = writeln!(out, "done=1");
-    exit(0);
+    exit(if ok { 0 } else { 1 });
+}
+
+/// Calibrates (and for `mode=delay` times delays) with one reference.
+fn run<R: Reference>(
+    out: &mut Serial,
+    args: &Args,
+    tsc: Tsc,
+    mut reference: R,
+    claim: Option<Frequency>,
+) -> bool {
+    let Some(verified) = scenario::calibrate(
+        out,
+        tsc,
+        &mut reference,
+        claim,
+        scenario::config(args.max_ms),
+    ) else {
+        return false;
+    };
+    if args.mode == "delay" {
+        scenario::time_delays(out, tsc, reference, &verified, args.delay_ns, 5);
+    }
+    true
+}
+
+/// A CPUID reader that passes every leaf through except leaf 0x15, which claims `hz`
+/// (crystal 25 MHz × `hz / 1000` / 25 000, exact to the kHz) — as a CPU whose microcode or
+/// hypervisor reports the wrong crystal would. Leaf 0's maximum is raised to reach 0x15.
+fn lying_cpuid(hz: u64) -> impl Fn(u32, u32) -> CpuIdResult + Clone {
+    move |leaf, subleaf| {
+        let real = CpuIdReaderNative.cpuid2(leaf, subleaf);
+        match leaf {
+            0 => CpuIdResult {
+                eax: real.eax.max(0x15),
+                ..real
+            },
+            0x15 => CpuIdResult {
+                eax: 25_000,
+                ebx: u32::try_from(hz / 1000).unwrap_or(u32::MAX),
+                ecx: 25_000_000,
+                edx: 0,
+            },
+            _ => real,
+        }
+    }
 }
