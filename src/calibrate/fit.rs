@@ -143,6 +143,8 @@ pub(crate) struct Window {
     bins: heapless::Vec<Sums, BINS>,
     current: Sums,
     bin_len: u64,
+    /// The largest `x` pushed (the window's span: it starts at 0).
+    x_last: u64,
 }
 
 /// What the sampler knows about the instruments, for the variance floor.
@@ -181,6 +183,7 @@ impl Window {
                 sxy: 0,
             },
             bin_len: 1,
+            x_last: 0,
         }
     }
 
@@ -198,6 +201,7 @@ impl Window {
             return Err(());
         }
         self.current.add(x, y).ok_or(())?;
+        self.x_last = self.x_last.max(x);
         if self.current.n < self.bin_len {
             return Ok(false);
         }
@@ -286,6 +290,7 @@ impl Window {
         let dof = used_bins.checked_sub(2).filter(|d| *d > 0)?;
         let dof128 = u128::try_from(dof).ok()?;
         let scatter = second.stats_sum.checked_div(dof128)?;
+        let (scatter, structured) = inflate_for_correlation(scatter, &second.signed);
         let var = scatter.max(second.floor_var).max(1);
 
         // Relative expanded uncertainty: k·sqrt(var/Sxx)/β with β = num/den, each step rounded
@@ -298,7 +303,15 @@ impl Window {
         let k = coverage_milli(dof);
         // ppb = sd_x·k·10^9 / (1000 · 2^16 · sqrt(Sxx)).
         let q = mul_div_ceil(sd_x, u128::from(k).checked_mul(1_000_000)?, sqrt_sxx)?;
-        let ppb = q.div_ceil(1 << 16);
+        let mut ppb = q.div_ceil(1 << 16);
+        if structured {
+            // Worst case for an error of any shape bounded by E over a span X: the slope moves
+            // by at most 3E/X (uniform x). E is estimated by the largest bin residual, which
+            // a fit partly absorbs, hence 4 rather than 3.
+            let e_x = mul_div_ceil(second.max_abs_r, line.den, line.num)?; // reference ticks
+            let sys = mul_div_ceil(e_x, 4_000_000_000, u128::from(self.x_last.max(1)))?;
+            ppb = ppb.max(sys);
+        }
         Some(Fit {
             num: line.num,
             den: line.den,
@@ -315,6 +328,10 @@ struct Residuals {
     line: Line,
     /// `n_b·r_b²` for every bin (in `y` units², rounded up).
     stats: heapless::Vec<u128, { BINS + 1 }>,
+    /// `n·n_b·r_b` for every bin, signed, 0 for bins not in use.
+    signed: heapless::Vec<i128, { BINS + 1 }>,
+    /// The largest `|r_b|` of the bins in use, `y` units, rounded up.
+    max_abs_r: u128,
     /// Sum of `stats` over the bins in use.
     stats_sum: u128,
     /// The instruments' own variance per sample, `y` units².
@@ -339,6 +356,8 @@ impl Residuals {
             i128::try_from(total.sy).ok()?,
         );
         let mut stats = heapless::Vec::new();
+        let mut signed = heapless::Vec::new();
+        let mut max_abs_r = 0u128;
         let mut stats_sum = 0u128;
         for (i, b) in all.iter().enumerate() {
             let nb = i128::from(b.n);
@@ -351,13 +370,19 @@ impl Residuals {
                 .checked_mul(i128::try_from(b.sx).ok()?)?
                 .checked_sub(nb.checked_mul(sx_i)?)?;
             let fitted = mul_div_signed(dx, sxy, sxx)?;
-            let big_r = dy.checked_sub(fitted)?.unsigned_abs();
+            let signed_r = dy.checked_sub(fitted)?;
+            let big_r = signed_r.unsigned_abs();
             // n_b·r_b² = R²/(n²·n_b), R = n·n_b·r_b.
             let denom = n.checked_mul(n)?.checked_mul(u128::from(b.n))?;
             let stat = mul_div_ceil(big_r, big_r, denom)?;
             stats.push(stat).ok()?;
             if keep.map_or(true, |k| k.get(i).copied().unwrap_or(false)) {
                 stats_sum = stats_sum.checked_add(stat)?;
+                signed.push(signed_r).ok()?;
+                let r = big_r.div_ceil(n.checked_mul(u128::from(b.n))?.max(1));
+                max_abs_r = max_abs_r.max(r);
+            } else {
+                signed.push(0).ok()?;
             }
         }
         // Floor: bracket (2w)²/12 + quantization q²/12, q = one reference step in y units
@@ -371,10 +396,57 @@ impl Residuals {
         Some(Residuals {
             line,
             stats,
+            signed,
+            max_abs_r,
             stats_sum,
             floor_var,
         })
     }
+}
+
+/// Inflates a variance estimated from bin means for their lag-1 autocorrelation `ρ`, by the
+/// AR(1) factor `(1 + ρ)/(1 − ρ)` (at most 100), when `ρ > 0`.
+///
+/// Independent noise leaves neighbouring bins' residuals uncorrelated (`ρ ≈ 0`, factor ≈ 1).
+/// Structure that a straight line cannot absorb — a step in either count too small to flag
+/// per sample, a rate that drifts, a slowly wandering read cost — leaves runs of residuals of
+/// one sign, and biases the slope far beyond what their scatter alone suggests: a step of
+/// `δ` half-way biases it by `1.5·δ/T`. The factor widens the bound; and when `ρ > ½` the
+/// residuals are called *structured* (white noise over 16 or more bins almost never gets
+/// there), for which the caller adds a worst-case term.
+fn inflate_for_correlation(var: u128, residuals: &[i128]) -> (u128, bool) {
+    // Scale residuals so that products and their sum fit in i128.
+    let max = residuals
+        .iter()
+        .map(|r| r.unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    let shift = (128u32.wrapping_sub(max.leading_zeros())).saturating_sub(60);
+    let scaled = |r: i128| r >> shift.min(127);
+    let mut lag = 0i128;
+    let mut energy = 0i128;
+    let mut prev: Option<i128> = None;
+    for &r in residuals {
+        // A dropped bin (0) breaks the chain: its neighbours were not adjacent in the fit.
+        let r = scaled(r);
+        energy = energy.saturating_add(r.saturating_mul(r));
+        if let Some(p) = prev {
+            lag = lag.saturating_add(p.saturating_mul(r));
+        }
+        prev = if r == 0 { None } else { Some(r) };
+    }
+    if lag <= 0 || energy <= 0 {
+        return (var, false);
+    }
+    let structured = lag.saturating_mul(2) > energy;
+    let (num, den) = (
+        energy.saturating_add(lag).unsigned_abs(),
+        energy.saturating_sub(lag).unsigned_abs(),
+    );
+    if den.saturating_mul(100) <= num {
+        return (var.saturating_mul(100), structured);
+    }
+    (mul_div_ceil(var, num, den).unwrap_or(u128::MAX), structured)
 }
 
 /// Coverage factor ×1000: Student's t at 99.5 % two-sided for `dof` degrees of freedom, never
@@ -478,6 +550,39 @@ mod tests {
         assert_eq!(w.push(X_LIMIT + 1, 0), Err(()));
         assert_eq!(w.push(0, Y_LIMIT + 1), Err(()));
         assert_eq!(w.push(X_LIMIT, Y_LIMIT), Ok(true));
+    }
+
+    #[test]
+    fn correlated_residuals_inflate_the_variance() {
+        assert_eq!(inflate_for_correlation(10, &[5, -5, 5, -5, 5]), (10, false));
+        assert_eq!(inflate_for_correlation(10, &[]), (10, false));
+        // + + + − − −: ρ = 3/6 → (1 + ½)/(1 − ½) = 3, not yet "structured".
+        assert_eq!(
+            inflate_for_correlation(10, &[1, 1, 1, -1, -1, -1]),
+            (30, false)
+        );
+        assert_eq!(inflate_for_correlation(10, &[1; 64]), (1000, true));
+        assert_eq!(
+            inflate_for_correlation(7, &[i128::MAX, i128::MIN, 3]),
+            (7, false)
+        );
+    }
+
+    #[test]
+    fn a_small_step_widens_the_bound_to_cover_its_bias() {
+        let step_at = |i: u64| if i >= 2048 { 5_000 } else { 0 };
+        let w = window_of(
+            (0..4096u64).map(|i| (i * 100, 2 * 300 * i + (i * 7919) % 13 + 10_000 - step_at(i))),
+        );
+        let fit = w.fit(NO_FLOOR).unwrap();
+        let rate = rate_millihz(&fit, 1_000_000_000).unwrap();
+        let err_ppb = (rate as i128 - 3_000_000_000).unsigned_abs() * 1_000_000_000 / 3_000_000_000;
+        assert!(err_ppb > 1_000, "the step biases the slope: {err_ppb} ppb");
+        assert!(
+            err_ppb as u64 <= fit.uncertainty_ppb,
+            "{err_ppb} ppb vs bound {}",
+            fit.uncertainty_ppb
+        );
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! 2. **Unwrapping and sanity.** Both counts are unwrapped to 64 bits. A reference narrower
 //!    than 64 bits (the PIT's 16) is unwrapped against the rate measured so far, so even a
 //!    stall longer than a whole wrap period is counted right; a reference step that the
-//!    counter cannot explain is rejected as a glitch, and a run of them is an error. Steps
+//!    counter cannot explain is rejected as a glitch, and a run of them is an error
+//!    ([`Error::Discontinuity`]). Steps
 //!    backwards, counts that stand still, and rates outside the plausible range are typed
 //!    [`Error`]s, never a silently wrong frequency.
 //! 3. **The fit.** A least-squares line through every accepted bracket midpoint, over the
@@ -300,9 +301,10 @@ pub enum Error {
         /// Size of the step back, in reference ticks.
         by_ticks: u64,
     },
-    /// The reference kept jumping by amounts the counter cannot explain (eight samples in a
-    /// row): it changed its rate or skips.
-    ReferenceInconsistent,
+    /// The counter and the reference disagreed about elapsed time for eight samples in a
+    /// row, by more than the brackets and the resolution allow: one of them jumped, skipped,
+    /// or changed its rate. (Which one cannot be told: each is measured by the other.)
+    Discontinuity,
     /// The counter did not move for [`Config::stuck_after`] of reference time (or neither
     /// count moved for 2^20 samples).
     CounterStuck,
@@ -334,9 +336,9 @@ impl fmt::Display for Error {
             Error::ReferenceBackwards { by_ticks } => {
                 write!(f, "reference timer went backwards by {by_ticks} ticks")
             }
-            Error::ReferenceInconsistent => {
-                f.write_str("reference timer jumps by amounts the counter cannot explain")
-            }
+            Error::Discontinuity => f.write_str(
+                "counter and reference disagree about elapsed time: one of them jumped or changed rate",
+            ),
             Error::CounterStuck => f.write_str("counter does not advance"),
             Error::CounterBackwards { by_ticks } => {
                 write!(f, "counter went backwards by {by_ticks} ticks")

@@ -13,7 +13,7 @@ const WARMUP_SAMPLES: u32 = 8;
 /// ...and a reference span of at least this many of its observed steps, before the rate is
 /// known well enough (±3 %) to unwrap against and to check steps with.
 const WARMUP_STEPS: u64 = 32;
-/// This many unexplained reference steps in a row are an error.
+/// This many reference steps in a row that the counter cannot explain are an error.
 const INCONSISTENT_LIMIT: u32 = 8;
 /// If neither count moves for this many samples, the counter is reported stuck.
 const SAME_READS_LIMIT: u32 = 1 << 20;
@@ -242,7 +242,7 @@ impl Engine {
                     self.rejected = self.rejected.saturating_add(1);
                     self.inconsistent_run = self.inconsistent_run.saturating_add(1);
                     if self.inconsistent_run >= INCONSISTENT_LIMIT {
-                        return Err(Error::ReferenceInconsistent);
+                        return Err(Error::Discontinuity);
                     }
                     return Ok(Step::Continue);
                 }
@@ -405,12 +405,14 @@ impl Engine {
             .saturating_add(u128::from(self.floor().step).saturating_mul(2))
             .saturating_add(2);
         let x = sat_u64(u128::from(a.x).saturating_add(forward));
-        if forward_miss <= tol {
+        if dy == 0 && d != 0 {
+            // The reference moved and the counter did not: never chain such a sample, or a
+            // stopped counter would creep along with the reference one tolerance at a time.
+            Ok(Unwrapped::CounterStill(x))
+        } else if forward_miss <= tol {
             Ok(Unwrapped::At(x))
         } else if d == 0 {
             Ok(Unwrapped::ReferenceStill)
-        } else if dy == 0 {
-            Ok(Unwrapped::CounterStill(x))
         } else {
             Ok(Unwrapped::Glitch)
         }
@@ -604,7 +606,7 @@ mod tests {
             } else {
                 r
             }),
-            Err(Error::ReferenceInconsistent)
+            Err(Error::Discontinuity)
         );
         let mut e = engine(64, cfg);
         assert_eq!(
