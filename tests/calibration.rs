@@ -17,7 +17,7 @@ fn std_clock_against_itself_is_exact_within_the_bound() {
     let base = Instant::now();
     let counter = FnCounter::new(|| base.elapsed().as_nanos() as u64 * 3);
     let cal = calibrate(
-        &counter,
+        counter,
         StdReference::new(),
         Config::new()
             .target_ppm(1)
