@@ -397,6 +397,23 @@ impl WarpCheck {
     }
 }
 
+/// Prints the counts so far without taking the lock (a participant may be mid-check, so the
+/// figures can be one check apart): formatting never waits, even from an interrupt handler
+/// that preempted a participant.
+#[cfg(feature = "defmt")]
+impl defmt::Format for WarpCheck {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(
+            f,
+            "WarpCheck {{ participants: {=u32}, checks: {=u32}, handovers: {=u32}, warps: {=u32} }}",
+            self.ran.load(Ordering::Relaxed),
+            self.checks.load(Ordering::Relaxed),
+            self.handovers.load(Ordering::Relaxed),
+            self.warps.load(Ordering::Relaxed),
+        )
+    }
+}
+
 fn join(hi: u32, lo: u32) -> u64 {
     (u64::from(hi) << 32) | u64::from(lo)
 }

@@ -1,0 +1,120 @@
+//! Compile-time check that every public type implements `defmt::Format` with the `defmt`
+//! feature on (issue 2). Nothing here logs: no defmt macro is instantiated, so the test links
+//! on the host without a global logger or defmt's linker script.
+//!
+//! `cargo test --features defmt --test defmt_format`
+//!
+//! A public type missing from this list is a gap: add it here when it gains `Format`. Types
+//! left out on purpose, each with why, are listed at the bottom.
+#![cfg(feature = "defmt")]
+
+use baretime::calibrate::{Calibration, Config, Error as CalibrationError, Verdict, Verified};
+use baretime::diag::{Histogram, ReadStats, WarpCheck, WarpReport};
+use baretime::discover::aarch64::{Aarch64Discovery, Aarch64Features, Midr};
+use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat, ReplayLine, ReplaySummary};
+use baretime::discover::x86::{
+    Crystal, CrystalSource, FrequencyLeaf, HypervisorTiming, TscLeaf, X86Discovery, X86Features,
+};
+use baretime::sim::{SimFault, SimTimer};
+use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
+
+fn is_format<T: defmt::Format + ?Sized>() {}
+
+#[test]
+fn every_public_type_is_format() {
+    // frequency, scale, instant, clock, delay
+    is_format::<Source>();
+    is_format::<Accuracy>();
+    is_format::<Frequency>();
+    is_format::<Scale>();
+    is_format::<Instant>();
+    is_format::<RawInstant>();
+    is_format::<ClockError>();
+    // Generic types are Format when their counter is.
+    is_format::<Clock<FormatCounter>>();
+    is_format::<Delay<FormatCounter>>();
+
+    // arch
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_format::<baretime::arch::x86_64::Tsc>();
+        is_format::<baretime::arch::x86_64::TscUnordered>();
+        is_format::<Clock<baretime::arch::x86_64::Tsc>>();
+        is_format::<Delay<baretime::arch::x86_64::Tsc>>();
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        is_format::<baretime::arch::aarch64::GenericTimer>();
+        is_format::<baretime::arch::aarch64::GenericTimerUnordered>();
+        is_format::<Clock<baretime::arch::aarch64::GenericTimer>>();
+    }
+
+    // discover
+    is_format::<X86Features>();
+    is_format::<TscLeaf>();
+    is_format::<FrequencyLeaf>();
+    is_format::<HypervisorTiming>();
+    is_format::<CrystalSource>();
+    is_format::<Crystal>();
+    is_format::<X86Discovery>();
+    is_format::<Aarch64Features>();
+    is_format::<Midr>();
+    is_format::<Aarch64Discovery>();
+    is_format::<DumpFormat>();
+    is_format::<DumpError>();
+    is_format::<DumpEntry>();
+    is_format::<Dump>();
+    is_format::<ReplayLine>();
+    is_format::<ReplaySummary>();
+
+    // diag
+    is_format::<Histogram>();
+    is_format::<ReadStats>();
+    is_format::<WarpReport>();
+    is_format::<WarpCheck>();
+
+    // calibrate
+    is_format::<Config>();
+    is_format::<Calibration>();
+    is_format::<CalibrationError>();
+    is_format::<Verdict>();
+    is_format::<Verified>();
+
+    // reference (the bare-metal ones exist only on their architecture)
+    #[cfg(target_arch = "x86_64")]
+    {
+        use baretime::reference::{AcpiPmTimer, Hpet, HpetError, Pit};
+        is_format::<Pit>();
+        is_format::<AcpiPmTimer>();
+        is_format::<Hpet>();
+        is_format::<HpetError>();
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        use baretime::reference::{SemihostingElapsed, SemihostingError};
+        is_format::<SemihostingElapsed>();
+        is_format::<SemihostingError>();
+    }
+
+    // sim
+    is_format::<SimFault>();
+    is_format::<SimTimer>();
+}
+
+/// A counter of the user's own that is itself `Format`.
+struct FormatCounter;
+
+impl baretime::Counter for FormatCounter {
+    fn ticks(&self) -> u64 {
+        0
+    }
+}
+
+impl defmt::Format for FormatCounter {
+    fn format(&self, _f: defmt::Formatter<'_>) {}
+}
+
+// Not `Format`, on purpose or not yet (see the review report):
+// - `FnCounter<F>`: wraps a closure.
+// - `reference::{StdReference, CounterReference<C>}`, `sim::{SimWorld, SimCounter,
+//   SimReference}`: host/test helpers.
