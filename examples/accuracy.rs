@@ -19,7 +19,7 @@
 //! Each row is repeated; the table gives the median and worst absolute error, the median
 //! reported bound, and in how many runs the bound held. Floats are for printing only.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use baretime::calibrate::{calibrate, Calibration, Config, Reference};
 use baretime::sim::{SimCounter, SimReference, SimTimer, SimWorld};
@@ -101,6 +101,7 @@ fn main() {
 // (a) this host
 
 /// The kernel's own TSC figure in Hz, and where it came from.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 fn kernel_hz() -> Option<(f64, &'static str)> {
     if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/tsc_freq_khz") {
         if let Ok(khz) = s.trim().parse::<f64>() {
@@ -120,6 +121,7 @@ fn kernel_hz() -> Option<(f64, &'static str)> {
 fn host(reps: usize) {
     use baretime::arch::x86_64::Tsc;
     use baretime::reference::StdReference;
+    use std::time::Instant;
 
     let Some(tsc) = Tsc::probe() else {
         println!("(a) host: no TSC");

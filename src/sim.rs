@@ -47,6 +47,13 @@ use crate::frequency::{Accuracy, Frequency, Source};
 
 const PS_PER_S: u64 = 1_000_000_000_000;
 
+/// The slowest rate the crate accepts, checked at compile time (a fallback never reached).
+const SLOWEST: Frequency =
+    match Frequency::from_hz(Frequency::MIN_HZ, Source::Reference, Accuracy::Exact) {
+        Some(f) => f,
+        None => panic!("MIN_HZ is within range"),
+    };
+
 fn ps_of(d: Duration) -> u64 {
     u64::try_from(d.as_nanos().saturating_mul(1000)).unwrap_or(u64::MAX)
 }
@@ -481,8 +488,7 @@ impl Reference for SimReference<'_> {
             Frequency::MIN_HZ.saturating_mul(1000),
             Frequency::MAX_HZ.saturating_mul(1000),
         );
-        Frequency::from_millihz(mhz, Source::Reference, self.accuracy)
-            .unwrap_or_else(|| unreachable!("clamped into range"))
+        Frequency::from_millihz(mhz, Source::Reference, self.accuracy).unwrap_or(SLOWEST)
     }
     fn name(&self) -> &'static str {
         self.name

@@ -9,14 +9,21 @@ use crate::frequency::Frequency;
 /// - [`Reference::read`] returns the current reference tick count. It counts **up** at
 ///   [`Reference::frequency`] and wraps from `2^bits - 1` to 0 ([`Reference::bits`]); a
 ///   down-counting timer (the PIT) is inverted by its implementation. The calibrator unwraps
-///   the count, so it must be read at least once per wrap period (the PIT's 16 bits wrap every
-///   55 ms; calibration reads far more often than that).
+///   the count: during its short warm-up (32 reference steps) by the half-wrap rule, so reads
+///   must then come at least every half wrap period (the PIT's 16 bits wrap every 55 ms;
+///   calibration reads every few µs); after it, against the rate measured so far, so even a
+///   stall longer than a whole wrap is counted right.
+/// - The count must be *latched*: one read, one instant. A value torn between two instants
+///   (an unlatched multi-byte read) is at best a rejected glitch, at worst a step back, which
+///   is an error. The stated [`Reference::frequency`]'s [`crate::Accuracy`] is added to every
+///   calibration's uncertainty: state a crystal's tolerance honestly.
 /// - A read may be slow (port I/O takes about a microsecond): the calibrator brackets every
 ///   reference read between two counter reads and uses the bracket as that sample's
 ///   uncertainty, so a slow read costs precision, never correctness.
 /// - Reads take `&mut self`: hardware references keep state (latches, gates, last value).
 /// - Nothing is trusted blindly: a reference that stands still, runs backwards (beyond its
-///   wrap) or at an implausible rate yields a typed calibration error.
+///   wrap), jumps, or runs at an implausible rate yields a typed calibration error
+///   ([`crate::calibrate::Error`]).
 pub trait Reference {
     /// The current count, in reference ticks, wrapping at `2^bits`.
     fn read(&mut self) -> u64;

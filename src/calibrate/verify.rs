@@ -1,33 +1,4 @@
-//! The verification policy: what a kernel does at boot with a claimed frequency and a
-//! measurement.
-//!
-//! # Policy
-//!
-//! - No claim: the measurement is used ([`Verdict::Unclaimed`]).
-//! - A claim that agrees with the measurement within the *allowed* deviation is kept if it
-//!   is more precise than the measurement — always, for an [`Accuracy::Exact`] claim (CPUID
-//!   0x15 with its crystal, a hypervisor's timing leaf): [`Verdict::Confirmed`]. A nominal
-//!   claim (base frequency, brand string, unchecked CNTFRQ) that agrees but is looser than
-//!   the measurement gives way to it: [`Verdict::Consistent`].
-//! - A claim that disagrees is reported — its value and source, the deviation in ppb, the
-//!   allowed deviation — and the measurement is used: [`Verdict::Disagrees`]. This is the
-//!   case the field keeps hitting: a cpuinfo frequency that is not the TSC's, CPUID leaves
-//!   a hypervisor passes through unscaled, a firmware that programs the wrong CNTFRQ.
-//!
-//! # The allowed deviation
-//!
-//! `allowed = U + B + max(U/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
-//! and `B` the claim's own stated bound (0 for exact claims). `U` alone would reject a
-//! correct claim about 1 % of the time (it is a 99 % bound). The margin:
-//! - `U/2` moves a correct claim 4.5 standard uncertainties out (`U` is ≥ 3 of them), where
-//!   false rejections are below 1 in 100 000;
-//! - `1 ppm` absorbs how claims are written down: a hypervisor leaf or a kernel's `tsc_khz`
-//!   is in whole kHz (≤ 0.5 ppm of a counter above 1 GHz), and a reference clock slewed by
-//!   NTP is only as steady as the ppm-level steering allows.
-//!
-//! Neither hides a real fault: the claims that go wrong in the field are off by hundreds of
-//! ppm or more (Valkey's 0.4 %, CNTFRQ values off by whole percent), far outside any margin
-//! that a calibration of a few ppm produces.
+//! The verification policy (documented on [`verify`]).
 
 use core::fmt;
 
@@ -149,7 +120,36 @@ pub struct Verified {
     pub calibration: Calibration,
 }
 
-/// Applies the [policy](self) to a `claim` (from discovery, or `None`) and a calibration.
+/// Applies the verification policy to a `claim` (from discovery, or `None`) and a
+/// calibration: what a kernel does at boot with a claimed frequency and a measurement.
+///
+/// # Policy
+///
+/// - No claim: the measurement is used ([`Verdict::Unclaimed`]).
+/// - A claim that agrees with the measurement within the *allowed* deviation is kept if it
+///   is more precise than the measurement — always, for an [`Accuracy::Exact`] claim (CPUID
+///   0x15 with its crystal, a hypervisor's timing leaf): [`Verdict::Confirmed`]. A nominal
+///   claim (base frequency, brand string, unchecked CNTFRQ) that agrees but is looser than
+///   the measurement gives way to it: [`Verdict::Consistent`].
+/// - A claim that disagrees is reported — its value and source, the deviation in ppb, the
+///   allowed deviation — and the measurement is used: [`Verdict::Disagrees`]. This is the
+///   case the field keeps hitting: a cpuinfo frequency that is not the TSC's, CPUID leaves
+///   a hypervisor passes through unscaled, a firmware that programs the wrong CNTFRQ.
+///
+/// # The allowed deviation
+///
+/// `allowed = U + B + max(U/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
+/// and `B` the claim's own stated bound (0 for exact claims). `U` alone would reject a
+/// correct claim about 1 % of the time (it is a 99 % bound). The margin:
+/// - `U/2` moves a correct claim 4.5 standard uncertainties out (`U` is ≥ 3 of them), where
+///   false rejections are below 1 in 100 000;
+/// - `1 ppm` absorbs how claims are written down: a hypervisor leaf or a kernel's `tsc_khz`
+///   is in whole kHz (≤ 0.5 ppm of a counter above 1 GHz), and a reference clock slewed by
+///   NTP is only as steady as the ppm-level steering allows.
+///
+/// Neither hides a real fault: the claims that go wrong in the field are off by hundreds of
+/// ppm or more (Valkey's 0.4 %, CNTFRQ values off by whole percent), far outside any margin
+/// that a calibration of a few ppm produces.
 pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
     let measured = calibration.frequency;
     let Some(claim) = claim else {
