@@ -1,8 +1,8 @@
 //! Bare-metal kernels that wire `baretime` into early boot, as a user's kernel would.
 //!
-//! - x86_64 ([`x86_64`]): a PVH ELF for `qemu-system-x86_64 -kernel`, output on COM1, exit
+//! - x86_64 (`src/x86_64/`): a PVH ELF for `qemu-system-x86_64 -kernel`, output on COM1, exit
 //!   through `isa-debug-exit`.
-//! - aarch64 ([`aarch64`]): an ELF for `qemu-system-aarch64 -M virt -kernel` at EL1, output
+//! - aarch64 (`src/aarch64/`): an ELF for `qemu-system-aarch64 -M virt -kernel` at EL1, output
 //!   on the PL011, exit through semihosting.
 //!
 //! Each prints `key=value` results, one or more per line, that `cargo xtask qemu` checks.

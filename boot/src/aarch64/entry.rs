@@ -10,9 +10,31 @@
 //!    (flash, GIC, PL011 at 0x0900_0000) as device memory, the second (RAM) as normal
 //!    write-back memory. With the MMU off every access is Device-nGnRnE, so unaligned accesses
 //!    fault and exclusive loads/stores (atomics) are not guaranteed to work,
-//! 4. calls `kernel_main`.
+//! 4. installs an exception vector table that reports any exception (ESR, ELR, FAR) on the
+//!    console and ends QEMU with status 3 — without it an exception would jump to address 0
+//!    and QEMU would hang silently,
+//! 5. calls `kernel_main`.
 
 use core::arch::global_asm;
+use core::fmt::Write;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// Where every exception vector goes: print what happened, end QEMU with status 3.
+#[no_mangle]
+extern "C" fn unexpected_exception(esr: u64, elr: u64, far: u64) -> ! {
+    // Only once: should exiting itself fault (no semihosting host), stop here.
+    static REPORTED: AtomicBool = AtomicBool::new(false);
+    if REPORTED.swap(true, Ordering::Relaxed) {
+        loop {
+            core::hint::spin_loop();
+        }
+    }
+    let _ = writeln!(
+        super::Serial::get(),
+        "error=exception esr={esr:#x} elr={elr:#x} far={far:#x}"
+    );
+    super::exit(3)
+}
 
 global_asm!(
     r#"
@@ -70,10 +92,28 @@ _start:
     msr sctlr_el1, x1
     isb
 
-    # 4. Rust.
+    # 4. Exception vectors.
+    adrp x0, vectors
+    add x0, x0, :lo12:vectors
+    msr vbar_el1, x0
+    isb
+
+    # 5. Rust.
     bl kernel_main
 3:  wfe
     b 3b
+
+    # Sixteen entries of 128 bytes (synchronous, IRQ, FIQ, SError for four origins); this
+    # kernel expects none, so each reports and stops.
+    .balign 2048
+vectors:
+    .rept 16
+    .balign 128
+    mrs x0, esr_el1
+    mrs x1, elr_el1
+    mrs x2, far_el1
+    b unexpected_exception
+    .endr
 
     .section .bss.boot, "aw", @nobits
     .balign 4096

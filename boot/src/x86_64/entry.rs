@@ -11,6 +11,11 @@
 //! 3. enables PAE, sets EFER.LME, turns on paging (which activates long mode),
 //! 4. loads a GDT with a 64-bit code segment, far-jumps into it, and calls
 //!    `kernel_main(start_info)` with a 64 KiB stack.
+//!
+//! There is no IDT and interrupts stay off: the kernel expects no interrupt and no exception,
+//! and should one happen the CPU triple-faults and resets (QEMU's `-no-reboot` then exits, so
+//! a fault shows as output that stops early). No SSE set-up is needed either: the
+//! `x86_64-unknown-none` target compiles without SSE.
 
 use core::arch::global_asm;
 
