@@ -74,7 +74,8 @@ pub enum Accuracy {
         /// Expected worst-case deviation, in ppm.
         tolerance_ppm: u32,
     },
-    /// Measured, with this standard uncertainty in parts per billion.
+    /// Measured, with this uncertainty bound in parts per billion (for a calibration: an
+    /// expanded bound with at least 99 % coverage, see [`crate::calibrate::Calibration`]).
     Measured {
         /// Uncertainty of the measurement, in ppb (1000 ppb = 1 ppm).
         uncertainty_ppb: u64,
