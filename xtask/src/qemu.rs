@@ -453,6 +453,7 @@ fn check_delay(line: &mut Line, run: &Run) {
     line.copy(
         run,
         &[
+            "attempts",
             "reference",
             "chosen_hz",
             "chosen_source",
