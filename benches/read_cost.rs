@@ -28,17 +28,33 @@ fn reads(c: &mut Criterion) {
     let plain_clock = Clock::new(plain, Frequency::user_hz(2_000_000_000).unwrap());
 
     let mut g = c.benchmark_group("read");
-    g.bench_function("raw counter, ordered", |b| b.iter(|| black_box(counter.ticks())));
-    g.bench_function("baretime Clock::raw (ordered)", |b| b.iter(|| black_box(clock.raw())));
-    g.bench_function("baretime Clock::now (ordered)", |b| b.iter(|| black_box(clock.now())));
-    g.bench_function("raw counter, plain", |b| b.iter(|| black_box(plain.ticks())));
-    g.bench_function("baretime Clock::raw (plain)", |b| b.iter(|| black_box(plain_clock.raw())));
-    g.bench_function("baretime Clock::now (plain)", |b| b.iter(|| black_box(plain_clock.now())));
-    g.bench_function("std Instant::now", |b| b.iter(|| black_box(std::time::Instant::now())));
+    g.bench_function("raw counter, ordered", |b| {
+        b.iter(|| black_box(counter.ticks()))
+    });
+    g.bench_function("baretime Clock::raw (ordered)", |b| {
+        b.iter(|| black_box(clock.raw()))
+    });
+    g.bench_function("baretime Clock::now (ordered)", |b| {
+        b.iter(|| black_box(clock.now()))
+    });
+    g.bench_function("raw counter, plain", |b| {
+        b.iter(|| black_box(plain.ticks()))
+    });
+    g.bench_function("baretime Clock::raw (plain)", |b| {
+        b.iter(|| black_box(plain_clock.raw()))
+    });
+    g.bench_function("baretime Clock::now (plain)", |b| {
+        b.iter(|| black_box(plain_clock.now()))
+    });
+    g.bench_function("std Instant::now", |b| {
+        b.iter(|| black_box(std::time::Instant::now()))
+    });
     let q = quanta::Clock::new();
     g.bench_function("quanta Clock::now", |b| b.iter(|| black_box(q.now())));
     g.bench_function("quanta Clock::raw", |b| b.iter(|| black_box(q.raw())));
-    g.bench_function("minstant Instant::now", |b| b.iter(|| black_box(minstant::Instant::now())));
+    g.bench_function("minstant Instant::now", |b| {
+        b.iter(|| black_box(minstant::Instant::now()))
+    });
     g.finish();
 }
 

@@ -31,10 +31,14 @@ fn check(new_hz: u64) {
         let writer = {
             let clock = clock.clone();
             thread::spawn(move || {
-                clock.recalibrate(Frequency::user_hz(new_hz).unwrap()).unwrap();
+                clock
+                    .recalibrate(Frequency::user_hz(new_hz).unwrap())
+                    .unwrap();
                 // 3 ms pass; a second publication rewrites the slot the reader may be reading.
                 clock.counter().0.fetch_add(3_000, Ordering::SeqCst);
-                clock.recalibrate(Frequency::user_hz(1_000_000).unwrap()).unwrap();
+                clock
+                    .recalibrate(Frequency::user_hz(1_000_000).unwrap())
+                    .unwrap();
             })
         };
         let a = clock.now();

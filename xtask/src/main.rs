@@ -42,7 +42,10 @@ const DEBIAN: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 pub(crate) fn have(cmd: &str) -> bool {
@@ -63,7 +66,11 @@ fn run(what: &str, cmd: &mut Command) -> bool {
     eprintln!("\n==> {what}\n    {cmd:?}");
     let t = Instant::now();
     let ok = cmd.status().is_ok_and(|s| s.success());
-    eprintln!("<== {what}: {} in {:.1}s", if ok { "ok" } else { "FAILED" }, t.elapsed().as_secs_f64());
+    eprintln!(
+        "<== {what}: {} in {:.1}s",
+        if ok { "ok" } else { "FAILED" },
+        t.elapsed().as_secs_f64()
+    );
     ok
 }
 
@@ -77,7 +84,10 @@ fn setup() -> Vec<String> {
             missing.push(format!("rustup target add {}", RUST_TARGETS.join(" ")));
         }
     } else {
-        missing.push(format!("rustup target add {} (no rustup found)", RUST_TARGETS.join(" ")));
+        missing.push(format!(
+            "rustup target add {} (no rustup found)",
+            RUST_TARGETS.join(" ")
+        ));
     }
     let absent: Vec<&str> = DEBIAN
         .iter()
@@ -96,7 +106,10 @@ fn setup() -> Vec<String> {
     // Debian's QEMU 7.2 conflicts with a newer qemu-utils from backports: downgrade it with them.
     let mut pkgs: Vec<&str> = absent.clone();
     let downgrade = Command::new("sh")
-        .args(["-c", "dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q bpo"])
+        .args([
+            "-c",
+            "dpkg-query -W -f='${Version}' qemu-utils 2>/dev/null | grep -q bpo",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     if downgrade {
@@ -106,7 +119,10 @@ fn setup() -> Vec<String> {
         "apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --allow-downgrades {}",
         pkgs.join(" ")
     );
-    let is_root = Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0"));
+    let is_root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.starts_with(b"0"));
     if is_root && have("apt-get") {
         if !run("apt-get install", Command::new("sh").args(["-c", &install])) {
             missing.push(install);
@@ -154,7 +170,12 @@ fn aarch64_user_tests() -> bool {
         let num = |key: &str| -> u64 {
             line.split(';')
                 .find(|p| p.contains(key))
-                .and_then(|p| p.split_whitespace().rev().nth(1).and_then(|n| n.parse().ok()))
+                .and_then(|p| {
+                    p.split_whitespace()
+                        .rev()
+                        .nth(1)
+                        .and_then(|n| n.parse().ok())
+                })
                 .unwrap_or(0)
         };
         passed += num(" passed");
@@ -175,16 +196,32 @@ fn test_all() -> bool {
     for m in &missing {
         eprintln!("setup: could not install; run: {m}");
     }
-    let mut tally = Tally { passed: vec![], failed: vec![], skipped: vec![] };
+    let mut tally = Tally {
+        passed: vec![],
+        failed: vec![],
+        skipped: vec![],
+    };
 
-    tally.record("fmt", run("cargo fmt --check", cargo().args(["fmt", "--all", "--", "--check"])));
+    tally.record(
+        "fmt",
+        run(
+            "cargo fmt --check",
+            cargo().args(["fmt", "--all", "--", "--check"]),
+        ),
+    );
     tally.record(
         "host tests",
-        run("host tests (std, sim)", cargo().args(["test", "--features", "embedded-hal"])),
+        run(
+            "host tests (std, sim)",
+            cargo().args(["test", "--features", "embedded-hal"]),
+        ),
     );
     tally.record(
         "doc tests",
-        run("doc tests", cargo().args(["test", "--doc", "--features", "embedded-hal"])),
+        run(
+            "doc tests",
+            cargo().args(["test", "--doc", "--features", "embedded-hal"]),
+        ),
     );
     tally.record(
         "loom",
@@ -209,7 +246,9 @@ fn test_all() -> bool {
     if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") {
         tally.record("aarch64-linux tests (qemu-user)", aarch64_user_tests());
     } else {
-        tally.failed.push("aarch64-linux tests (qemu-user): qemu-aarch64 or the cross linker is missing".into());
+        tally.failed.push(
+            "aarch64-linux tests (qemu-user): qemu-aarch64 or the cross linker is missing".into(),
+        );
     }
     eprintln!("\n==> bare-metal QEMU scenarios");
     match qemu::run(&[]) {
@@ -238,8 +277,14 @@ fn test_all() -> bool {
 }
 
 fn bench() -> bool {
-    let a = run("read-cost benchmark", cargo().args(["bench", "--bench", "read_cost"]));
-    let b = run("accuracy comparison", cargo().args(["run", "--release", "--example", "accuracy"]));
+    let a = run(
+        "read-cost benchmark",
+        cargo().args(["bench", "--bench", "read_cost"]),
+    );
+    let b = run(
+        "accuracy comparison",
+        cargo().args(["run", "--release", "--example", "accuracy"]),
+    );
     a && b
 }
 
