@@ -52,7 +52,7 @@ use crate::counter::Counter;
 use crate::delay::Delay;
 use crate::frequency::Frequency;
 use crate::instant::{Instant, RawInstant};
-use crate::scale::{mul_q64, Scale};
+use crate::scale::{mul_q64, saturate_u64, Scale};
 use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, Ordering, RelaxedU64};
 
 /// How far ahead of the writer's counter read the new timeline starts.
@@ -132,12 +132,7 @@ struct Timebase {
 /// `u128` sum cannot overflow (each term is below 2^128 − 2^65).
 #[inline(always)]
 fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
-    let ns = base_ns as u128 + mul_q64(ticks, int, frac);
-    if ns > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        ns as u64
-    }
+    saturate_u64(base_ns as u128 + mul_q64(ticks, int, frac))
 }
 
 /// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free.

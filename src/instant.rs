@@ -3,6 +3,8 @@
 use core::ops::{Add, AddAssign, Sub, SubAssign};
 use core::time::Duration;
 
+use crate::scale::saturate_u64;
+
 /// A point in time: nanoseconds since the epoch of the [`crate::Clock`] that produced it
 /// (its creation). Only compare instants from the same clock.
 ///
@@ -16,13 +18,8 @@ pub struct Instant {
 }
 
 /// A [`Duration`] in nanoseconds, saturating at `u64::MAX` (584 years).
-const fn duration_ns(d: Duration) -> u64 {
-    let ns = d.as_nanos();
-    if ns > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        ns as u64
-    }
+pub(crate) const fn duration_ns(d: Duration) -> u64 {
+    saturate_u64(d.as_nanos())
 }
 
 impl Instant {

@@ -53,14 +53,19 @@ const fn best_fixed_point_ceil(num: u128, den: u128) -> (u64, u32) {
         if q <= u64::MAX as u128 || shift == 0 {
             // For the inputs we accept (num/den between 10^-2 and 10^6) a shift with
             // q ≥ 2^63 always exists, so this saturation never triggers.
-            let q = if q > u64::MAX as u128 {
-                u64::MAX
-            } else {
-                q as u64
-            };
-            return (q, shift);
+            return (saturate_u64(q), shift);
         }
         shift -= 1;
+    }
+}
+
+/// `v`, or `u64::MAX` if it does not fit: the one saturation every conversion ends with.
+#[inline(always)]
+pub(crate) const fn saturate_u64(v: u128) -> u64 {
+    if v > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        v as u64
     }
 }
 
@@ -140,12 +145,7 @@ impl Scale {
     /// `ticks` in nanoseconds, rounded down; saturates at `u64::MAX` (584 years).
     #[inline(always)]
     pub const fn ticks_to_ns(&self, ticks: u64) -> u64 {
-        let ns = mul_q64(ticks, self.mult_int, self.mult_frac);
-        if ns > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            ns as u64
-        }
+        saturate_u64(mul_q64(ticks, self.mult_int, self.mult_frac))
     }
 
     /// `ticks` in nanoseconds, rounded down, or `None` if that exceeds `u64::MAX`.
@@ -166,11 +166,7 @@ impl Scale {
         let prod = (ns as u128) * (self.inv_mult as u128);
         let mask = (1u128 << self.inv_shift) - 1;
         let ticks = (prod >> self.inv_shift) + if prod & mask != 0 { 1 } else { 0 };
-        if ticks > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            ticks as u64
-        }
+        saturate_u64(ticks)
     }
 }
 

@@ -44,6 +44,7 @@ use crate::calibrate::wide::mul_div;
 use crate::calibrate::Reference;
 use crate::counter::{mask_for_bits, Counter};
 use crate::frequency::{Accuracy, Frequency, Source};
+use crate::scale::saturate_u64;
 
 const PS_PER_S: u64 = 1_000_000_000_000;
 
@@ -292,16 +293,8 @@ impl SimTimer {
     pub const fn read_cost(mut self, cost: Duration, jitter: Duration) -> Self {
         let c = cost.as_nanos().saturating_mul(1000);
         let j = jitter.as_nanos().saturating_mul(1000);
-        self.read_ps = if c > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            c as u64
-        };
-        self.jitter_ps = if j > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            j as u64
-        };
+        self.read_ps = saturate_u64(c);
+        self.jitter_ps = saturate_u64(j);
         self
     }
 

@@ -99,6 +99,7 @@ use core::fmt;
 use core::time::Duration;
 
 use crate::frequency::Frequency;
+use crate::instant::duration_ns;
 
 pub use reference::Reference;
 pub use sampler::calibrate;
@@ -152,12 +153,7 @@ impl Config {
 
     /// Calibrate for at most this long, as measured by the reference.
     pub const fn max_duration(mut self, d: Duration) -> Self {
-        let ns = d.as_nanos();
-        self.max_duration_ns = if ns > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            ns as u64
-        };
+        self.max_duration_ns = duration_ns(d);
         self
     }
 
@@ -185,12 +181,7 @@ impl Config {
     /// plausible rate (so with the defaults a stuck reference is noticed after 10 ms × 10 GHz
     /// = 10^8 counter ticks). Must exceed the reference's resolution.
     pub const fn stuck_after(mut self, d: Duration) -> Self {
-        let ns = d.as_nanos();
-        self.stuck_after_ns = if ns > u64::MAX as u128 {
-            u64::MAX
-        } else {
-            ns as u64
-        };
+        self.stuck_after_ns = duration_ns(d);
         self
     }
 
