@@ -19,6 +19,8 @@
 //! Each row is repeated; the table gives the median and worst absolute error, the median
 //! reported bound, and in how many runs the bound held. Floats are for printing only.
 
+mod common;
+
 use std::time::Duration;
 
 use baretime::calibrate::{calibrate, Calibration, Config, Reference};
@@ -100,23 +102,6 @@ fn main() {
 // ---------------------------------------------------------------------------------------
 // (a) this host
 
-/// The kernel's own TSC figure in Hz, and where it came from.
-#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-fn kernel_hz() -> Option<(f64, &'static str)> {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/tsc_freq_khz") {
-        if let Ok(khz) = s.trim().parse::<f64>() {
-            return Some((khz * 1e3, "sysfs tsc_freq_khz"));
-        }
-    }
-    let out = std::process::Command::new("dmesg").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.lines().find_map(|line| {
-        let rest = line.split("tsc: Detected ").nth(1)?;
-        let mhz: f64 = rest.split_whitespace().next()?.parse().ok()?;
-        Some((mhz * 1e6, "dmesg 'tsc: Detected'"))
-    })
-}
-
 #[cfg(target_arch = "x86_64")]
 fn host(reps: usize) {
     use baretime::arch::x86_64::Tsc;
@@ -127,7 +112,7 @@ fn host(reps: usize) {
         println!("(a) host: no TSC");
         return;
     };
-    let (true_hz, truth) = match kernel_hz() {
+    let (true_hz, truth) = match common::kernel_tsc_hz() {
         Some(k) => k,
         None => {
             let cfg = Config::new()

@@ -8,6 +8,8 @@
 //! where Linux tells it, and measures read cost and monotonicity beside `std::time::Instant`,
 //! `quanta` and `minstant`.
 
+mod common;
+
 use std::hint::black_box;
 use std::time::{Duration, Instant as StdInstant};
 
@@ -83,46 +85,6 @@ mod platform {
         ];
         (flags, d.candidates().to_vec(), d.best())
     }
-}
-
-/// The kernel's own figure for the TSC, where Linux says it (Hz).
-fn kernel_hz() -> Option<(f64, &'static str)> {
-    if let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/cpu0/tsc_freq_khz") {
-        if let Ok(khz) = s.trim().parse::<f64>() {
-            return Some((khz * 1e3, "sysfs tsc_freq_khz"));
-        }
-    }
-    let out = std::process::Command::new("dmesg").output().ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "tsc: Detected 2596.118 MHz processor" / "tsc: Refined TSC clocksource calibration: …"
-    let mut best = None;
-    for line in text.lines() {
-        for marker in [
-            "tsc: Refined TSC clocksource calibration: ",
-            "tsc: Detected ",
-        ] {
-            if let Some(rest) = line.split(marker).nth(1) {
-                if let Some(mhz) = rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|v| v.parse::<f64>().ok())
-                {
-                    let refined = marker.contains("Refined");
-                    if refined || best.is_none() {
-                        best = Some((
-                            mhz * 1e6,
-                            if refined {
-                                "dmesg refined"
-                            } else {
-                                "dmesg detected"
-                            },
-                        ));
-                    }
-                }
-            }
-        }
-    }
-    best
 }
 
 /// Nanoseconds per call of `f`, the best of several rounds (the least disturbed).
@@ -243,7 +205,7 @@ fn main() {
                 format!("{verdict}: clock runs on {}", v.chosen),
             );
             clock_hz = Some(v.chosen);
-            if let Some((khz, src)) = kernel_hz() {
+            if let Some((khz, src)) = common::kernel_tsc_hz() {
                 let dev = (hz - khz) / khz * 1e6;
                 r.item(
                     "kernel_hz",
