@@ -16,6 +16,20 @@
 //!
 //! Wrapping counters ([`Counter::bits`] < 64) are compared modulo their width: a step of more
 //! than half the range forwards is taken as a step backwards.
+//!
+//! No panic for any counter values (any [`Counter::mask`], too): the lints below deny
+//! unchecked arithmetic and indexing outside tests.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
 
 use core::hint::{black_box, spin_loop};
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -49,7 +63,8 @@ impl Histogram {
 
     /// The bucket a delta falls in.
     pub const fn bucket_of(delta: u64) -> usize {
-        (u64::BITS - delta.leading_zeros()) as usize
+        // leading_zeros ≤ 64 = BITS: no wrap; the result is 0..=64.
+        u64::BITS.wrapping_sub(delta.leading_zeros()) as usize
     }
 
     /// The smallest and largest delta of bucket `k` (`None` for `k` ≥ [`HISTOGRAM_BUCKETS`]).
@@ -57,8 +72,9 @@ impl Histogram {
         match k {
             0 => Some((0, 0)),
             1..=64 => {
-                let lo = 1u64 << (k - 1);
-                Some((lo, lo - 1 + lo))
+                // k - 1 ≤ 63: the shift is in range, and lo - 1 + lo = 2^k - 1 ≤ u64::MAX.
+                let lo = 1u64.wrapping_shl((k as u32).wrapping_sub(1));
+                Some((lo, lo.wrapping_sub(1).wrapping_add(lo)))
             }
             _ => None,
         }
@@ -66,8 +82,10 @@ impl Histogram {
 
     /// Counts one delta.
     pub fn record(&mut self, delta: u64) {
-        let c = &mut self.counts[Self::bucket_of(delta)];
-        *c = c.saturating_add(1);
+        // bucket_of is at most 64 < HISTOGRAM_BUCKETS: the bucket always exists.
+        if let Some(c) = self.counts.get_mut(Self::bucket_of(delta)) {
+            *c = c.saturating_add(1);
+        }
     }
 
     /// The counts, bucket by bucket.
@@ -77,7 +95,10 @@ impl Histogram {
 
     /// Sum of all counts.
     pub fn total(&self) -> u64 {
-        self.counts.iter().map(|&c| u64::from(c)).sum()
+        // At most 65 × (2^32 - 1): no overflow, but say so without a panicking `sum`.
+        self.counts
+            .iter()
+            .fold(0u64, |sum, &c| sum.saturating_add(u64::from(c)))
     }
 
     /// The non-empty buckets as `(smallest delta, largest delta, count)`, smallest first.
@@ -98,10 +119,10 @@ impl Histogram {
         }
         let permille = u64::from(permille.min(1000));
         // total < 2^39 (65 buckets × 2^32): × 1000 fits u64.
-        let need = (total * permille).div_ceil(1000).max(1);
+        let need = total.saturating_mul(permille).div_ceil(1000).max(1);
         let mut seen = 0u64;
         for (k, &c) in self.counts.iter().enumerate() {
-            seen += u64::from(c);
+            seen = seen.saturating_add(u64::from(c));
             if seen >= need {
                 return Self::bucket_range(k).map(|(_, hi)| hi);
             }
@@ -174,8 +195,8 @@ impl ReadStats {
             let delta = now.wrapping_sub(prev) & mask;
             prev = now;
             if delta > mask / 2 {
-                s.backwards_steps += 1;
-                s.max_backwards = s.max_backwards.max(mask - delta + 1);
+                s.backwards_steps = s.backwards_steps.saturating_add(1);
+                s.max_backwards = s.max_backwards.max(backwards_by(mask, delta));
                 run = 0;
                 continue;
             }
@@ -183,8 +204,9 @@ impl ReadStats {
             s.min_delta = s.min_delta.min(delta);
             s.max_delta = s.max_delta.max(delta);
             if delta == 0 {
-                s.zero_deltas += 1;
-                run += 1;
+                // Both count at most `reads` (a u32) events: saturation never triggers.
+                s.zero_deltas = s.zero_deltas.saturating_add(1);
+                run = run.saturating_add(1);
                 s.longest_stuck_run = s.longest_stuck_run.max(run);
             } else {
                 run = 0;
@@ -199,10 +221,11 @@ impl ReadStats {
 
     /// Read cost in thousandths of a tick per read (0 for 0 reads).
     pub fn millitick_per_read(&self) -> u64 {
-        if self.reads == 0 {
-            return 0;
-        }
-        let v = u128::from(self.tight_loop_ticks) * 1000 / u128::from(self.reads);
+        // < 2^64 × 10^3: exact in u128; no reads, no cost.
+        let v = u128::from(self.tight_loop_ticks)
+            .saturating_mul(1000)
+            .checked_div(u128::from(self.reads))
+            .unwrap_or(0);
         u64::try_from(v).unwrap_or(u64::MAX)
     }
 
@@ -210,12 +233,13 @@ impl ReadStats {
     /// (0 for 0 reads).
     pub fn read_cost_ps(&self, frequency: &Frequency) -> u64 {
         // ps = ticks × 10^12 / (reads × Hz) = ticks × 10^15 / (reads × mHz).
-        let num = u128::from(self.tight_loop_ticks) * 1_000_000_000_000_000;
-        let den = u128::from(self.reads) * u128::from(frequency.as_millihz());
-        if den == 0 {
-            return 0;
+        // num < 2^64 × 2^50, den < 2^32 × 2^57: both exact in u128, and so is num + den / 2.
+        let num = u128::from(self.tight_loop_ticks).saturating_mul(1_000_000_000_000_000);
+        let den = u128::from(self.reads).saturating_mul(u128::from(frequency.as_millihz()));
+        match num.saturating_add(den / 2).checked_div(den) {
+            Some(ps) => u64::try_from(ps).unwrap_or(u64::MAX),
+            None => 0,
         }
-        u64::try_from((num + den / 2) / den).unwrap_or(u64::MAX)
     }
 
     /// True when no read went backwards.
@@ -343,7 +367,7 @@ impl WarpCheck {
             if delta > mask / 2 {
                 warped = true;
                 bump(&self.warps);
-                let back = mask - delta + 1;
+                let back = backwards_by(mask, delta);
                 let max = join(
                     self.max_warp_hi.load(Ordering::Relaxed),
                     self.max_warp_lo.load(Ordering::Relaxed),
@@ -412,6 +436,12 @@ impl defmt::Format for WarpCheck {
             self.warps.load(Ordering::Relaxed),
         )
     }
+}
+
+/// How far back a wrapped difference `delta` (> `mask / 2`) steps: `mask - delta + 1`, which
+/// is in 1..=mask/2 + 1 because `delta` is in mask/2 + 1..=mask (it was masked).
+fn backwards_by(mask: u64, delta: u64) -> u64 {
+    mask.saturating_sub(delta).saturating_add(1)
 }
 
 fn join(hi: u32, lo: u32) -> u64 {
