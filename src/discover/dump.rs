@@ -354,9 +354,9 @@ fn parse_aida(rest: &[u8]) -> Option<Result<Record, ()>> {
         }
         let subleaf = match find(rest, b"[SL ") {
             Some(at) => {
-                let tail = &rest[at + 4..];
+                let tail = rest.get(at..)?.strip_prefix(b"[SL ")?;
                 let end = tail.iter().position(|&c| c == b']')?;
-                Some(parse_hex(&tail[..end])?)
+                Some(parse_hex(tail.get(..end)?)?)
             }
             None => None,
         };
@@ -396,7 +396,7 @@ fn parse_cpuid_tool(line: &[u8]) -> Option<Record> {
 /// `basic_cpuid[21]=00000002 000000b8 00000000 00000000` and the other libcpuid keys.
 fn parse_libcpuid(line: &[u8]) -> Option<Result<Record, ()>> {
     let open = line.iter().position(|&c| c == b'[')?;
-    let key = &line[..open];
+    let (key, bracketed) = line.split_at_checked(open)?;
     if key.is_empty() || !key.iter().all(|&c| c.is_ascii_alphanumeric() || c == b'_') {
         return None;
     }
@@ -419,10 +419,11 @@ fn parse_libcpuid(line: &[u8]) -> Option<Result<Record, ()>> {
     };
     let (base, indexed_subleaf) = known?;
     let parse = || -> Option<Record> {
-        let rest = &line[open + 1..];
+        let rest = bracketed.strip_prefix(b"[")?;
         let close = rest.iter().position(|&c| c == b']')?;
-        let index = parse_dec(&rest[..close])?;
-        let mut values = rest[close + 1..].strip_prefix(b"=")?;
+        let (index, after) = rest.split_at_checked(close)?;
+        let index = parse_dec(index)?;
+        let mut values = after.strip_prefix(b"]=")?;
         let mut regs = [0u32; 4];
         for r in regs.iter_mut() {
             let (tok, next) = split_token(values);
@@ -459,11 +460,10 @@ fn is_dashes(line: &[u8]) -> bool {
 
 fn split_token(s: &[u8]) -> (&[u8], &[u8]) {
     let s = trim_start(s);
-    let end = s
-        .iter()
-        .position(|c| c.is_ascii_whitespace())
-        .unwrap_or(s.len());
-    (&s[..end], &s[end..])
+    match s.iter().position(|c| c.is_ascii_whitespace()) {
+        Some(end) => s.split_at_checked(end).unwrap_or((s, &[])),
+        None => (s, &[]),
+    }
 }
 
 fn parse_hex(s: &[u8]) -> Option<u32> {
@@ -484,10 +484,7 @@ fn parse_dec(s: &[u8]) -> Option<u32> {
     }
     let mut v: u32 = 0;
     for &c in s {
-        if !c.is_ascii_digit() {
-            return None;
-        }
-        v = v.checked_mul(10)?.checked_add(u32::from(c - b'0'))?;
+        v = v.checked_mul(10)?.checked_add((c as char).to_digit(10)?)?;
     }
     Some(v)
 }

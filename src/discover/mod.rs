@@ -14,11 +14,23 @@
 //!   InstLatx64, libcpuid) into a fixed-capacity table that is itself a CPUID reader.
 //!
 //! Everything here is integer arithmetic, allocates nothing and does not panic on any input:
-//! a CPUID reader may return anything, and a dump may be any bytes.
+//! a CPUID reader may return anything, and a dump may be any bytes. The lints below hold the
+//! code to that outside tests (no unchecked arithmetic, indexing, `unwrap` or `panic!`).
 //!
 //! [`Frequency`]: crate::Frequency
 //! [`Source`]: crate::Source
 //! [`Accuracy`]: crate::Accuracy
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
 
 pub mod aarch64;
 pub mod dump;

@@ -323,11 +323,10 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
     let mut brand = [0u8; 48];
     // The brand string takes all three leaves; with fewer it is not supported.
     if max_extended_leaf.is_some_and(|max| max >= LEAF_BRAND_FIRST + 2) {
-        for (i, chunk) in brand.chunks_exact_mut(16).enumerate() {
-            // i < 3: the leaf number cannot overflow.
-            let r = reader.cpuid2(LEAF_BRAND_FIRST + i as u32, 0);
-            for (j, reg) in [r.eax, r.ebx, r.ecx, r.edx].into_iter().enumerate() {
-                chunk[j * 4..j * 4 + 4].copy_from_slice(&reg.to_le_bytes());
+        for (chunk, leaf) in brand.chunks_exact_mut(16).zip(LEAF_BRAND_FIRST..) {
+            let r = reader.cpuid2(leaf, 0);
+            for (bytes, reg) in chunk.chunks_exact_mut(4).zip([r.eax, r.ebx, r.ecx, r.edx]) {
+                bytes.copy_from_slice(&reg.to_le_bytes());
             }
         }
     }
@@ -388,7 +387,7 @@ fn collect_candidates(d: &mut X86Discovery) {
     if let Some(t) = d.hypervisor_timing {
         if t.tsc_khz != 0 {
             push(Frequency::from_hz(
-                u64::from(t.tsc_khz) * 1000,
+                u64::from(t.tsc_khz).saturating_mul(1000), // < 2^42: exact
                 Source::HypervisorLeaf,
                 Accuracy::Exact,
             ));
@@ -397,7 +396,7 @@ fn collect_candidates(d: &mut X86Discovery) {
 
     let base_hz = d
         .frequency_leaf
-        .map(|f| u64::from(f.base_mhz) * 1_000_000)
+        .map(|f| u64::from(f.base_mhz).saturating_mul(1_000_000)) // < 2^36: exact
         .filter(|&hz| hz != 0);
 
     if let Some(t) = d.tsc_leaf {
@@ -435,10 +434,9 @@ fn collect_candidates(d: &mut X86Discovery) {
                 }
                 if let Some(base) = base_hz {
                     // crystal = base × EAX / EBX, rounded to the Hz; < 2^16·10^6·2^32 < 2^85.
-                    let num = u128::from(base) * u128::from(t.denominator);
-                    let den = u128::from(t.numerator);
-                    let crystal = (num + den / 2) / den;
-                    if let Ok(hz) = u32::try_from(crystal) {
+                    let num = u128::from(base).saturating_mul(u128::from(t.denominator));
+                    let crystal = div_round(num, u128::from(t.numerator));
+                    if let Some(hz) = crystal.and_then(|c| u32::try_from(c).ok()) {
                         if hz != 0 {
                             if d.crystal.is_none() {
                                 d.crystal = Some(Crystal {
@@ -491,13 +489,17 @@ fn tsc_from_ratio(
     source: Source,
     accuracy: Accuracy,
 ) -> Option<Frequency> {
-    if t.denominator == 0 {
-        return None;
-    }
-    let num = u128::from(crystal_hz) * u128::from(t.numerator) * 1000;
-    let den = u128::from(t.denominator);
-    let millihz = u64::try_from((num + den / 2) / den).ok()?;
+    // < 2^32 · 2^32 · 2^10: exact in u128 (the saturation never triggers).
+    let num = u128::from(crystal_hz)
+        .saturating_mul(u128::from(t.numerator))
+        .saturating_mul(1000);
+    let millihz = u64::try_from(div_round(num, u128::from(t.denominator))?).ok()?;
     Frequency::from_millihz(millihz, source, accuracy)
+}
+
+/// `num / den` rounded to the nearest; `None` for `den == 0` (or a sum past `u128`).
+fn div_round(num: u128, den: u128) -> Option<u128> {
+    num.checked_add(den / 2)?.checked_div(den)
 }
 
 /// The nominal core crystal of Intel family-6 models that leave leaf 0x15 ECX at 0.
@@ -522,7 +524,8 @@ pub fn decode_signature(signature: u32) -> (u32, u32, u32) {
     let base_family = (signature >> 8) & 0xF;
     let mut family = base_family;
     if base_family == 0xF {
-        family += (signature >> 20) & 0xFF;
+        // 0xF + at most 0xFF: no overflow.
+        family = family.saturating_add((signature >> 20) & 0xFF);
     }
     let mut model = (signature >> 4) & 0xF;
     if family >= 6 {
@@ -538,56 +541,46 @@ pub fn decode_signature(signature: u32) -> (u32, u32, u32) {
 /// `None` when there is no such figure, it is 0 or it overflows.
 pub fn parse_brand_frequency(brand: &[u8]) -> Option<u64> {
     let brand = until_nul(brand);
-    let mut end = brand.len();
-    // Try each unit occurrence from the last one back.
-    while end >= 3 {
-        let mut found = None;
-        let mut i = end - 3;
-        loop {
-            let w = &brand[i..i + 3];
-            let unit_ok = w[1].eq_ignore_ascii_case(&b'h') && w[2].eq_ignore_ascii_case(&b'z');
-            let after_ok = brand
-                .get(i + 3)
-                .map_or(true, |c| !c.is_ascii_alphanumeric());
-            if unit_ok && after_ok {
-                let mult = match w[0].to_ascii_lowercase() {
-                    b'g' => Some(1_000_000_000u64),
-                    b'm' => Some(1_000_000u64),
-                    _ => None,
-                };
-                if let Some(m) = mult {
-                    found = Some((i, m));
-                    break;
-                }
-            }
-            if i == 0 {
-                break;
-            }
-            i -= 1;
+    // Each unit not followed by a letter or digit, from the last one back: the first with a
+    // number before it wins.
+    brand.windows(3).enumerate().rev().find_map(|(at, unit)| {
+        let after = brand.get(at..).and_then(|rest| rest.get(3));
+        if after.is_some_and(u8::is_ascii_alphanumeric) {
+            return None;
         }
-        let (at, mult) = found?;
-        if let Some(hz) = parse_number_before(&brand[..at], mult) {
-            return Some(hz);
-        }
-        end = at;
+        parse_number_before(brand.get(..at)?, unit_multiplier(unit)?)
+    })
+}
+
+/// Hz per unit for `GHz` / `MHz` (any case).
+fn unit_multiplier(unit: &[u8]) -> Option<u64> {
+    let [scale, h, z] = unit else {
+        return None;
+    };
+    if !h.eq_ignore_ascii_case(&b'h') || !z.eq_ignore_ascii_case(&b'z') {
+        return None;
     }
-    None
+    match scale.to_ascii_lowercase() {
+        b'g' => Some(1_000_000_000),
+        b'm' => Some(1_000_000),
+        _ => None,
+    }
 }
 
 /// The decimal number that ends `s` (after optional spaces), times `mult`.
 fn parse_number_before(s: &[u8], mult: u64) -> Option<u64> {
-    let mut end = s.len();
-    while end > 0 && s[end - 1] == b' ' {
-        end -= 1;
-    }
-    let mut start = end;
-    while start > 0 && (s[start - 1].is_ascii_digit() || s[start - 1] == b'.') {
-        start -= 1;
-    }
-    if start > 0 && s[start - 1].is_ascii_alphanumeric() {
+    let s = match s.iter().rposition(|&c| c != b' ') {
+        Some(last) => s.get(..=last)?,
+        None => return None,
+    };
+    let start = s
+        .iter()
+        .rposition(|&c| !(c.is_ascii_digit() || c == b'.'))
+        .map_or(0, |p| p.saturating_add(1));
+    let (head, num) = (s.get(..start)?, s.get(start..)?);
+    if head.last().is_some_and(u8::is_ascii_alphanumeric) {
         return None;
     }
-    let num = &s[start..end];
     let mut parts = num.splitn(2, |&c| c == b'.');
     let int = parts.next().unwrap_or(&[]);
     let frac = parts.next().unwrap_or(&[]);
@@ -596,7 +589,7 @@ fn parse_number_before(s: &[u8], mult: u64) -> Option<u64> {
     }
     let mut hz: u64 = 0;
     for &c in int {
-        hz = hz.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+        hz = hz.checked_mul(10)?.checked_add(digit(c)?)?;
     }
     hz = hz.checked_mul(mult)?;
     let mut scale = mult;
@@ -605,9 +598,13 @@ fn parse_number_before(s: &[u8], mult: u64) -> Option<u64> {
         if scale == 0 {
             break;
         }
-        hz = hz.checked_add(u64::from(c - b'0') * scale)?;
+        hz = hz.checked_add(digit(c)?.checked_mul(scale)?)?;
     }
     (hz != 0).then_some(hz)
+}
+
+fn digit(c: u8) -> Option<u64> {
+    (c as char).to_digit(10).map(u64::from)
 }
 
 fn bit(reg: u32, n: u32) -> bool {
@@ -616,17 +613,14 @@ fn bit(reg: u32, n: u32) -> bool {
 
 fn regs_to_bytes(regs: [u32; 3]) -> [u8; 12] {
     let mut out = [0u8; 12];
-    for (i, r) in regs.into_iter().enumerate() {
-        out[i * 4..i * 4 + 4].copy_from_slice(&r.to_le_bytes());
+    for (bytes, r) in out.chunks_exact_mut(4).zip(regs) {
+        bytes.copy_from_slice(&r.to_le_bytes());
     }
     out
 }
 
 fn until_nul(b: &[u8]) -> &[u8] {
-    match b.iter().position(|&c| c == 0) {
-        Some(n) => &b[..n],
-        None => b,
-    }
+    b.split(|&c| c == 0).next().unwrap_or(b)
 }
 
 fn trim_ascii(mut b: &[u8]) -> &[u8] {
