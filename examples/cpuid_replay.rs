@@ -7,13 +7,32 @@
 //! One line per file: the path exactly as given, then
 //! `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token>`,
 //! or `error=<reason>` for a file that cannot be used (unreadable, empty, not CPUID,
-//! malformed). Exit status 0 when every file was usable, 1 otherwise (also without files).
+//! malformed, or larger than [`MAX_DUMP_BYTES`]: a dump is kilobytes, and a path like
+//! `/dev/zero` must not eat the machine's memory). Exit status 0 when every file was usable,
+//! 1 otherwise (also without files).
 //! The formatting lives in [`baretime::discover::dump::ReplayLine`], which the tests check.
 
-use std::io::Write;
+use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use baretime::discover::dump::ReplayLine;
+
+/// Largest file read: a CPUID dump of a whole many-core machine is well under 1 MiB.
+const MAX_DUMP_BYTES: u64 = 64 << 20;
+
+/// The file's bytes, or the `error=` text for it.
+fn read_dump(path: &std::ffi::OsStr) -> Result<Vec<u8>, String> {
+    let unreadable = |e: std::io::Error| format!("error=unreadable kind={:?}", e.kind());
+    let file = std::fs::File::open(path).map_err(unreadable)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_DUMP_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_DUMP_BYTES {
+        return Err(format!("error=too_large max_bytes={MAX_DUMP_BYTES}"));
+    }
+    Ok(bytes)
+}
 
 fn main() -> ExitCode {
     let paths: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
@@ -25,15 +44,15 @@ fn main() -> ExitCode {
     let mut out = stdout.lock();
     let mut all_usable = true;
     for path in &paths {
-        let rest = match std::fs::read(path) {
+        let rest = match read_dump(path) {
             Ok(bytes) => {
                 let line = ReplayLine::from_text(&bytes);
                 all_usable &= line.is_usable();
                 line.to_string()
             }
-            Err(e) => {
+            Err(error) => {
                 all_usable = false;
-                format!("error=unreadable kind={:?}", e.kind())
+                error
             }
         };
         // The path as given, byte for byte where the platform allows.
