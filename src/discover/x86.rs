@@ -273,8 +273,8 @@ pub fn discover() -> X86Discovery {
     discover_with(raw_cpuid::CpuIdReaderNative)
 }
 
-/// Discovers through `reader`: the live CPU ([`raw_cpuid::CpuIdReaderNative`]), a recorded
-/// dump (`&`[`super::dump::Dump`]) or a closure `Fn(u32, u32) -> CpuIdResult`.
+/// Discovers through `reader`: the live CPU (`raw_cpuid::CpuIdReaderNative`, x86 only), a
+/// recorded dump (`&`[`super::dump::Dump`]) or a closure `Fn(u32, u32) -> CpuIdResult`.
 ///
 /// Never panics, whatever the reader returns.
 pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
