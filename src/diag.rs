@@ -289,7 +289,7 @@ pub struct WarpCheck {
     lock: AtomicU32,
     last_lo: AtomicU32,
     last_hi: AtomicU32,
-    /// Participant id + 1 of the last read; 0 before the first.
+    /// Participant id of the last read (meaningless while `checks` is 0).
     last_owner: AtomicU32,
     arrived: AtomicU32,
     ran: AtomicU32,
@@ -351,16 +351,18 @@ impl WarpCheck {
     pub fn check_once<C: Counter + ?Sized>(&self, id: u32, counter: &C) -> bool {
         let mask = counter.mask();
         self.acquire();
+        // `checks` counts the reads stored so far (saturating, so never back to 0): 0 means
+        // there is no earlier read to compare with. Every u32 is a distinct id.
+        let first = self.checks.load(Ordering::Relaxed) == 0;
         let owner = self.last_owner.load(Ordering::Relaxed);
         let prev = join(
             self.last_hi.load(Ordering::Relaxed),
             self.last_lo.load(Ordering::Relaxed),
         );
         let now = counter.ticks();
-        let me = id.wrapping_add(1).max(1);
         let mut warped = false;
-        if owner != 0 {
-            if owner != me {
+        if !first {
+            if owner != id {
                 bump(&self.handovers);
             }
             let delta = now.wrapping_sub(prev) & mask;
@@ -381,7 +383,7 @@ impl WarpCheck {
         }
         self.last_hi.store((now >> 32) as u32, Ordering::Relaxed);
         self.last_lo.store(now as u32, Ordering::Relaxed);
-        self.last_owner.store(me, Ordering::Relaxed);
+        self.last_owner.store(id, Ordering::Relaxed);
         bump(&self.checks);
         self.release();
         warped
@@ -636,6 +638,18 @@ mod tests {
         assert_eq!((r.checks, r.warps, r.handovers), (5, 1, 2));
         assert!(r.max_warp > 4_900 && r.max_warp <= 5_000, "{}", r.max_warp);
         assert!(!r.is_consistent());
+    }
+
+    #[test]
+    fn every_id_is_its_own_participant() {
+        // u32::MAX and 0 are two participants: each check after the first hands over.
+        let time = AtomicU64::new(0);
+        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed));
+        let w = WarpCheck::new();
+        for id in [u32::MAX, 0, u32::MAX, 0] {
+            w.check_once(id, &c);
+        }
+        assert_eq!(w.report().handovers, 3);
     }
 
     #[test]
