@@ -287,7 +287,7 @@ fn main() {
         stats.backwards_steps,
         format!(
             "{} backwards steps (largest {} ticks)",
-            stats.backwards_steps, stats.max_backwards
+            stats.backwards_steps, stats.max_backwards_ticks
         ),
     );
     r.item(
@@ -295,11 +295,15 @@ fn main() {
         stats.zero_deltas,
         format!("{} reads equal to the previous one", stats.zero_deltas),
     );
-    r.item("min_delta_ticks", stats.min_delta, stats.min_delta);
+    r.item(
+        "min_delta_ticks",
+        stats.min_delta_ticks,
+        stats.min_delta_ticks,
+    );
     r.item(
         "max_delta_ticks",
-        stats.max_delta,
-        format!("{} ticks (an interruption)", stats.max_delta),
+        stats.max_delta_ticks,
+        format!("{} ticks (an interruption)", stats.max_delta_ticks),
     );
     if !kv {
         println!("  consecutive-read deltas (ticks):");
@@ -320,6 +324,9 @@ fn main() {
     r.item(
         "warps",
         warp.warps,
-        format!("{} warps (largest {} ticks)", warp.warps, warp.max_warp),
+        format!(
+            "{} warps (largest {} ticks)",
+            warp.warps, warp.max_warp_ticks
+        ),
     );
 }

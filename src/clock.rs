@@ -212,9 +212,14 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Nanoseconds since the clock's epoch. Never goes back, never jumps at a
-    /// recalibration, never blocks (it retries only if it raced a writer's store).
+    /// recalibration, never blocks: it retries only if it raced a writer's store, or once
+    /// if its counter reading was older than the timebase. A counter that reads behind the
+    /// timebase twice in a row (it stepped back, another CPU's counter lags, or a narrow
+    /// counter went more than half a wrap without [`Clock::update`]) gets the earliest time
+    /// the timebase describes: time stands still until the counter catches up.
     #[inline]
     pub fn now(&self) -> Instant {
+        let mut behind = false;
         loop {
             // The counter first: an ordered read then waits only for the caller's earlier
             // instructions, not for our loads, and the timestamp precedes everything we load.
@@ -240,13 +245,20 @@ impl<C: Counter> Clock<C> {
                 let prev_frac = slot.prev_mult_frac.load();
                 let prev_delta = t.wrapping_sub(prev_base_ticks) & mask;
                 // Before the previous base too: `t` is older than two publications (the
-                // reader was preempted right after reading it). Read the counter again.
-                (prev_delta <= half).then(|| advance(prev_base_ns, prev_delta, prev_int, prev_frac))
+                // reader was preempted right after reading it): read the counter again.
+                // Behind again with a fresh reading: the counter itself is behind the
+                // timeline, and a spin could last as long as it stays behind.
+                if prev_delta <= half {
+                    Some(advance(prev_base_ns, prev_delta, prev_int, prev_frac))
+                } else {
+                    behind.then_some(prev_base_ns)
+                }
             };
             fence(Ordering::Acquire);
-            if let Some(ns) = ns {
-                if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
-                    return Instant::from_nanos(ns);
+            if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
+                match ns {
+                    Some(ns) => return Instant::from_nanos(ns),
+                    None => behind = true,
                 }
             }
             spin_loop();

@@ -149,13 +149,13 @@ pub struct ReadStats {
     /// Reads that returned less than the read before.
     pub backwards_steps: u32,
     /// Largest backwards step, in ticks (0 without one).
-    pub max_backwards: u64,
+    pub max_backwards_ticks: u64,
     /// Smallest forward delta (0 when there was none, or when a delta was 0).
-    pub min_delta: u64,
+    pub min_delta_ticks: u64,
     /// Smallest non-zero forward delta: the counter's effective resolution, read cost included.
-    pub min_nonzero_delta: Option<u64>,
+    pub min_nonzero_delta_ticks: Option<u64>,
     /// Largest forward delta (an interrupt, SMI or preemption shows up here).
-    pub max_delta: u64,
+    pub max_delta_ticks: u64,
     /// Forward deltas of the delta loop, by power of two. Backwards steps are not in it.
     pub histogram: Histogram,
 }
@@ -182,10 +182,10 @@ impl ReadStats {
             zero_deltas: 0,
             longest_stuck_run: 0,
             backwards_steps: 0,
-            max_backwards: 0,
-            min_delta: u64::MAX,
-            min_nonzero_delta: None,
-            max_delta: 0,
+            max_backwards_ticks: 0,
+            min_delta_ticks: u64::MAX,
+            min_nonzero_delta_ticks: None,
+            max_delta_ticks: 0,
             histogram: Histogram::new(),
         };
         let mut run = 0u32;
@@ -196,13 +196,13 @@ impl ReadStats {
             prev = now;
             if delta > mask / 2 {
                 s.backwards_steps = s.backwards_steps.saturating_add(1);
-                s.max_backwards = s.max_backwards.max(backwards_by(mask, delta));
+                s.max_backwards_ticks = s.max_backwards_ticks.max(backwards_by(mask, delta));
                 run = 0;
                 continue;
             }
             s.histogram.record(delta);
-            s.min_delta = s.min_delta.min(delta);
-            s.max_delta = s.max_delta.max(delta);
+            s.min_delta_ticks = s.min_delta_ticks.min(delta);
+            s.max_delta_ticks = s.max_delta_ticks.max(delta);
             if delta == 0 {
                 // Both count at most `reads` (a u32) events: saturation never triggers.
                 s.zero_deltas = s.zero_deltas.saturating_add(1);
@@ -210,11 +210,12 @@ impl ReadStats {
                 s.longest_stuck_run = s.longest_stuck_run.max(run);
             } else {
                 run = 0;
-                s.min_nonzero_delta = Some(s.min_nonzero_delta.map_or(delta, |m| m.min(delta)));
+                s.min_nonzero_delta_ticks =
+                    Some(s.min_nonzero_delta_ticks.map_or(delta, |m| m.min(delta)));
             }
         }
-        if s.min_delta == u64::MAX {
-            s.min_delta = 0;
+        if s.min_delta_ticks == u64::MAX {
+            s.min_delta_ticks = 0;
         }
         s
     }
@@ -262,7 +263,7 @@ pub struct WarpReport {
     /// Checks whose read was below the last read of any participant.
     pub warps: u32,
     /// Largest such difference, in ticks.
-    pub max_warp: u64,
+    pub max_warp_ticks: u64,
 }
 
 impl WarpReport {
@@ -397,7 +398,7 @@ impl WarpCheck {
             checks: self.checks.load(Ordering::Relaxed),
             handovers: self.handovers.load(Ordering::Relaxed),
             warps: self.warps.load(Ordering::Relaxed),
-            max_warp: join(
+            max_warp_ticks: join(
                 self.max_warp_hi.load(Ordering::Relaxed),
                 self.max_warp_lo.load(Ordering::Relaxed),
             ),
@@ -550,8 +551,8 @@ mod tests {
         let s = ReadStats::measure(&c, 100);
         assert_eq!(s.tight_loop_ticks, 700);
         assert_eq!(s.millitick_per_read(), 7_000);
-        assert_eq!((s.min_delta, s.max_delta), (7, 7));
-        assert_eq!(s.min_nonzero_delta, Some(7));
+        assert_eq!((s.min_delta_ticks, s.max_delta_ticks), (7, 7));
+        assert_eq!(s.min_nonzero_delta_ticks, Some(7));
         assert_eq!(s.histogram.counts()[3], 100);
         assert_eq!(s.histogram.total(), 100);
         assert_eq!((s.zero_deltas, s.backwards_steps), (0, 0));
@@ -569,8 +570,8 @@ mod tests {
         assert_eq!(s.zero_deltas, 50);
         assert_eq!(s.longest_stuck_run, 50);
         assert_eq!(s.histogram.counts()[0], 50);
-        assert_eq!(s.min_nonzero_delta, None);
-        assert_eq!((s.min_delta, s.max_delta), (0, 0));
+        assert_eq!(s.min_nonzero_delta_ticks, None);
+        assert_eq!((s.min_delta_ticks, s.max_delta_ticks), (0, 0));
         assert!(s.is_monotonic());
     }
 
@@ -585,12 +586,12 @@ mod tests {
         let s = ReadStats::measure(&c, 10);
         // n = 15 and 20 step back (delta -90); 16 and 21 step forward 110.
         assert_eq!(s.backwards_steps, 2);
-        assert_eq!(s.max_backwards, 90);
+        assert_eq!(s.max_backwards_ticks, 90);
         assert_eq!(s.zero_deltas, 3);
         assert_eq!(s.longest_stuck_run, 3);
-        assert_eq!(s.max_delta, 110);
-        assert_eq!(s.min_delta, 0);
-        assert_eq!(s.min_nonzero_delta, Some(10));
+        assert_eq!(s.max_delta_ticks, 110);
+        assert_eq!(s.min_delta_ticks, 0);
+        assert_eq!(s.min_nonzero_delta_ticks, Some(10));
         assert_eq!(s.histogram.total(), 8);
         assert!(!s.is_monotonic());
     }
@@ -609,7 +610,7 @@ mod tests {
         );
         let s = ReadStats::measure(&c, 500);
         assert_eq!(s.backwards_steps, 0);
-        assert_eq!((s.min_delta, s.max_delta), (1_000, 1_000));
+        assert_eq!((s.min_delta_ticks, s.max_delta_ticks), (1_000, 1_000));
         assert_eq!(s.tight_loop_ticks, (500 * 1_000) & 0xFFFF);
     }
 
@@ -636,7 +637,11 @@ mod tests {
         assert!(!w.check_once(0, &ahead));
         let r = w.report();
         assert_eq!((r.checks, r.warps, r.handovers), (5, 1, 2));
-        assert!(r.max_warp > 4_900 && r.max_warp <= 5_000, "{}", r.max_warp);
+        assert!(
+            r.max_warp_ticks > 4_900 && r.max_warp_ticks <= 5_000,
+            "{}",
+            r.max_warp_ticks
+        );
         assert!(!r.is_consistent());
     }
 
@@ -661,7 +666,7 @@ mod tests {
             assert!(!w.check_once(i % 3, &c));
         }
         let r = w.report();
-        assert_eq!((r.checks, r.warps, r.max_warp), (100, 0, 0));
+        assert_eq!((r.checks, r.warps, r.max_warp_ticks), (100, 0, 0));
         assert!(r.is_consistent());
     }
 
@@ -673,7 +678,7 @@ mod tests {
         w.check_once(0, &near_top);
         assert!(!w.check_once(1, &wrapped)); // +0x20 across the wrap
         assert!(w.check_once(0, &near_top)); // -0x20
-        assert_eq!(w.report().max_warp, 0x20);
+        assert_eq!(w.report().max_warp_ticks, 0x20);
     }
 
     #[test]
@@ -708,6 +713,6 @@ mod tests {
         let r = warp_check_threads(&skewed, 2, 100);
         assert_eq!(r.checks, 200);
         assert_eq!(r.warps, 100);
-        assert!(r.max_warp >= 999_000);
+        assert!(r.max_warp_ticks >= 999_000);
     }
 }

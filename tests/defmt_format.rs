@@ -15,7 +15,8 @@ use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat, ReplayLin
 use baretime::discover::x86::{
     Crystal, CrystalSource, FrequencyLeaf, HypervisorTiming, TscLeaf, X86Discovery, X86Features,
 };
-use baretime::sim::{SimFault, SimTimer};
+use baretime::reference::{CounterReference, StdReference};
+use baretime::sim::{SimCounter, SimFault, SimReference, SimTimer, SimWorld};
 use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
 
 fn is_format<T: defmt::Format + ?Sized>() {}
@@ -33,6 +34,8 @@ fn every_public_type_is_format() {
     // Generic types are Format when their counter is.
     is_format::<Clock<FormatCounter>>();
     is_format::<Delay<FormatCounter>>();
+    is_format::<baretime::FnCounter<fn() -> u64>>();
+    is_format::<Clock<baretime::FnCounter<fn() -> u64>>>();
 
     // arch
     #[cfg(target_arch = "x86_64")]
@@ -99,6 +102,13 @@ fn every_public_type_is_format() {
     // sim
     is_format::<SimFault>();
     is_format::<SimTimer>();
+    is_format::<SimWorld>();
+    is_format::<SimCounter<'static>>();
+    is_format::<SimReference<'static>>();
+
+    // host and adapter references
+    is_format::<StdReference>();
+    is_format::<CounterReference<FormatCounter>>();
 }
 
 /// A counter of the user's own that is itself `Format`.
@@ -115,6 +125,5 @@ impl defmt::Format for FormatCounter {
 }
 
 // Not `Format`, on purpose or not yet (see the review report):
-// - `FnCounter<F>`: wraps a closure.
 // - `reference::{StdReference, CounterReference<C>}`, `sim::{SimWorld, SimCounter,
 //   SimReference}`: host/test helpers.

@@ -12,6 +12,7 @@ use crate::frequency::Frequency;
 /// its accuracy is whatever `frequency` says (an [`crate::Accuracy::Exact`] figure adds
 /// nothing to the calibration's uncertainty; a nominal one adds its tolerance).
 #[derive(Clone, Copy, Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterReference<C: Counter> {
     counter: C,
     frequency: Frequency,

@@ -1,6 +1,6 @@
 //! Reference timers: implementations of [`crate::calibrate::Reference`].
 //!
-//! - [`StdReference`] (feature `std`): std's monotonic clock, as a 1 GHz 64-bit count.
+//! - `StdReference` (feature `std`): std's monotonic clock, as a 1 GHz 64-bit count.
 //! - [`CounterReference`]: any [`crate::Counter`] whose frequency is known.
 
 mod counter;

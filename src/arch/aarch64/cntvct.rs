@@ -2,8 +2,7 @@
 
 use core::arch::asm;
 
-use aarch64_cpu::asm::barrier;
-use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, CNTVCT_EL0, ID_AA64MMFR0_EL1, MIDR_EL1};
+use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, ID_AA64MMFR0_EL1, MIDR_EL1};
 
 use crate::counter::Counter;
 
@@ -33,15 +32,26 @@ impl GenericTimer {
     /// order with earlier instructions.
     #[inline(always)]
     pub fn read(&self) -> u64 {
-        CNTVCT_EL0.get()
+        let v: u64;
+        // SAFETY: CNTVCT_EL0 exists on every AArch64 CPU and is readable wherever this crate
+        // runs (see the type docs); the MRS writes only the declared output, no stack, no
+        // flags. Not `nomem` (aarch64-cpu's accessor is): a compiler barrier, as
+        // `crate::arch` promises.
+        unsafe { asm!("mrs {v}, cntvct_el0", v = out(reg) v, options(nostack, preserves_flags)) };
+        v
     }
 
     /// `ISB; MRS CNTVCT_EL0`: the ISB makes the read happen after every earlier instruction,
     /// as the Arm ARM requires for an ordered counter read.
     #[inline(always)]
     pub fn read_ordered(&self) -> u64 {
-        barrier::isb(barrier::SY);
-        CNTVCT_EL0.get()
+        let v: u64;
+        // SAFETY: as in `read`; ISB takes no operands. One asm block, so the compiler cannot
+        // move memory accesses between the barrier and the read either.
+        unsafe {
+            asm!("isb", "mrs {v}, cntvct_el0", v = out(reg) v, options(nostack, preserves_flags))
+        };
+        v
     }
 
     /// `MRS CNTVCTSS_EL0`: the self-synchronised view of the counter (FEAT_ECV), ordered like
