@@ -212,15 +212,15 @@ fn test_all() -> bool {
     tally.record(
         "host tests",
         run(
-            "host tests (std, sim)",
-            cargo().args(["test", "--features", "embedded-hal"]),
+            "host tests (std, sim, defmt, embedded-hal)",
+            cargo().args(["test", "--features", "defmt,embedded-hal"]),
         ),
     );
     tally.record(
         "doc tests",
         run(
             "doc tests",
-            cargo().args(["test", "--doc", "--features", "embedded-hal"]),
+            cargo().args(["test", "--doc", "--features", "defmt,embedded-hal"]),
         ),
     );
     tally.record(
