@@ -128,11 +128,19 @@ struct Timebase {
     mult_frac: u64,
 }
 
-/// `base_ns + ticks × (int + frac / 2^64)`, saturating at `u64::MAX`. One comparison: the
-/// `u128` sum cannot overflow (each term is below 2^128 − 2^65).
+/// `base_ns + ticks × (int + frac / 2^64)`, saturating at `u64::MAX`.
+///
+/// Counters faster than 1 GHz have ticks shorter than a nanosecond (`int == 0`): then the
+/// result is one multiply and one saturating add, the shortest chain after the counter read
+/// (an ordered read waits for the previous call's arithmetic, so its length is the cost).
+/// Otherwise the general `u128` sum, which cannot overflow (each term is below 2^128 − 2^65).
 #[inline(always)]
 fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
-    saturate_u64(base_ns as u128 + mul_q64(ticks, int, frac))
+    if int == 0 {
+        base_ns.saturating_add((((ticks as u128) * (frac as u128)) >> 64) as u64)
+    } else {
+        saturate_u64(base_ns as u128 + mul_q64(ticks, int, frac))
+    }
 }
 
 /// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free.
