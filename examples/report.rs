@@ -240,6 +240,8 @@ fn main() {
     let raw_plain = ns_per_call(|| plain.ticks());
     let now = ns_per_call(|| clock.now());
     let rawi = ns_per_call(|| clock.raw());
+    let plain_clock = Clock::new(plain, freq);
+    let now_plain = ns_per_call(|| plain_clock.now());
     let std_ns = ns_per_call(StdInstant::now);
     let q = quanta::Clock::new();
     let quanta_ns = ns_per_call(|| q.now());
@@ -258,6 +260,14 @@ fn main() {
         "read_ns_now",
         format!("{now:.2}"),
         format!("{now:.2} ns  Clock::now ({:.2}× raw)", now / raw),
+    );
+    r.item(
+        "read_ns_now_plain",
+        format!("{now_plain:.2}"),
+        format!(
+            "{now_plain:.2} ns  Clock::now on the plain read ({:.2}× plain raw)",
+            now_plain / raw_plain
+        ),
     );
     r.item(
         "read_ns_raw_instant",
