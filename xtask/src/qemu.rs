@@ -57,10 +57,12 @@ const BAD_CNTFRQ_HZ: u64 = 24_000_000;
 const QEMU_CNTFRQ_HZ: u64 = 62_500_000;
 /// The delay the delay scenarios ask for.
 const DELAY_NS: u64 = 10_000_000;
-/// How far past the asked delay the *median* of five delays may end. The delay loop itself
+/// How far past the asked delay the *best* of five delays may end. The delay loop itself
 /// overshoots by a counter read or two (here: 0.4–5 µs); the rest is QEMU: the first runs of
 /// freshly translated code take 10–60 µs longer under TCG, and a host preemption of the vCPU
-/// thread can add milliseconds to any single run, which is why the median is held to this.
+/// thread adds milliseconds to any run it lands in — on a busy 2-core host, to most of them
+/// (seen: 10.07, 11.08, 11.91, 11.95, 10.00 ms). A delay that overshoots by itself overshoots
+/// in every run, so the least disturbed run is the one that measures the delay, not the host.
 const DELAY_SLACK_NS: u64 = 200_000;
 
 /// QEMU options of the KVM scenario. `-arch-capabilities`: some KVM implementations (the
@@ -443,8 +445,8 @@ fn calibrated(line: &mut Line, run: &Run) -> Option<(f64, f64)> {
 }
 
 /// Checks a delay run: every delay lasted at least the asked time (less the calibration's
-/// uncertainty and one reference tick, which is all a reference can resolve), and the median
-/// one ended within [`DELAY_SLACK_NS`].
+/// uncertainty and one reference tick, which is all a reference can resolve), and the best
+/// one ended within [`DELAY_SLACK_NS`] (the median is reported).
 fn check_delay(line: &mut Line, run: &Run) {
     if let Some(why) = run.broken() {
         line.fail(why);
@@ -481,14 +483,15 @@ fn check_delay(line: &mut Line, run: &Run) {
     let median = sorted[sorted.len() / 2];
     line.key("runs", measured.len());
     line.key("measured_ns", run.get("delay_measured_ns").unwrap_or(""));
+    line.key("measured_min_ns", min);
     line.key("measured_median_ns", median);
     line.key("allowance_ns", allowance);
     if (min as f64) + allowance < DELAY_NS as f64 {
         line.fail(format!("a {DELAY_NS} ns delay measured only {min} ns"));
     }
-    if median > DELAY_NS + DELAY_SLACK_NS {
+    if min > DELAY_NS + DELAY_SLACK_NS {
         line.fail(format!(
-            "the median {DELAY_NS} ns delay took {median} ns (> +{DELAY_SLACK_NS} ns)"
+            "even the best {DELAY_NS} ns delay took {min} ns (> +{DELAY_SLACK_NS} ns)"
         ));
     }
 }
