@@ -177,9 +177,12 @@ impl Config {
     }
 
     /// A count that does not move for this long is stuck: the counter, judged by the
-    /// reference's time; the reference, judged by the counter's ticks at the highest
-    /// plausible rate (so with the defaults a stuck reference is noticed after 10 ms × 10 GHz
-    /// = 10^8 counter ticks). Must exceed the reference's resolution.
+    /// reference's time; the reference, judged by the counter at the rate measured so far
+    /// (after twice this time, or four reference steps if longer), or, before the reference
+    /// has made four steps, at the highest plausible rate (with the defaults 10 ms × 10 GHz =
+    /// 10^8 counter ticks). So a reference that stops part-way ends the calibration with
+    /// [`Error::ReferenceStuck`] within about `max_duration + 2 × stuck_after`. Must exceed
+    /// the reference's resolution.
     pub const fn stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after_ns = duration_ns(d);
         self
@@ -284,8 +287,8 @@ impl fmt::Display for Calibration {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Error {
-    /// The reference did not move while the counter ran for [`Config::stuck_after`] at the
-    /// highest plausible rate.
+    /// The reference did not move while the counter ran for [`Config::stuck_after`] (see
+    /// there for how the counter's time is judged).
     ReferenceStuck,
     /// The reference went backwards (beyond any wrap) by this many ticks.
     ReferenceBackwards {

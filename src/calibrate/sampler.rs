@@ -108,6 +108,9 @@ struct Engine {
     rate_end: Anchor,
     /// The last consistent sample.
     anchor: Anchor,
+    /// The last consistent sample at which the reference had moved (for the stuck check: a
+    /// still reference must not dilute the rate it is judged by).
+    moved: Anchor,
     warm: bool,
     warmup_samples: u32,
     inconsistent_run: u32,
@@ -158,6 +161,7 @@ impl Engine {
             first: zero,
             rate_end: zero,
             anchor: zero,
+            moved: zero,
             warm: false,
             warmup_samples: 0,
             inconsistent_run: 0,
@@ -200,6 +204,7 @@ impl Engine {
             self.first = s;
             self.rate_end = s;
             self.anchor = s;
+            self.moved = s;
             self.ref_moved_at_c = c1;
             self.min_width = c1;
             self.warmup_samples = 1;
@@ -222,7 +227,7 @@ impl Engine {
         let counter_moved = c1 != c_before;
         if ref_moved {
             self.ref_moved_at_c = c1;
-        } else if c1.saturating_sub(self.ref_moved_at_c) > self.stuck_c {
+        } else if self.reference_stuck(c1) {
             return Err(Error::ReferenceStuck);
         }
         if ref_moved || counter_moved {
@@ -269,6 +274,14 @@ impl Engine {
             self.anchor.x.saturating_add(d)
         };
         self.inconsistent_run = 0;
+        if x != self.anchor.x {
+            self.moved = Anchor {
+                raw: r_raw,
+                x,
+                y,
+                width,
+            };
+        }
         self.anchor = Anchor {
             raw: r_raw,
             x,
@@ -354,6 +367,34 @@ impl Engine {
                 self.met = true;
             }
         }
+    }
+
+    /// Whether a reference that last moved at counter value `ref_moved_at_c` has stood still
+    /// too long by `c1`: for [`Config::stuck_after`] judged by the counter's rate measured so
+    /// far (with a factor 2 of margin, once the reference has made 4 steps), or, before that,
+    /// at the highest plausible rate. Without the first rule a slow counter would take
+    /// `max_hz / hz` times `stuck_after` to notice: 4 s for a 24 MHz CNTVCT with the defaults.
+    fn reference_stuck(&self, c1: u64) -> bool {
+        let still_c = c1.saturating_sub(self.ref_moved_at_c);
+        if still_c > self.stuck_c {
+            return true;
+        }
+        let (f, a) = (self.first, self.moved);
+        let big_r = a.x.saturating_sub(f.x);
+        let big_m = a.y.saturating_sub(f.y);
+        if self.step_seen == u64::MAX || big_r < self.step_seen.saturating_mul(4) || big_m == 0 {
+            return false;
+        }
+        // Reference ticks the counter says have passed: still_c counter ticks are 2·still_c
+        // y units, at R reference ticks per M y units.
+        let expected = mul_div(
+            u128::from(still_c).saturating_mul(2),
+            u128::from(big_r),
+            u128::from(big_m),
+        )
+        .unwrap_or(u128::MAX);
+        let limit = self.stuck_x.max(self.step_seen.saturating_mul(4));
+        expected > u128::from(limit).saturating_mul(2)
     }
 
     fn floor(&self) -> Floor {
