@@ -127,10 +127,16 @@ pub struct Verified {
 ///
 /// - No claim: the measurement is used ([`Verdict::Unclaimed`]).
 /// - A claim that agrees with the measurement within the *allowed* deviation is kept if it
-///   is more precise than the measurement — always, for an [`Accuracy::Exact`] claim (CPUID
-///   0x15 with its crystal, a hypervisor's timing leaf): [`Verdict::Confirmed`]. A nominal
-///   claim (base frequency, brand string, unchecked CNTFRQ) that agrees but is looser than
-///   the measurement gives way to it: [`Verdict::Consistent`].
+///   is more precise than the measurement, that is if its [`Accuracy::bound_ppb`] (0 for
+///   [`Accuracy::Exact`], the tolerance for `Nominal`, the uncertainty for `Measured`) is
+///   below the calibration's uncertainty — always, for an exact claim (CPUID 0x15 with its
+///   crystal, a hypervisor's timing leaf): [`Verdict::Confirmed`]. A claim that agrees but
+///   is as loose as the measurement or looser (base frequency, brand string, unchecked
+///   CNTFRQ, an older calibration) gives way to it, ties included: [`Verdict::Consistent`].
+/// - Any claim is a valid input: [`Frequency`] cannot be 0, and a claim off by orders of
+///   magnitude has its deviation saturated to `i64` and simply disagrees. A claim whose
+///   stated tolerance is huge "agrees" with far-off rates, but being looser never wins: the
+///   measurement is used.
 /// - A claim that disagrees is reported — its value and source, the deviation in ppb, the
 ///   allowed deviation — and the measurement is used: [`Verdict::Disagrees`]. This is the
 ///   case the field keeps hitting: a cpuinfo frequency that is not the TSC's, CPUID leaves
@@ -300,6 +306,56 @@ mod tests {
         let c = cal(1_000_000_000, 100);
         assert!(!verify(at(1_100), &c).verdict.is_disagreement());
         assert!(verify(at(1_101), &c).verdict.is_disagreement());
+    }
+
+    #[test]
+    fn absurd_claims_disagree_and_loose_ones_never_win() {
+        let lo = cal(Frequency::MIN_HZ, 1_000);
+        let hi = cal(Frequency::MAX_HZ, 1_000);
+        let max = Frequency::from_hz(Frequency::MAX_HZ, Source::Cntfrq, Accuracy::Exact).unwrap();
+        let min = Frequency::from_hz(Frequency::MIN_HZ, Source::Cntfrq, Accuracy::Exact).unwrap();
+        let v = verify(Some(max), &lo);
+        assert_eq!(
+            (v.chosen, v.verdict.deviation_ppb()),
+            (lo.frequency, Some(99_999_999_000_000_000))
+        );
+        assert!(v.verdict.is_disagreement());
+        let v = verify(Some(min), &hi);
+        assert_eq!(v.chosen, hi.frequency);
+        assert_eq!(v.verdict.deviation_ppb(), Some(-999_999_990));
+        // A claim of "±4295 %" agrees with twice the rate but is never chosen.
+        let loose = Frequency::from_hz(
+            Frequency::MIN_HZ * 2,
+            Source::Cntfrq,
+            Accuracy::Nominal {
+                tolerance_ppm: u32::MAX,
+            },
+        )
+        .unwrap();
+        let v = verify(Some(loose), &lo);
+        assert_eq!(v.chosen, lo.frequency);
+        assert!(
+            matches!(v.verdict, Verdict::Consistent { .. }),
+            "{:?}",
+            v.verdict
+        );
+        // A tie in precision goes to the measurement; a tighter measured claim wins.
+        let at = |u| {
+            Frequency::from_hz(
+                Frequency::MIN_HZ,
+                Source::Calibrated,
+                Accuracy::Measured { uncertainty_ppb: u },
+            )
+            .unwrap()
+        };
+        assert!(matches!(
+            verify(Some(at(1_000)), &lo).verdict,
+            Verdict::Consistent { .. }
+        ));
+        assert!(matches!(
+            verify(Some(at(999)), &lo).verdict,
+            Verdict::Confirmed { .. }
+        ));
     }
 
     #[test]
