@@ -34,6 +34,8 @@ const MAX_EXTRA_READS: u32 = 8;
 ///
 /// The rate is the ACPI specification's, [`Accuracy::Exact`]; the crystal behind it has the
 /// usual tolerance of tens of ppm. (QEMU emulates it at 3 579 545 Hz.)
+/// State your board's tolerance with [`super::WithAccuracy`] to have calibration include it
+/// in its bound.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct AcpiPmTimer {

@@ -55,6 +55,8 @@ impl std::error::Error for HpetError {}
 ///
 /// The rate is `10^15 / period` Hz from the period in femtoseconds, [`Accuracy::Exact`] in the
 /// sense that the hardware states it; the specification allows the oscillator ±500 ppm.
+/// State your board's tolerance with [`super::WithAccuracy`] to have calibration include it
+/// in its bound.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Hpet {

@@ -2,9 +2,13 @@
 //!
 //! - `StdReference` (feature `std`): std's monotonic clock, as a 1 GHz 64-bit count.
 //! - [`CounterReference`]: any [`crate::Counter`] whose frequency is known.
+//! - [`WithAccuracy`]: any of them, with the rate's tolerance the caller knows (a board's
+//!   crystal), which calibration then adds to its bound.
 
 mod counter;
+mod stated;
 pub use counter::CounterReference;
+pub use stated::WithAccuracy;
 
 #[cfg(feature = "std")]
 mod std;

@@ -41,6 +41,8 @@ const PIT_FREQUENCY: Frequency =
 /// The rate is the platform's definition, [`Accuracy::Exact`]; the crystal behind it is
 /// typically within ±50–100 ppm on real boards, and a calibration against the PIT is only as
 /// good as that crystal. (QEMU emulates it at 1 193 182 Hz, 0.15 ppm above the definition.)
+/// State your board's tolerance with [`super::WithAccuracy`] to have calibration include it
+/// in its bound.
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Pit {
