@@ -86,7 +86,7 @@ mod tests {
             .max_duration(core::time::Duration::from_millis(5));
         let exact = calibrate(counter, reference(), config).unwrap();
         let loose = calibrate(
-            &counter,
+            counter,
             WithAccuracy::new(reference(), Accuracy::Nominal { tolerance_ppm: 100 }),
             config,
         )
