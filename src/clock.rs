@@ -319,7 +319,41 @@ impl<C: Counter> Clock<C> {
         self.publish(None)
     }
 
+    /// Starts a new timeline at `at` (never earlier than what the clock reads now) from
+    /// the counter's value now, discarding the old timeline: for a counter that was reset or
+    /// jumped — a TSC after suspend to RAM, a counter reprogrammed by firmware — where
+    /// [`Clock::recalibrate`] would return [`ClockError::Busy`] for as long as the counter
+    /// reads behind the timebase. Pass the time the clock should continue from (the last
+    /// reading before the suspend plus the time spent suspended, say); `frequency` is the
+    /// rate from now on. There is no handover: readers racing this call may see time stand
+    /// still at the old timebase's start. Returns `Busy` only if another writer is active.
+    pub fn rebase(&self, at: Instant, frequency: Frequency) -> Result<(), ClockError> {
+        self.locked(|| {
+            let i = self.current.load(Ordering::Relaxed);
+            let cur = &self.slots[(i & 1) as usize];
+            // What the clock reads now (its timebase's start while the counter is behind).
+            let base_ns = at.max(self.now()).as_nanos();
+            let scale = Scale::new(&frequency);
+            let timebase = Timebase {
+                base_ticks: self.counter.ticks() & self.mask,
+                base_ns,
+                mult_int: scale.mult_int(),
+                mult_frac: scale.mult_frac(),
+            };
+            let next = i.wrapping_add(1);
+            let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
+            self.write_slot(next & 1, gen, &timebase, &scale, &timebase);
+            self.current.store(next, Ordering::SeqCst);
+            Ok(())
+        })
+    }
+
     fn publish(&self, new_scale: Option<Scale>) -> Result<(), ClockError> {
+        self.locked(|| self.publish_locked(new_scale))
+    }
+
+    /// Runs `write` as the one writer, or returns `Busy` without waiting.
+    fn locked(&self, write: impl FnOnce() -> Result<(), ClockError>) -> Result<(), ClockError> {
         if self
             .writer
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -327,7 +361,7 @@ impl<C: Counter> Clock<C> {
         {
             return Err(ClockError::Busy);
         }
-        let result = self.publish_locked(new_scale);
+        let result = write();
         self.writer.store(false, Ordering::Release);
         result
     }
@@ -510,6 +544,30 @@ mod tests {
             clock.update().unwrap();
         }
         assert_eq!(last.as_nanos(), 300_000_000_000);
+    }
+
+    #[test]
+    fn rebase_after_a_counter_reset() {
+        // A TSC that restarts from 0 after suspend: the clock stands still (it never spins),
+        // recalibration is refused while the counter is behind, and rebase continues time.
+        let c = Manual(Cell::new(10_000), 64);
+        let clock = Clock::new(&c, hz(1_000_000_000));
+        c.0.set(10_000 + 5_000_000_000); // 5 s
+        let before = clock.now();
+        assert_eq!(before.as_nanos(), 5_000_000_000);
+        c.0.set(1_000); // reset
+        assert!(clock.now() <= before);
+        assert_eq!(clock.recalibrate(hz(1_000_000_000)), Err(ClockError::Busy));
+        // Suspended for 2 s: continue from 7 s.
+        let resume = before + core::time::Duration::from_secs(2);
+        clock.rebase(resume, hz(1_000_000_000)).unwrap();
+        assert_eq!(clock.now(), resume);
+        c.0.set(1_000 + 500);
+        assert_eq!(clock.now().as_nanos(), 7_000_000_500);
+        // Never earlier than what the clock reads, whatever the caller passes.
+        clock.rebase(Instant::ZERO, hz(1_000_000_000)).unwrap();
+        assert_eq!(clock.now().as_nanos(), 7_000_000_500);
+        assert_eq!(clock.recalibrate(hz(2_000_000_000)), Ok(()));
     }
 
     #[test]
