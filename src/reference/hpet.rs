@@ -80,9 +80,9 @@ impl Hpet {
     ///   the HPET has it enabled anyway. Nobody else disables or rewrites the main counter
     ///   while the `Hpet` lives.
     pub unsafe fn new(base: usize) -> Result<Hpet, HpetError> {
+        // Both registers are 64-bit, 8-byte aligned, and reading them has no side effect.
         // SAFETY: the caller guarantees `base` points at the HPET's registers, mapped as
-        // device memory (# Safety). Both registers are 64-bit, 8-byte aligned, and reading
-        // them has no side effect.
+        // device memory (# Safety).
         let caps = unsafe { ptr::read_volatile((base + CAPABILITIES) as *const u64) };
         if caps == 0 || caps == u64::MAX {
             return Err(HpetError::NoDevice);

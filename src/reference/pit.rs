@@ -62,11 +62,11 @@ impl Pit {
     ///   data reads (say, by an interrupt handler reprogramming channel 0) would corrupt the
     ///   read. Run calibration with such interrupts masked, as early-boot code does anyway.
     pub unsafe fn new() -> Pit {
+        // Setting bit 0 of 0x61 enables channel 2's gate, clearing bit 1 keeps its output away
+        // from the speaker; the other bits are written back as read. The command selects
+        // channel 2, mode 2, and the two data writes load the reload value 0 (65 536).
         // SAFETY: the caller guarantees I/O privilege and exclusive use of ports 0x42, 0x43
-        // and 0x61 (# Safety). Setting bit 0 of 0x61 enables channel 2's gate, clearing bit 1
-        // keeps its output away from the speaker; the other bits are written back as read.
-        // The command selects channel 2, mode 2, and the two data writes load the reload
-        // value 0, which the 8254 treats as 65 536.
+        // and 0x61 (# Safety); these writes touch nothing else.
         unsafe {
             let gate = inb(GATE);
             outb(GATE, (gate & !0x02) | 0x01);
@@ -79,9 +79,10 @@ impl Pit {
 
     /// Latches and reads channel 2's count as the 8254 has it: counting *down*.
     pub fn read_down(&mut self) -> u16 {
+        // The latch command freezes the count for the two byte reads that follow (low byte
+        // first, as programmed), so the pair is consistent.
         // SAFETY: `self` exists, so `new`'s contract holds: we have I/O privilege and sole use
-        // of ports 0x42/0x43. The latch command freezes the count for the two byte reads that
-        // follow (low byte first, as programmed), so the pair is consistent.
+        // of ports 0x42/0x43.
         let (lo, hi) = unsafe {
             outb(COMMAND, CMD_CH2_LATCH);
             (inb(CHANNEL2), inb(CHANNEL2))

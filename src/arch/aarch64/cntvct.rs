@@ -33,10 +33,9 @@ impl GenericTimer {
     #[inline(always)]
     pub fn read(&self) -> u64 {
         let v: u64;
+        // Not `nomem` (aarch64-cpu's accessor is): a compiler barrier, as `crate::arch` promises.
         // SAFETY: CNTVCT_EL0 exists on every AArch64 CPU and is readable wherever this crate
-        // runs (see the type docs); the MRS writes only the declared output, no stack, no
-        // flags. Not `nomem` (aarch64-cpu's accessor is): a compiler barrier, as
-        // `crate::arch` promises.
+        // runs (see the type docs); the MRS writes only the declared output, no stack, no flags.
         unsafe { asm!("mrs {v}, cntvct_el0", v = out(reg) v, options(nostack, preserves_flags)) };
         v
     }
@@ -62,9 +61,9 @@ impl GenericTimer {
             return None;
         }
         let v: u64;
-        // SAFETY: CNTVCTSS_EL0 (S3_3_C14_C0_6) exists: FEAT_ECV was read from
-        // ID_AA64MMFR0_EL1 in `new`. It is a read-only register readable wherever CNTVCT_EL0
-        // is; the MRS writes only the declared output register, no stack, no flags.
+        // CNTVCTSS_EL0 is S3_3_C14_C0_6, read-only, readable wherever CNTVCT_EL0 is.
+        // SAFETY: it exists: FEAT_ECV was read from ID_AA64MMFR0_EL1 in `new`; the MRS writes
+        // only the declared output register, no stack, no flags.
         unsafe {
             asm!("mrs {v}, S3_3_C14_C0_6", v = out(reg) v, options(nostack, preserves_flags))
         };

@@ -38,9 +38,10 @@ pub const ADP_STOPPED_APPLICATION_EXIT: usize = 0x20026;
 #[inline]
 pub unsafe fn call(op: usize, param: usize) -> usize {
     let ret: usize;
-    // SAFETY: the caller guarantees a semihosting host and a valid `param` (# Safety). The
-    // host may read and write the parameter block, so this is not `nomem`/`readonly`; it
-    // touches no stack. The host returns the result in X0; X1 is preserved by the protocol.
+    // The host may read and write the parameter block, so this is not `nomem`/`readonly`;
+    // the host returns the result in X0 and the protocol preserves X1.
+    // SAFETY: the caller guarantees a semihosting host and a valid `param` (# Safety); the
+    // asm declares every register it writes and touches no stack.
     unsafe { asm!("hlt #0xf000", inout("x0") op => ret, in("x1") param, options(nostack)) };
     ret
 }

@@ -45,10 +45,10 @@ impl Tsc {
     pub fn read(&self) -> u64 {
         let lo: u32;
         let hi: u32;
-        // SAFETY: RDTSC exists (checked by `probe`, the only constructor) and is allowed at
-        // CPL 0 always and at CPL 3 unless CR4.TSD is set, which no OS this crate targets
-        // sets while it hands out the TSC. It writes only EDX:EAX (declared), touches no
-        // stack and no flags. Not `nomem`: it is a compiler barrier on purpose.
+        // RDTSC is allowed at CPL 0 always, and at CPL 3 unless CR4.TSD is set, which no OS
+        // this crate targets sets while it hands out the TSC. Not `nomem`: a compiler barrier.
+        // SAFETY: RDTSC exists (checked by `probe`, the only constructor); it writes only
+        // EDX:EAX (declared), touches no stack and no flags.
         unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
         (u64::from(hi) << 32) | u64::from(lo)
     }
