@@ -137,9 +137,10 @@ struct Timebase {
 #[inline(always)]
 fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
     if int == 0 {
-        base_ns.saturating_add((((ticks as u128) * (frac as u128)) >> 64) as u64)
+        // With `int` known to be 0 the whole-part product folds away; the rest is < 2^64.
+        base_ns.saturating_add(saturate_u64(mul_q64(ticks, 0, frac)))
     } else {
-        saturate_u64(base_ns as u128 + mul_q64(ticks, int, frac))
+        saturate_u64(mul_q64(ticks, int, frac).saturating_add(base_ns as u128))
     }
 }
 
@@ -191,6 +192,17 @@ impl<C: Counter> Clock<C> {
         clock
     }
 
+    /// Slot `i` of the ring of two (by parity, so any generation counter indexes it).
+    #[inline(always)]
+    fn slot(&self, i: u32) -> &Slot {
+        let [even, odd] = &self.slots;
+        if i & 1 == 0 {
+            even
+        } else {
+            odd
+        }
+    }
+
     /// The counter this clock reads.
     pub fn counter(&self) -> &C {
         &self.counter
@@ -235,7 +247,7 @@ impl<C: Counter> Clock<C> {
             // From the counter, not the field: for a 64-bit counter it folds to a constant.
             let mask = self.counter.mask();
             let i = self.current.load(Ordering::SeqCst);
-            let slot = &self.slots[(i & 1) as usize];
+            let slot = self.slot(i);
             let gen = slot.gen.load(Ordering::Acquire);
             let base_ticks = slot.base_ticks.load();
             let base_ns = slot.base_ns.load();
@@ -277,7 +289,7 @@ impl<C: Counter> Clock<C> {
     pub fn scale(&self) -> Scale {
         loop {
             let i = self.current.load(Ordering::Acquire);
-            let slot = &self.slots[(i & 1) as usize];
+            let slot = self.slot(i);
             let gen = slot.gen.load(Ordering::Acquire);
             let scale = Scale::from_parts(
                 slot.mult_int.load(),
@@ -330,7 +342,7 @@ impl<C: Counter> Clock<C> {
     pub fn rebase(&self, at: Instant, frequency: Frequency) -> Result<(), ClockError> {
         self.locked(|| {
             let i = self.current.load(Ordering::Relaxed);
-            let cur = &self.slots[(i & 1) as usize];
+            let cur = self.slot(i);
             // What the clock reads now (its timebase's start while the counter is behind).
             let base_ns = at.max(self.now()).as_nanos();
             let scale = Scale::new(&frequency);
@@ -370,7 +382,7 @@ impl<C: Counter> Clock<C> {
         // Only the writer changes `current` and the slots, and we are the writer: relaxed
         // loads see our own last stores.
         let i = self.current.load(Ordering::Relaxed);
-        let cur = &self.slots[(i & 1) as usize];
+        let cur = self.slot(i);
         let base_ticks = cur.base_ticks.load();
         let base_ns = cur.base_ns.load();
         let mult_int = cur.mult_int.load();
@@ -395,7 +407,12 @@ impl<C: Counter> Clock<C> {
                 return Err(ClockError::Busy);
             }
             let new_base_ticks = t.wrapping_add(margin) & self.mask;
-            let new_base_ns = advance(base_ns, since_base + margin, mult_int, mult_frac);
+            let new_base_ns = advance(
+                base_ns,
+                since_base.saturating_add(margin),
+                mult_int,
+                mult_frac,
+            );
             let next = i.wrapping_add(1);
             let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
             let new = Timebase {
@@ -422,7 +439,7 @@ impl<C: Counter> Clock<C> {
     }
 
     fn write_slot(&self, index: u32, gen: u32, new: &Timebase, scale: &Scale, prev: &Timebase) {
-        let slot = &self.slots[(index & 1) as usize];
+        let slot = self.slot(index);
         slot.gen.store(0, Ordering::Relaxed);
         fence(Ordering::Release);
         slot.base_ticks.store(new.base_ticks);

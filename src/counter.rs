@@ -40,7 +40,7 @@ pub const fn mask_for_bits(bits: u32) -> u64 {
     } else if bits == 0 {
         1
     } else {
-        (1u64 << bits) - 1
+        (1u64 << bits).wrapping_sub(1) // bits in 1..=63: no wrap
     }
 }
 

@@ -58,7 +58,7 @@ impl<C: Counter> Delay<C> {
             let now = self.counter.ticks() & mask;
             let elapsed = now.wrapping_sub(start) & mask;
             if elapsed >= remaining.min(span) {
-                remaining -= elapsed.min(remaining);
+                remaining = remaining.saturating_sub(elapsed);
                 start = now;
             } else {
                 spin_loop();

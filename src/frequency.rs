@@ -92,7 +92,7 @@ impl Accuracy {
     pub const fn bound_ppb(self) -> u64 {
         match self {
             Accuracy::Exact => 0,
-            Accuracy::Nominal { tolerance_ppm } => tolerance_ppm as u64 * 1000,
+            Accuracy::Nominal { tolerance_ppm } => (tolerance_ppm as u64).saturating_mul(1000),
             Accuracy::Measured { uncertainty_ppb } => uncertainty_ppb,
         }
     }
@@ -125,7 +125,7 @@ impl Frequency {
             return None;
         }
         Some(Frequency {
-            millihz: hz * MILLIHZ_PER_HZ,
+            millihz: hz.saturating_mul(MILLIHZ_PER_HZ), // hz ≤ 10^11: exact
             source,
             accuracy,
         })
@@ -155,7 +155,7 @@ impl Frequency {
 
     /// The rate in hertz, rounded to the nearest.
     pub const fn as_hz(&self) -> u64 {
-        (self.millihz + MILLIHZ_PER_HZ / 2) / MILLIHZ_PER_HZ
+        self.millihz.saturating_add(MILLIHZ_PER_HZ / 2) / MILLIHZ_PER_HZ
     }
 
     /// Where the figure came from.
@@ -183,7 +183,14 @@ impl Frequency {
         let a = self.millihz as i128;
         let b = other.millihz as i128;
         // |a - b| < 2^57 and ×10^9 < 2^87: no overflow in i128; b ≥ 10^6 so no division by 0.
-        let ppb = (a - b) * 1_000_000_000 / b;
+        let ppb = match a
+            .saturating_sub(b)
+            .saturating_mul(1_000_000_000)
+            .checked_div(b)
+        {
+            Some(ppb) => ppb,
+            None => 0, // b ≥ 10^6: never taken
+        };
         if ppb > i64::MAX as i128 {
             i64::MAX
         } else if ppb < i64::MIN as i128 {

@@ -2,6 +2,20 @@
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
+// Kernels cannot afford a panic: no unchecked arithmetic, indexing, unwrap or panic, and no
+// floating point, anywhere in the library. The few places whose arithmetic is proven not to
+// overflow (Scale's fixed point) allow it locally, next to the proof.
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
 #![cfg_attr(docsrs, feature(doc_auto_cfg))]
 
 #[cfg(feature = "std")]

@@ -38,6 +38,7 @@ pub struct Scale {
 /// `num` and `den` are below 2^48 and at least 10^6, so `num × 2^shift` fits in `u128` for
 /// every shift tried, and the start estimate from the bit lengths is at most two steps high:
 /// two or three `u128` divisions in all.
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above
 const fn best_fixed_point_ceil(num: u128, den: u128) -> (u64, u32) {
     let num_bits = 128 - num.leading_zeros();
     let den_bits = 128 - den.leading_zeros();
@@ -72,6 +73,7 @@ pub(crate) const fn saturate_u64(v: u128) -> u64 {
 /// `⌊ticks × (int + frac / 2^64)⌋` in `u128`: `ticks × int < 2^128 − 2^65` and the fraction
 /// term is below 2^64, so the sum cannot overflow.
 #[inline(always)]
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above
 pub(crate) const fn mul_q64(ticks: u64, int: u64, frac: u64) -> u128 {
     let whole = (ticks as u128) * (int as u128);
     let part = ((ticks as u128) * (frac as u128)) >> 64;
@@ -86,6 +88,7 @@ impl Scale {
         // ns per tick = 10^12 / millihz, in 64.64 fixed point, rounded to nearest.
         // 10^12 × 2^64 < 2^104, and millihz ≥ 10^6, so the quotient is below 2^84.
         let den = millihz as u128;
+        #[allow(clippy::arithmetic_side_effects)] // bounds just above; den ≥ 10^6 ≠ 0
         let mult = ((NS_MILLIHZ << 64) + den / 2) / den;
         let mult_int = (mult >> 64) as u64;
         let mult_frac = mult as u64;
@@ -162,6 +165,7 @@ impl Scale {
     /// The number of ticks that spans *at least* `ns` nanoseconds (rounded up); saturates at
     /// `u64::MAX`. Use it for deadlines and delays: waiting this many ticks never ends early.
     #[inline]
+    #[allow(clippy::arithmetic_side_effects)] // u64 × u64 < 2^128; inv_shift ≤ 127; +1 < 2^128
     pub const fn ns_to_ticks_ceil(&self, ns: u64) -> u64 {
         let prod = (ns as u128) * (self.inv_mult as u128);
         let mask = (1u128 << self.inv_shift) - 1;

@@ -77,17 +77,6 @@
 //!
 //! [`Counter`]: crate::Counter
 //! [`Accuracy::bound_ppb`]: crate::Accuracy::bound_ppb
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::float_arithmetic
-    )
-)]
 
 mod fit;
 mod reference;

@@ -20,17 +20,6 @@
 //! [`Frequency`]: crate::Frequency
 //! [`Source`]: crate::Source
 //! [`Accuracy`]: crate::Accuracy
-#![cfg_attr(
-    not(test),
-    deny(
-        clippy::arithmetic_side_effects,
-        clippy::indexing_slicing,
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::float_arithmetic
-    )
-)]
 
 pub mod aarch64;
 pub mod dump;

@@ -83,7 +83,7 @@ impl Hpet {
         // Both registers are 64-bit, 8-byte aligned, and reading them has no side effect.
         // SAFETY: the caller guarantees `base` points at the HPET's registers, mapped as
         // device memory (# Safety).
-        let caps = unsafe { ptr::read_volatile((base + CAPABILITIES) as *const u64) };
+        let caps = unsafe { ptr::read_volatile(base.wrapping_add(CAPABILITIES) as *const u64) };
         if caps == 0 || caps == u64::MAX {
             return Err(HpetError::NoDevice);
         }
@@ -91,13 +91,18 @@ impl Hpet {
         if period_fs == 0 || period_fs > MAX_PERIOD_FS {
             return Err(HpetError::BadPeriod(period_fs));
         }
-        let millihz = (FS_PER_S_TIMES_MILLI + u64::from(period_fs) / 2) / u64::from(period_fs);
-        let frequency = Frequency::from_millihz(millihz, Source::Reference, Accuracy::Exact)
+        let period = u64::from(period_fs);
+        let frequency = FS_PER_S_TIMES_MILLI
+            .saturating_add(period / 2)
+            .checked_div(period)
+            .and_then(|millihz| {
+                Frequency::from_millihz(millihz, Source::Reference, Accuracy::Exact)
+            })
             .ok_or(HpetError::BadPeriod(period_fs))?;
         // SAFETY: as above; the caller accepts that the main counter gets enabled. Only
         // ENABLE_CNF is set, every other configuration bit is written back as read.
         unsafe {
-            let config = (base + CONFIGURATION) as *mut u64;
+            let config = base.wrapping_add(CONFIGURATION) as *mut u64;
             let value = ptr::read_volatile(config);
             if value & ENABLE_CNF == 0 {
                 ptr::write_volatile(config, value | ENABLE_CNF);
@@ -127,7 +132,7 @@ impl Reference for Hpet {
     fn read(&mut self) -> u64 {
         // SAFETY: `new`'s contract keeps the register block mapped and the counter enabled;
         // the main counter's low half is a 4-byte aligned register without read side effects.
-        let v = unsafe { ptr::read_volatile((self.base + MAIN_COUNTER) as *const u32) };
+        let v = unsafe { ptr::read_volatile(self.base.wrapping_add(MAIN_COUNTER) as *const u32) };
         u64::from(v)
     }
 

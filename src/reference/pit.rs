@@ -92,9 +92,9 @@ impl Pit {
 }
 
 impl Reference for Pit {
-    /// The latched count, inverted to count up (`0xFFFF - down`).
+    /// The latched count, inverted to count up (`0xFFFF - down`, i.e. `!down`).
     fn read(&mut self) -> u64 {
-        u64::from(0xFFFF - self.read_down())
+        u64::from(!self.read_down())
     }
 
     fn bits(&self) -> u32 {
