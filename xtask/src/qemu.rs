@@ -503,42 +503,39 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
         |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let mut lines: Vec<Line> = Vec::new();
 
-    // --- x86_64 ---------------------------------------------------------------------------
-    let x86_names = [
-        "x86_64-tcg-pit",
-        "x86_64-tcg-hpet",
-        "x86_64-tcg-acpipm",
-        "x86_64-kvm",
-        "x86_64-lying-cpuid",
-        "x86_64-tcg-delay",
+    // Each architecture: its scenario names, and the runner that boots its kernel.
+    type Runner = fn(&Path, &dyn Fn(&str) -> bool) -> Vec<Line>;
+    let arches: [(Arch, &[&str], Runner); 2] = [
+        (
+            Arch::X86_64,
+            &[
+                "x86_64-tcg-pit",
+                "x86_64-tcg-hpet",
+                "x86_64-tcg-acpipm",
+                "x86_64-kvm",
+                "x86_64-lying-cpuid",
+                "x86_64-tcg-delay",
+            ],
+            x86_scenarios,
+        ),
+        (
+            Arch::Aarch64,
+            &["aarch64-virt", "aarch64-bad-cntfrq", "aarch64-delay"],
+            aarch64_scenarios,
+        ),
     ];
-    if x86_names.iter().any(|n| wanted(n)) {
-        if !have(Arch::X86_64.qemu()) {
-            for n in x86_names.iter().filter(|n| wanted(n)) {
-                lines.push(Line::skip(
-                    n,
-                    "qemu-system-x86_64 is not installed (cargo xtask setup)",
-                ));
-            }
-        } else {
-            let kernel = build_kernel(Arch::X86_64)?;
-            lines.extend(x86_scenarios(&kernel, &wanted));
+    for (arch, names, scenarios) in arches {
+        if !names.iter().any(|n| wanted(n)) {
+            continue;
         }
-    }
-
-    // --- aarch64 --------------------------------------------------------------------------
-    let arm_names = ["aarch64-virt", "aarch64-bad-cntfrq", "aarch64-delay"];
-    if arm_names.iter().any(|n| wanted(n)) {
-        if !have(Arch::Aarch64.qemu()) {
-            for n in arm_names.iter().filter(|n| wanted(n)) {
-                lines.push(Line::skip(
-                    n,
-                    "qemu-system-aarch64 is not installed (cargo xtask setup)",
-                ));
-            }
+        if have(arch.qemu()) {
+            let kernel = build_kernel(arch)?;
+            lines.extend(scenarios(&kernel, &wanted));
         } else {
-            let kernel = build_kernel(Arch::Aarch64)?;
-            lines.extend(aarch64_scenarios(&kernel, &wanted));
+            let why = format!("{} is not installed (cargo xtask setup)", arch.qemu());
+            for n in names.iter().filter(|n| wanted(n)) {
+                lines.push(Line::skip(n, &why));
+            }
         }
     }
 
