@@ -547,6 +547,15 @@ mod tests {
         )
     }
 
+    /// The engine's result against the 1 MHz fake reference.
+    fn finish(e: &Engine) -> Calibration {
+        let reference = Fake {
+            bits: 64,
+            hz: 1_000_000,
+        };
+        e.finish(reference.frequency(), reference.name()).unwrap()
+    }
+
     /// Feeds samples of an ideal 3-ticks-per-reference-tick world; `mangle` may alter the
     /// reference read of sample `i`.
     fn run(e: &mut Engine, n: u64, mangle: impl Fn(u64, u64) -> u64) -> Result<Step, Error> {
@@ -571,16 +580,7 @@ mod tests {
                 .max_duration(Duration::from_millis(1)),
         );
         assert_eq!(run(&mut e, 1_000_000, |_, r| r), Ok(Step::Done));
-        let cal = e
-            .finish(
-                Fake {
-                    bits: 64,
-                    hz: 1_000_000,
-                }
-                .frequency(),
-                "fake",
-            )
-            .unwrap();
+        let cal = finish(&e);
         assert_eq!(cal.frequency.as_hz(), 3_000_000);
         assert_eq!(cal.samples_rejected, 0);
         assert_eq!(cal.duration, Duration::from_millis(1));
@@ -607,16 +607,7 @@ mod tests {
             }
         }
         assert_eq!(last, Step::Done);
-        let cal = e
-            .finish(
-                Fake {
-                    bits: 8,
-                    hz: 1_000_000,
-                }
-                .frequency(),
-                "fake",
-            )
-            .unwrap();
+        let cal = finish(&e);
         assert_eq!(cal.frequency.as_hz(), 3_000_000);
     }
 
@@ -679,16 +670,7 @@ mod tests {
             run(&mut e, 1_000_000, |i, r| if i == 50 { r + 777 } else { r }),
             Ok(Step::Done)
         );
-        let cal = e
-            .finish(
-                Fake {
-                    bits: 64,
-                    hz: 1_000_000,
-                }
-                .frequency(),
-                "fake",
-            )
-            .unwrap();
+        let cal = finish(&e);
         assert_eq!(
             (cal.frequency.as_hz(), cal.samples_rejected),
             (3_000_000, 1),
