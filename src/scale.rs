@@ -94,13 +94,7 @@ impl Scale {
         let mult_frac = mult as u64;
         // ticks per ns = millihz / 10^12, rounded up so deadlines are never early.
         let (inv_mult, inv_shift) = best_fixed_point_ceil(millihz as u128, NS_MILLIHZ);
-        Scale {
-            mult_int,
-            mult_frac,
-            inv_mult,
-            inv_shift,
-            millihz,
-        }
+        Scale::from_parts(mult_int, mult_frac, inv_mult, inv_shift, millihz)
     }
 
     /// Reassembles constants taken apart with the accessors (the clock stores them in atomics).

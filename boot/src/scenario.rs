@@ -61,6 +61,16 @@ pub fn config(max_ms: u64) -> Config {
         .max_duration(Duration::from_millis(max_ms))
 }
 
+/// Sends `s` to a serial port's byte writer `put`, with `\n` as `\r\n` as terminals expect.
+pub fn write_crlf(s: &str, mut put: impl FnMut(u8)) {
+    for b in s.bytes() {
+        if b == b'\n' {
+            put(b'\r');
+        }
+        put(b);
+    }
+}
+
 /// How many calibrations to try before giving up.
 const ATTEMPTS: u32 = 3;
 

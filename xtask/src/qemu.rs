@@ -444,6 +444,28 @@ fn calibrated(line: &mut Line, run: &Run) -> Option<(f64, f64)> {
     }
 }
 
+/// Boots `kernel` in delay mode (`extra` adds command-line words), checks and prints the run.
+fn delay_scenario(
+    name: &'static str,
+    arch: Arch,
+    kernel: &Path,
+    qemu_args: &[&str],
+    extra: &str,
+) -> Line {
+    let mut line = Line::new(name);
+    match boot(
+        arch,
+        kernel,
+        qemu_args,
+        &format!("mode=delay {extra} delay_ns={DELAY_NS}"),
+    ) {
+        Err(e) => line.fail(e),
+        Ok(run) => check_delay(&mut line, &run),
+    }
+    line.print();
+    line
+}
+
 /// Checks a delay run: every delay lasted at least the asked time (less the calibration's
 /// uncertainty and one reference tick, which is all a reference can resolve), and the best
 /// one ended within [`DELAY_SLACK_NS`] (the median is reported).
@@ -718,18 +740,13 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     }
 
     if wanted("x86_64-tcg-delay") {
-        let mut line = Line::new("x86_64-tcg-delay");
-        match boot(
+        lines.push(delay_scenario(
+            "x86_64-tcg-delay",
             Arch::X86_64,
             kernel,
             tcg,
-            &format!("mode=delay reference=hpet delay_ns={DELAY_NS}"),
-        ) {
-            Err(e) => line.fail(e),
-            Ok(run) => check_delay(&mut line, &run),
-        }
-        line.print();
-        lines.push(line);
+            "reference=hpet",
+        ));
     }
     lines
 }
@@ -788,18 +805,13 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
         lines.push(line);
     }
     if wanted("aarch64-delay") {
-        let mut line = Line::new("aarch64-delay");
-        match boot(
+        lines.push(delay_scenario(
+            "aarch64-delay",
             Arch::Aarch64,
             kernel,
             &[],
-            &format!("mode=delay delay_ns={DELAY_NS}"),
-        ) {
-            Err(e) => line.fail(e),
-            Ok(run) => check_delay(&mut line, &run),
-        }
-        line.print();
-        lines.push(line);
+            "",
+        ));
     }
     lines
 }

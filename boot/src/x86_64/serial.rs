@@ -45,12 +45,7 @@ impl Serial {
 
 impl fmt::Write for Serial {
     fn write_str(&mut self, s: &str) -> fmt::Result {
-        for b in s.bytes() {
-            if b == b'\n' {
-                self.put(b'\r');
-            }
-            self.put(b);
-        }
+        crate::scenario::write_crlf(s, |b| self.put(b));
         Ok(())
     }
 }
