@@ -166,7 +166,6 @@ pub struct Clock<C: Counter> {
     slots: [Slot; 2],
     current: AtomicU32,
     writer: AtomicBool,
-    mask: u64,
 }
 
 impl<C: Counter> Clock<C> {
@@ -178,7 +177,6 @@ impl<C: Counter> Clock<C> {
             slots: [Slot::new(), Slot::new()],
             current: AtomicU32::new(0),
             writer: AtomicBool::new(false),
-            mask,
         };
         let scale = Scale::new(&frequency);
         let base_ticks = clock.counter.ticks() & mask;
@@ -224,8 +222,9 @@ impl<C: Counter> Clock<C> {
     /// The time from `start` to `end` (raw readings of this clock's counter) at the current
     /// scale; zero if `end` is before `start` (masked to the counter's width).
     pub fn delta(&self, start: RawInstant, end: RawInstant) -> core::time::Duration {
-        let ticks = end.ticks_since(start) & self.mask;
-        if ticks > self.mask >> 1 {
+        let mask = self.counter.mask();
+        let ticks = end.ticks_since(start) & mask;
+        if ticks > mask >> 1 {
             return core::time::Duration::ZERO;
         }
         core::time::Duration::from_nanos(self.scale().ticks_to_ns(ticks))
@@ -244,7 +243,7 @@ impl<C: Counter> Clock<C> {
             // The counter first: an ordered read then waits only for the caller's earlier
             // instructions, not for our loads, and the timestamp precedes everything we load.
             let t = self.counter.ticks();
-            // From the counter, not the field: for a 64-bit counter it folds to a constant.
+            // For a 64-bit counter this folds to a constant.
             let mask = self.counter.mask();
             let i = self.current.load(Ordering::SeqCst);
             let slot = self.slot(i);
@@ -347,7 +346,7 @@ impl<C: Counter> Clock<C> {
             let base_ns = at.max(self.now()).as_nanos();
             let scale = Scale::new(&frequency);
             let timebase = Timebase {
-                base_ticks: self.counter.ticks() & self.mask,
+                base_ticks: self.counter.ticks() & self.counter.mask(),
                 base_ns,
                 mult_int: scale.mult_int(),
                 mult_frac: scale.mult_frac(),
@@ -395,18 +394,19 @@ impl<C: Counter> Clock<C> {
             cur.millihz.load(),
         );
         let scale = new_scale.unwrap_or(cur_scale);
-        let half = self.mask >> 1;
+        let mask = self.counter.mask();
+        let half = mask >> 1;
         let margin = cur_scale
             .ns_to_ticks_ceil(HANDOVER_NS)
-            .clamp(1, (self.mask >> 3).max(1));
+            .clamp(1, (mask >> 3).max(1));
         for _ in 0..3 {
-            let t = self.counter.ticks() & self.mask;
-            let since_base = t.wrapping_sub(base_ticks) & self.mask;
+            let t = self.counter.ticks() & mask;
+            let since_base = t.wrapping_sub(base_ticks) & mask;
             if since_base > half {
                 // The current timeline has not started yet (within the last handover).
                 return Err(ClockError::Busy);
             }
-            let new_base_ticks = t.wrapping_add(margin) & self.mask;
+            let new_base_ticks = t.wrapping_add(margin) & mask;
             let new_base_ns = advance(
                 base_ns,
                 since_base.saturating_add(margin),
@@ -429,8 +429,8 @@ impl<C: Counter> Clock<C> {
             };
             self.write_slot(next & 1, gen, &new, &scale, &prev);
             // Publish only while still well inside the margin; otherwise start again.
-            let now = self.counter.ticks() & self.mask;
-            if now.wrapping_sub(t) & self.mask <= margin / 2 {
+            let now = self.counter.ticks() & mask;
+            if now.wrapping_sub(t) & mask <= margin / 2 {
                 self.current.store(next, Ordering::SeqCst);
                 return Ok(());
             }
