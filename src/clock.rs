@@ -1,150 +1,374 @@
-//! [`Clock`]: a counter plus a timebase, published lock-free; time never jumps or goes back.
+//! [`Clock`]: a counter plus a timeline, published lock-free; time never goes back and never
+//! jumps, through recalibrations, narrow-counter wraps and stalls of any length.
 //!
-//! # How recalibration stays monotonic
+//! # The timeline
 //!
-//! The timebase — `(base_ticks, base_ns, scale)` — lives in one of two *slots* (FreeBSD's
-//! `timehands`, with a ring of two). Readers compute
-//! `base_ns + scale(ticks − base_ticks)` from the slot `current` points at. A recalibration
-//! (one writer at a time; a second gets [`ClockError::Busy`], never a wait) fills the *other*
-//! slot so that the new timeline starts where the old one is at that moment, then points
-//! `current` at it. Readers never wait for the writer: they keep using the old slot until the
-//! switch.
+//! A *timeline* is `F(t) = base_ns + ⌊(t − base_ticks) × mult⌋` (`mult` the tick length in
+//! 64.64 fixed point, see [`Scale`]) for counter values `t` from `base_ticks` up to an
+//! *end*. Versions of it are published through a ring of two generation-checked slots
+//! (`sync::Published`: FreeBSD's timehands, read like Linux's seqcount): a reader loads the
+//! generation, **then reads the counter**, then the slot, and accepts the result only if
+//! the slot was not rewritten meanwhile. Readers never wait for the writer: the slot being
+//! written is never the one they read.
 //!
-//! ## The ordering argument
+//! Every timeline has an end, and a reader never extrapolates past it: beyond the end,
+//! time stands still at `F(end)`. The end starts at the *deadline* — half the counter's
+//! wrap ([`Clock::update_interval`]; 2^62 ticks for 64-bit counters) — and is moved
+//! earlier once, when the next version takes over.
 //!
-//! - Writer: `gen = 0` (relaxed); release fence; write the slot's fields (relaxed); `gen = g`
-//!   (release); `current = slot` (seq-cst).
-//! - Reader: read the counter; `i = current` (seq-cst: a plain load on x86, `LDAR` on Arm);
-//!   `g = slot[i].gen` (acquire); read the fields (relaxed); acquire fence; accept only if
-//!   `g ≠ 0` and `slot[i].gen == g`.
+//! # Handing over to a new version (recalibrate, update, rebase)
 //!
-//! If a reader saw any field written after the writer's `gen = 0`, its acquire fence
-//! synchronises with the writer's release fence, so its second `gen` load sees 0 or a newer
-//! generation and it retries: a reader never uses a half-written slot (torn `u64` halves on
-//! 32-bit targets included). This is the seqlock of Boehm, "Can seqlocks get along with
-//! programming language memory models?" (MSPC 2012); the loom test in `tests/loom_clock.rs`
-//! model-checks it.
+//! The writer (one at a time; a second gets [`ClockError::Busy`] and never waits):
 //!
-//! ## The handover
+//! 1. *closes* the current timeline: stores "closing" into its end (tagged with the version
+//!    number), then reads the counter `t` and proposes the end `c = t + margin` (the margin
+//!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap), which a compare-and-swap makes
+//!    final — unless someone else's proposal got there first;
+//! 2. publishes the next version: `F'(t) = F(c) + ⌊(t − c) × mult'⌋` for `t ≥ c`, and for
+//!    the few ticks before `c` a copy of the old timeline, computed with the same formula
+//!    and inputs as the old slot's readers use.
 //!
-//! A reader reads the counter *before* it looks at `current`, so a reader that still finds
-//! the old slot read the counter before the switch was visible; one that finds the new slot
-//! may hold a count from just before the writer's. To give all of them the same answer, the
-//! new timeline does not
-//! start at the writer's counter read `t` but at `t + margin` (1 ms of ticks, or an eighth
-//! of a narrow counter's wrap): until then readers of the new slot compute with the *old*
-//! timebase (the slot keeps a copy), exactly as readers of the old slot do.
-//! So both slots agree on every tick before `t + margin`, and afterwards the new scale takes
-//! over from the same point: no jump, no step back. A reader of the old slot never holds a
-//! count past `t + margin`, because the writer publishes only while it is itself well inside
-//! the margin (and retries otherwise); a count older than the new slot's previous timebase
-//! (a reader preempted across two publications) is thrown away and read again. What remains
-//! is the case of a *writer* interrupted for longer than the margin
-//! between that check and its final store: in a kernel that can preempt the writer, call
-//! [`Clock::recalibrate`] with interrupts disabled.
+//! A reader that finds the end "closing" does not wait: it reads the counter itself and
+//! proposes an end the same way (a *helper*). This is what makes a stalled writer harmless.
 //!
-//! A recalibration whose new timeline has not started yet (within the margin of the last
-//! one) returns [`ClockError::Busy`].
+//! ## Why time never goes back
+//!
+//! Take two calls to [`Clock::now`], the first finished before the second began.
+//!
+//! - *Both used the same version.* A reader returns `F(min(t, end))` for its counter value
+//!   `t` (or `F` of the end it sees: ends only move from "open" through "closing" to one
+//!   final `c`). Counter values read later are not smaller, `F` is non-decreasing, and a
+//!   reader that saw the final `c` clamps at it. The one case to rule out is a reader that
+//!   still saw the end open with a `t` *after* `c`: it read its counter before the
+//!   "closing" store became visible, and whoever proposed `c` read the counter after seeing
+//!   that store, so `t ≤ t_proposer < c`. (The margin also covers a counter read that the
+//!   CPU performs a few instructions late, e.g. loads passing `LFENCE; RDTSC`.)
+//! - *The second used a newer version.* Readers of the old version return at most `F(c)`;
+//!   the new version starts at `F(c)` and is non-decreasing; before `c` both compute `F(t)`
+//!   from identical inputs, so they agree to the nanosecond.
+//! - *The second used an older version* cannot happen: it loaded the generation after the
+//!   first call did.
+//!
+//! ## What a stall costs
+//!
+//! - A **writer** stalled anywhere — interrupts off or not, an SMI, an NMI, a vCPU
+//!   preemption — costs at most *time standing still*: before it announces the close
+//!   nothing is visible; after, readers help and then stop at `F(c)` until the new version
+//!   is published, when time continues from `F(c)`: the catch-up equals the stall, never
+//!   more, and never a step back.
+//! - A **reader** stalled anywhere returns the value of its own counter reading, or of the
+//!   end of the timeline it started with: a time within its call, never a future one. If two
+//!   publications overtook it, it reads again.
+//!
+//! ## Narrow counters, late updates, counters that go back
+//!
+//! A counter of fewer than 64 bits wraps, so a reading `t` is interpreted by its distance
+//! `d = t − base_ticks (mod 2^bits)`: up to the deadline (half a wrap) it is time on the
+//! timeline; up to three quarters of a wrap it is *late* — [`Clock::update`] was not called
+//! in time; beyond, it is *behind* the timeline (a counter that stepped back, another
+//! CPU's counter lagging).
+//!
+//! - **Late**: time stands still at the deadline's value, and the first reader that sees it
+//!   latches the timeline so that it stays there even when the counter comes round again.
+//!   The next `update`/`recalibrate` starts a new timeline from that value and returns
+//!   [`ClockError::Late`]; [`Clock::health`] counts it. A gap of a whole wrap with no
+//!   reader and no update in it cannot be seen by anyone and loses a wrap: call
+//!   [`Clock::update`] at least once per [`Clock::update_interval`].
+//! - **Behind**: time stands still no earlier than anything the clock has handed out — a
+//!   high-water mark that readers keep within about a millisecond of their results (one
+//!   load and a compare per read, an atomic maximum once per millisecond) — so at most that
+//!   ahead; never at an older base, never the epoch. [`Clock::health`] says so, and
+//!   `update`/`recalibrate` return [`ClockError::Behind`]; [`Clock::rebase`] continues from
+//!   a time the caller gives (a TSC reset on resume from suspend).
+//!
+//! The argument assumes the counter is read in order with the loads around it to within the
+//! margin, and that all CPUs' counters agree to within it; a counter that warps across CPUs
+//! by more breaks the second assumption, not the protocol (see `diag::WarpCheck`).
 
 use core::fmt;
+use core::time::Duration;
 
-use crate::counter::Counter;
+use crate::counter::{Counter, Width};
 use crate::delay::Delay;
 use crate::frequency::Frequency;
 use crate::instant::{Instant, RawInstant};
 use crate::scale::{mul_q64, saturate_u64, Scale};
-use crate::sync::{fence, spin_loop, AtomicBool, AtomicU32, Ordering, RelaxedU64};
+use crate::sync::{
+    fence, hook, AtomicBool, AtomicU32, AtomicU64, Ordering, Point, Published, Version, Words,
+};
 
-/// How far ahead of the writer's counter read the new timeline starts.
-pub const HANDOVER_NS: u64 = 1_000_000;
+/// The handover margin: a new timeline takes over this long after the writer's counter
+/// read (at most 1/16 of a narrow counter's wrap, at least one tick).
+pub const HANDOVER_NS: u64 = 20_000;
 
-/// Why a [`Clock`] did not publish a new timebase.
+/// How far a reading may pass the clock's high-water mark before the mark is moved: the
+/// mark costs readers one load and a compare, and an atomic maximum once per this much time.
+const MARK_GRANULE_NS: u64 = 1 << 20;
+
+/// Why a [`Clock`] did not do what was asked, or what it found while doing it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ClockError {
-    /// Another recalibration is being written, or the last one's timeline has not started
-    /// yet (it starts [`HANDOVER_NS`] after it was published). Try again later.
+    /// Nothing was published: another writer is active, or (`recalibrate` only) the last
+    /// publication's timeline starts less than [`HANDOVER_NS`] from now. Harmless: try
+    /// again later.
     Busy,
+    /// The deadline was missed: the counter was more than [`Clock::update_interval`] past
+    /// the timeline's base. Time stood still from the deadline until this call, which has
+    /// re-based the clock (and applied the new rate, for `recalibrate`): the clock runs
+    /// again, that time is lost.
+    Late,
+    /// The counter reads behind the timeline (it was reset or stepped back, or this CPU's
+    /// counter lags): nothing was published and time stands still until the counter catches
+    /// up. [`Clock::rebase`] continues from a time you give.
+    Behind,
 }
 
 impl fmt::Display for ClockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
+        f.write_str(match self {
             ClockError::Busy => {
-                f.write_str("clock busy: a recalibration is in progress or has not started yet")
+                "clock busy: another writer is active, or the last handover has not started"
             }
-        }
+            ClockError::Late => {
+                "clock updated late: time stood still from the deadline until this update"
+            }
+            ClockError::Behind => "counter behind the clock's timeline: rebase the clock",
+        })
     }
 }
 
 impl core::error::Error for ClockError {}
 
-/// One timebase snapshot. Cache-line aligned: a writer filling one slot does not disturb
-/// readers of the other, and the slot address is a shift, not a multiply.
-#[repr(align(64))]
-struct Slot {
-    /// 0 while being written; otherwise changes with every write.
-    gen: AtomicU32,
-    base_ticks: RelaxedU64,
-    base_ns: RelaxedU64,
-    mult_int: RelaxedU64,
-    mult_frac: RelaxedU64,
-    inv_mult: RelaxedU64,
-    inv_shift: AtomicU32,
-    millihz: RelaxedU64,
-    /// The previous timebase, for ticks before `base_ticks` (the handover): readers of this
-    /// slot then compute exactly what readers of the previous slot compute.
-    prev_base_ticks: RelaxedU64,
-    prev_base_ns: RelaxedU64,
-    prev_mult_int: RelaxedU64,
-    prev_mult_frac: RelaxedU64,
+/// What a [`Clock`] has noticed about its counter and its writers.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct ClockHealth {
+    /// Writes that found the deadline missed ([`ClockError::Late`]).
+    pub late_updates: u32,
+    /// Whether a reader has found the counter behind the timeline.
+    pub counter_behind: bool,
 }
 
-impl Slot {
-    fn new() -> Slot {
-        Slot {
-            gen: AtomicU32::new(0),
-            base_ticks: RelaxedU64::new(0),
-            base_ns: RelaxedU64::new(0),
-            mult_int: RelaxedU64::new(0),
-            mult_frac: RelaxedU64::new(0),
-            inv_mult: RelaxedU64::new(0),
-            inv_shift: AtomicU32::new(0),
-            millihz: RelaxedU64::new(0),
-            prev_base_ticks: RelaxedU64::new(0),
-            prev_base_ns: RelaxedU64::new(0),
-            prev_mult_int: RelaxedU64::new(0),
-            prev_mult_frac: RelaxedU64::new(0),
+/// The words of a slot, in order (see `Timebase::words`): base_ticks, base_ns, mult_int,
+/// mult_frac — the fast path's four, first — then the previous timeline for the `hand` ticks
+/// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, and the rest of
+/// the scale (inv_mult, inv_shift, millihz).
+const WORDS: usize = 12;
+
+/// The end of a timeline while it is being closed: this bit and the version number.
+const CLOSING: u64 = 1 << 63;
+/// Ends are offsets from `base_ticks` below this (the 64-bit deadline is `2^62 − 1`).
+const OFFSET_LIMIT: u64 = 1 << 62;
+
+/// The mutable part of a slot, beside its words: where its timeline ends.
+struct Gate {
+    /// Readers take the fast path for `d < lim`: `deadline + 1` while the timeline is open,
+    /// 0 once it is closing, closed or latched (then the slow path reads `end`).
+    lim: AtomicU64,
+    /// The end as an offset from `base_ticks` (the deadline while open), or
+    /// `CLOSING | version` while a close point is being decided.
+    end: AtomicU64,
+    /// `version + 1` once a reader or the writer saw the timeline past its end: it then
+    /// stays at its end.
+    latched: AtomicU32,
+}
+
+impl Gate {
+    #[cfg(not(loom))]
+    const fn new() -> Gate {
+        Gate {
+            lim: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            latched: AtomicU32::new(0),
+        }
+    }
+    #[cfg(loom)]
+    fn new() -> Gate {
+        Gate {
+            lim: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            latched: AtomicU32::new(0),
+        }
+    }
+
+    /// Opens the gate for a fresh timeline (the writer, before publishing it).
+    fn open(&self, deadline: u64) {
+        self.latched.store(0, Ordering::Relaxed);
+        self.end.store(deadline, Ordering::Relaxed);
+        self.lim
+            .store(deadline.saturating_add(1), Ordering::Relaxed);
+    }
+}
+
+/// Where a reading falls, seen from a timeline's base.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Zone {
+    /// Up to the deadline.
+    Valid,
+    /// Past the deadline, up to three quarters of the wrap.
+    Late,
+    /// The last quarter of the wrap: before the base.
+    Behind,
+}
+
+/// The zones of a counter width, and the handover margin.
+#[derive(Clone, Copy, Debug)]
+struct Geometry {
+    width: Width,
+    deadline: u64,
+    late_end: u64,
+}
+
+impl Geometry {
+    #[inline(always)]
+    fn of(width: Width) -> Geometry {
+        let mask = width.mask();
+        Geometry {
+            width,
+            deadline: width.half().min(OFFSET_LIMIT.wrapping_sub(1)),
+            late_end: mask.wrapping_sub(mask >> 2),
+        }
+    }
+
+    fn zone(&self, d: u64) -> Zone {
+        if d <= self.deadline {
+            Zone::Valid
+        } else if d <= self.late_end {
+            Zone::Late
+        } else {
+            Zone::Behind
+        }
+    }
+
+    /// [`HANDOVER_NS`] in ticks at `scale`, within 1..=max(1, wrap/16).
+    fn margin(&self, scale: &Scale) -> u64 {
+        scale
+            .ns_to_ticks_ceil(HANDOVER_NS)
+            .clamp(1, (self.width.mask() >> 4).max(1))
+    }
+
+    /// The end a reading `t` proposes for a timeline based at `b`: `t + margin`, never past
+    /// the deadline (a late or behind reading proposes the deadline, which no reader of an
+    /// open timeline has passed).
+    fn proposal(&self, b: u64, t: u64, margin: u64) -> u64 {
+        let d = self.width.delta(b, t);
+        match self.zone(d) {
+            Zone::Valid => d.saturating_add(margin).min(self.deadline),
+            Zone::Late | Zone::Behind => self.deadline,
         }
     }
 }
 
-/// A timeline: `ns = base_ns + (ticks − base_ticks) × mult >> 64` (see [`Scale`]).
-struct Timebase {
-    base_ticks: u64,
-    base_ns: u64,
-    mult_int: u64,
-    mult_frac: u64,
-}
-
-/// `base_ns + ticks × (int + frac / 2^64)`, saturating at `u64::MAX`.
+/// `base_ns + ⌊ticks × (int + frac / 2^64)⌋`, saturating at `u64::MAX`.
 ///
 /// Counters faster than 1 GHz have ticks shorter than a nanosecond (`int == 0`): then the
-/// result is one multiply and one saturating add, the shortest chain after the counter read
-/// (an ordered read waits for the previous call's arithmetic, so its length is the cost).
+/// result is one multiply and one saturating add, the shortest chain after the counter read.
 /// Otherwise the general `u128` sum, which cannot overflow (each term is below 2^128 − 2^65).
+/// Non-decreasing in `ticks`, which is all the monotonicity argument needs of it.
 #[inline(always)]
 fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
     if int == 0 {
-        // With `int` known to be 0 the whole-part product folds away; the rest is < 2^64.
         base_ns.saturating_add(saturate_u64(mul_q64(ticks, 0, frac)))
     } else {
         saturate_u64(mul_q64(ticks, int, frac).saturating_add(base_ns as u128))
     }
 }
 
-/// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free.
+/// One timeline as the writer builds it.
+#[derive(Clone, Copy, Debug)]
+struct Timebase {
+    base_ticks: u64,
+    base_ns: u64,
+    scale: Scale,
+    prev_ticks: u64,
+    prev_ns: u64,
+    prev_int: u64,
+    prev_frac: u64,
+    hand: u64,
+}
+
+impl Timebase {
+    fn load(w: &Words<WORDS>) -> Timebase {
+        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz] =
+            w;
+        Timebase {
+            base_ticks: b.load(),
+            base_ns: base_ns.load(),
+            scale: Scale::from_parts(
+                int.load(),
+                frac.load(),
+                inv.load(),
+                u32::try_from(shift.load()).unwrap_or(u32::MAX),
+                millihz.load(),
+            ),
+            prev_ticks: prev_ticks.load(),
+            prev_ns: prev_ns.load(),
+            prev_int: prev_int.load(),
+            prev_frac: prev_frac.load(),
+            hand: hand.load(),
+        }
+    }
+
+    fn words(&self) -> [u64; WORDS] {
+        [
+            self.base_ticks,
+            self.base_ns,
+            self.scale.mult_int(),
+            self.scale.mult_frac(),
+            self.prev_ticks,
+            self.prev_ns,
+            self.prev_int,
+            self.prev_frac,
+            self.hand,
+            self.scale.inv_mult(),
+            u64::from(self.scale.inv_shift()),
+            self.scale.millihz(),
+        ]
+    }
+
+    /// A timeline starting at `base_ns` from counter value `t`, with no predecessor to hand
+    /// over from: the `hand` ticks before `t` read as `base_ns` (the clock is then at its
+    /// start, not behind).
+    fn fresh(t: u64, base_ns: u64, scale: Scale, hand: u64) -> Timebase {
+        Timebase {
+            base_ticks: t,
+            base_ns,
+            scale,
+            prev_ticks: t,
+            prev_ns: base_ns,
+            prev_int: 0,
+            prev_frac: 0,
+            hand,
+        }
+    }
+
+    /// Its value `d` ticks after its base.
+    fn at(&self, d: u64) -> u64 {
+        advance(
+            self.base_ns,
+            d,
+            self.scale.mult_int(),
+            self.scale.mult_frac(),
+        )
+    }
+}
+
+/// What a writer wants.
+#[derive(Clone, Copy, Debug)]
+enum Write {
+    /// Re-base at the same rate.
+    Update,
+    /// Continue at a new rate.
+    Recalibrate(Scale),
+    /// Start again from the counter's value now, at `at` ns or later.
+    Rebase(u64, Scale),
+}
+
+/// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free. See the
+/// [module docs](self) for the protocol and why time never goes back.
 ///
 /// `Clock<C>` is `Sync` when `C` is: share it (a `static`, an `Arc`) and read it from any
 /// CPU or interrupt handler. Readers never lock and never wait for a writer.
@@ -153,48 +377,48 @@ fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
 /// use baretime::{Clock, FnCounter, Frequency};
 /// use core::sync::atomic::{AtomicU64, Ordering};
 ///
-/// // A counter of the user's own: here a fake one that advances 1000 ticks per read.
+/// // A counter of the user's own: here a fake 64-bit one that advances 1000 ticks per read.
 /// static TICKS: AtomicU64 = AtomicU64::new(0);
-/// let counter = FnCounter::new(|| TICKS.fetch_add(1000, Ordering::Relaxed));
+/// let counter = FnCounter::new(|| TICKS.fetch_add(1000, Ordering::Relaxed), 64);
 /// let clock = Clock::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
 /// let a = clock.now();
 /// let b = clock.now();
 /// assert_eq!((b - a).as_nanos(), 1000);
 /// ```
 pub struct Clock<C: Counter> {
+    timeline: Published<WORDS>,
+    gates: [Gate; 2],
     counter: C,
-    slots: [Slot; 2],
-    current: AtomicU32,
     writer: AtomicBool,
+    late_updates: AtomicU32,
+    behind: AtomicBool,
+    /// A high-water mark: every value `now()` returned is below `mark + MARK_GRANULE_NS`.
+    mark: AtomicU64,
 }
 
 impl<C: Counter> Clock<C> {
     /// A clock on `counter` at `frequency`, whose epoch (`Instant::ZERO`) is now.
     pub fn new(counter: C, frequency: Frequency) -> Clock<C> {
-        let mask = counter.mask();
+        let geometry = Geometry::of(Width::of(&counter));
+        let t = geometry.width.value(counter.ticks());
+        let timebase = Timebase::fresh(t, 0, Scale::new(&frequency), 0);
         let clock = Clock {
+            timeline: Published::new(timebase.words()),
+            gates: [Gate::new(), Gate::new()],
             counter,
-            slots: [Slot::new(), Slot::new()],
-            current: AtomicU32::new(0),
             writer: AtomicBool::new(false),
+            late_updates: AtomicU32::new(0),
+            behind: AtomicBool::new(false),
+            mark: AtomicU64::new(0),
         };
-        let scale = Scale::new(&frequency);
-        let base_ticks = clock.counter.ticks() & mask;
-        let timebase = Timebase {
-            base_ticks,
-            base_ns: 0,
-            mult_int: scale.mult_int(),
-            mult_frac: scale.mult_frac(),
-        };
-        clock.write_slot(0, 1, &timebase, &scale, &timebase);
+        clock.gate(0).open(geometry.deadline);
         clock
     }
 
-    /// Slot `i` of the ring of two (by parity, so any generation counter indexes it).
     #[inline(always)]
-    fn slot(&self, i: u32) -> &Slot {
-        let [even, odd] = &self.slots;
-        if i & 1 == 0 {
+    fn gate(&self, slot: usize) -> &Gate {
+        let [even, odd] = &self.gates;
+        if slot & 1 == 0 {
             even
         } else {
             odd
@@ -206,12 +430,6 @@ impl<C: Counter> Clock<C> {
         &self.counter
     }
 
-    /// The raw counter value (one read, no conversion).
-    #[inline(always)]
-    pub fn ticks(&self) -> u64 {
-        self.counter.ticks()
-    }
-
     /// A raw reading, the cheapest timestamp: convert differences later with
     /// [`Clock::delta`].
     #[inline(always)]
@@ -220,89 +438,120 @@ impl<C: Counter> Clock<C> {
     }
 
     /// The time from `start` to `end` (raw readings of this clock's counter) at the current
-    /// scale; zero if `end` is before `start` (masked to the counter's width).
-    pub fn delta(&self, start: RawInstant, end: RawInstant) -> core::time::Duration {
-        let mask = self.counter.mask();
-        let ticks = end.ticks_since(start) & mask;
-        if ticks > mask >> 1 {
-            return core::time::Duration::ZERO;
+    /// scale; zero if `end` is behind `start` (modulo the counter's width).
+    pub fn delta(&self, start: RawInstant, end: RawInstant) -> Duration {
+        match Width::of(&self.counter).elapsed(start.as_ticks(), end.as_ticks()) {
+            Some(ticks) => Duration::from_nanos(self.scale().ticks_to_ns(ticks)),
+            None => Duration::ZERO,
         }
-        core::time::Duration::from_nanos(self.scale().ticks_to_ns(ticks))
     }
 
-    /// Nanoseconds since the clock's epoch. Never goes back, never jumps at a
-    /// recalibration, never blocks: it retries only if it raced a writer's store, or once
-    /// if its counter reading was older than the timebase. A counter that reads behind the
-    /// timebase twice in a row (it stepped back, another CPU's counter lags, or a narrow
-    /// counter went more than half a wrap without [`Clock::update`]) gets the earliest time
-    /// the timebase describes: time stands still until the counter catches up.
+    /// Nanoseconds since the clock's epoch. Never goes back and never jumps (see the
+    /// [module docs](self)), never blocks, never waits for a writer: it reads again only
+    /// when two publications overtook it.
     #[inline]
     pub fn now(&self) -> Instant {
-        let mut behind = false;
-        loop {
-            // The counter first: an ordered read then waits only for the caller's earlier
-            // instructions, not for our loads, and the timestamp precedes everything we load.
+        let ns = self.timeline.read(|version, words| {
             let t = self.counter.ticks();
-            // For a 64-bit counter this folds to a constant.
-            let mask = self.counter.mask();
-            let i = self.current.load(Ordering::SeqCst);
-            let slot = self.slot(i);
-            let gen = slot.gen.load(Ordering::Acquire);
-            let base_ticks = slot.base_ticks.load();
-            let base_ns = slot.base_ns.load();
-            let mult_int = slot.mult_int.load();
-            let mult_frac = slot.mult_frac.load();
-            let delta = t.wrapping_sub(base_ticks) & mask;
-            let half = mask >> 1;
-            let ns = if delta <= half {
-                Some(advance(base_ns, delta, mult_int, mult_frac))
+            hook(Point::ReadCounter);
+            let [b, base_ns, int, frac, ..] = words;
+            let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
+            // After the counter read: a reader that passes here with the timeline open read
+            // its counter before any close of it became visible.
+            let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
+            let d = Width::of(&self.counter).delta(b, t);
+            if d < lim {
+                advance(base_ns, d, int, frac)
             } else {
-                // Before the base: the handover window (see the module docs).
-                let prev_base_ticks = slot.prev_base_ticks.load();
-                let prev_base_ns = slot.prev_base_ns.load();
-                let prev_int = slot.prev_mult_int.load();
-                let prev_frac = slot.prev_mult_frac.load();
-                let prev_delta = t.wrapping_sub(prev_base_ticks) & mask;
-                // Before the previous base too: `t` is older than two publications (the
-                // reader was preempted right after reading it): read the counter again.
-                // Behind again with a fresh reading: the counter itself is behind the
-                // timeline, and a spin could last as long as it stays behind.
-                if prev_delta <= half {
-                    Some(advance(prev_base_ns, prev_delta, prev_int, prev_frac))
-                } else {
-                    behind.then_some(prev_base_ns)
-                }
-            };
-            fence(Ordering::Acquire);
-            if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
-                match ns {
-                    Some(ns) => return Instant::from_nanos(ns),
-                    None => behind = true,
-                }
+                self.now_slow(version, words, t)
             }
-            spin_loop();
+        });
+        // Keep the mark within a granule of every value handed out (after the read was
+        // accepted: a rejected run's value may be garbage).
+        if ns
+            > self
+                .mark
+                .load(Ordering::Relaxed)
+                .saturating_add(MARK_GRANULE_NS)
+        {
+            self.mark.fetch_max(ns, Ordering::Relaxed);
+        }
+        Instant::from_nanos(ns)
+    }
+
+    /// A time no earlier than any `now()` has returned: the mark plus a granule.
+    fn ceiling(&self) -> u64 {
+        self.mark
+            .load(Ordering::Relaxed)
+            .saturating_add(MARK_GRANULE_NS)
+    }
+
+    /// Time since `earlier` (zero if `earlier` is later).
+    pub fn elapsed(&self, earlier: Instant) -> Duration {
+        self.now().saturating_duration_since(earlier)
+    }
+
+    /// Past the fast path: the handover, a closing or closed timeline, a late or behind
+    /// counter.
+    #[cold]
+    #[inline(never)]
+    fn now_slow(&self, version: Version, words: &Words<WORDS>, t: u64) -> u64 {
+        // Pairs with the release stores of `lim` (a close, a latch): what they published
+        // before it is visible below.
+        fence(Ordering::Acquire);
+        let tb = Timebase::load(words);
+        let geometry = Geometry::of(Width::of(&self.counter));
+        let gate = self.gate(version.slot);
+        loop {
+            let end = gate.end.load(Ordering::Acquire);
+            let d = geometry.width.delta(tb.base_ticks, t);
+            if geometry.zone(d) == Zone::Behind {
+                let before = geometry.width.delta(t, tb.base_ticks);
+                if before <= tb.hand {
+                    // The handover: the previous timeline, exactly as its own readers compute it.
+                    let p = geometry.width.delta(tb.prev_ticks, t);
+                    return advance(tb.prev_ns, p, tb.prev_int, tb.prev_frac);
+                }
+                if !self.behind.load(Ordering::Relaxed) {
+                    self.behind.store(true, Ordering::Relaxed);
+                }
+                // Stand still no earlier than anything handed out: at most a granule ahead.
+                return tb.base_ns.max(self.ceiling());
+            }
+            if end & CLOSING != 0 {
+                if end != CLOSING | u64::from(version.number) {
+                    // A close of a later version in this slot: this read will be rejected.
+                    return tb.base_ns;
+                }
+                // Help decide the close point, with a counter read made after seeing it.
+                hook(Point::ReadHelp);
+                fence(Ordering::SeqCst);
+                let t2 = self.counter.ticks();
+                let proposal = geometry.proposal(tb.base_ticks, t2, geometry.margin(&tb.scale));
+                let _ =
+                    gate.end
+                        .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
+                continue;
+            }
+            if gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1) {
+                return tb.at(end);
+            }
+            if d <= end {
+                return tb.at(d);
+            }
+            // Past the end: stand still there, and latch so that a counter coming round
+            // again cannot take time back.
+            hook(Point::ReadLatch);
+            gate.latched
+                .fetch_max(version.number.wrapping_add(1), Ordering::SeqCst);
+            gate.lim.store(0, Ordering::Release);
+            return tb.at(end);
         }
     }
 
     /// The scale in force (a consistent snapshot).
     pub fn scale(&self) -> Scale {
-        loop {
-            let i = self.current.load(Ordering::Acquire);
-            let slot = self.slot(i);
-            let gen = slot.gen.load(Ordering::Acquire);
-            let scale = Scale::from_parts(
-                slot.mult_int.load(),
-                slot.mult_frac.load(),
-                slot.inv_mult.load(),
-                slot.inv_shift.load(Ordering::Relaxed),
-                slot.millihz.load(),
-            );
-            fence(Ordering::Acquire);
-            if gen != 0 && slot.gen.load(Ordering::Relaxed) == gen {
-                return scale;
-            }
-            spin_loop();
-        }
+        self.timeline.read(|_, words| Timebase::load(words).scale)
     }
 
     /// The rate in force, in millihertz.
@@ -310,61 +559,65 @@ impl<C: Counter> Clock<C> {
         self.scale().millihz()
     }
 
-    /// A busy-wait [`Delay`] on this clock's counter at the scale in force.
+    /// The longest time between two [`Clock::update`] calls (the deadline): half the
+    /// counter's wrap period at the rate in force, rounded down. Call `update` at least this
+    /// often — from a periodic tick at half of it, say, to leave room for a late tick.
+    /// For 64-bit counters it is 2^62 ticks (decades): they never need `update`.
+    pub fn update_interval(&self) -> Duration {
+        let geometry = Geometry::of(Width::of(&self.counter));
+        Duration::from_nanos(self.scale().ticks_to_ns(geometry.deadline))
+    }
+
+    /// What the clock has noticed: late updates, a counter behind its timeline.
+    pub fn health(&self) -> ClockHealth {
+        ClockHealth {
+            late_updates: self.late_updates.load(Ordering::Relaxed),
+            counter_behind: self.behind.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A busy-wait [`Delay`] on this clock's counter at the scale in force *now*: it does
+    /// not follow later recalibrations (take a new one after `recalibrate`).
     pub fn delay(&self) -> Delay<&C> {
         Delay::with_scale(&self.counter, self.scale())
     }
 
-    /// Publishes a timebase at `frequency` that continues the current timeline: readers see
-    /// no jump and no step back (see the module docs). Never blocks: returns
-    /// [`ClockError::Busy`] if another recalibration is being written or the last one's
-    /// timeline has not started yet.
+    /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
+    /// no jump, no step back. Never waits. Errors: [`ClockError::Busy`] if another writer is
+    /// active or the last publication's timeline has not started yet (within
+    /// [`HANDOVER_NS`]); [`ClockError::Late`] if the deadline was missed (the new rate is
+    /// applied all the same); [`ClockError::Behind`] if the counter reads behind the
+    /// timeline (nothing changes).
     pub fn recalibrate(&self, frequency: Frequency) -> Result<(), ClockError> {
-        self.publish(Some(Scale::new(&frequency)))
+        self.write(Write::Recalibrate(Scale::new(&frequency)))
     }
 
-    /// Re-bases the timebase at the current time without changing the rate. A clock on a
-    /// counter narrower than 64 bits must be updated at least once per half wrap period
-    /// (e.g. from a periodic tick); 64-bit counters never need it.
+    /// Re-bases the timeline at the same rate. A clock on a counter narrower than 64 bits
+    /// needs it at least once per [`Clock::update_interval`] (from a periodic tick, say);
+    /// 64-bit counters never do.
+    ///
+    /// Returns `Ok` when it re-based, and also when there is nothing to do (the last
+    /// publication is less than [`HANDOVER_NS`] old). `Busy` means another writer is active
+    /// right now (harmless: that writer re-bases). `Late` means this call came after the
+    /// deadline: time stood still from the deadline until now (it runs again). `Behind`: see
+    /// [`ClockError::Behind`].
     pub fn update(&self) -> Result<(), ClockError> {
-        self.publish(None)
+        self.write(Write::Update)
     }
 
-    /// Starts a new timeline at `at` (never earlier than what the clock reads now) from
-    /// the counter's value now, discarding the old timeline: for a counter that was reset or
-    /// jumped — a TSC after suspend to RAM, a counter reprogrammed by firmware — where
-    /// [`Clock::recalibrate`] would return [`ClockError::Busy`] for as long as the counter
-    /// reads behind the timebase. Pass the time the clock should continue from (the last
-    /// reading before the suspend plus the time spent suspended, say); `frequency` is the
-    /// rate from now on. There is no handover: readers racing this call may see time stand
-    /// still at the old timebase's start. Returns `Busy` only if another writer is active.
+    /// Starts a new timeline at `at` (never earlier than what the clock has read) from the
+    /// counter's value now, at `frequency`: for a counter that was reset or jumped — a TSC
+    /// after suspend to RAM, a counter reprogrammed by firmware — where `recalibrate`
+    /// returns [`ClockError::Behind`]. Pass the time the clock should continue from (the last
+    /// reading before the suspend plus the time spent suspended, say). Readers racing this
+    /// call see time stand still until it is published. Returns `Busy` only if another
+    /// writer is active.
     pub fn rebase(&self, at: Instant, frequency: Frequency) -> Result<(), ClockError> {
-        self.locked(|| {
-            let i = self.current.load(Ordering::Relaxed);
-            let cur = self.slot(i);
-            // What the clock reads now (its timebase's start while the counter is behind).
-            let base_ns = at.max(self.now()).as_nanos();
-            let scale = Scale::new(&frequency);
-            let timebase = Timebase {
-                base_ticks: self.counter.ticks() & self.counter.mask(),
-                base_ns,
-                mult_int: scale.mult_int(),
-                mult_frac: scale.mult_frac(),
-            };
-            let next = i.wrapping_add(1);
-            let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
-            self.write_slot(next & 1, gen, &timebase, &scale, &timebase);
-            self.current.store(next, Ordering::SeqCst);
-            Ok(())
-        })
+        self.write(Write::Rebase(at.as_nanos(), Scale::new(&frequency)))
     }
 
-    fn publish(&self, new_scale: Option<Scale>) -> Result<(), ClockError> {
-        self.locked(|| self.publish_locked(new_scale))
-    }
-
-    /// Runs `write` as the one writer, or returns `Busy` without waiting.
-    fn locked(&self, write: impl FnOnce() -> Result<(), ClockError>) -> Result<(), ClockError> {
+    /// Runs one write as the one writer, or returns `Busy` without waiting.
+    fn write(&self, what: Write) -> Result<(), ClockError> {
         if self
             .writer
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
@@ -372,88 +625,143 @@ impl<C: Counter> Clock<C> {
         {
             return Err(ClockError::Busy);
         }
-        let result = write();
+        let result = self.write_locked(what);
         self.writer.store(false, Ordering::Release);
         result
     }
 
-    fn publish_locked(&self, new_scale: Option<Scale>) -> Result<(), ClockError> {
-        // Only the writer changes `current` and the slots, and we are the writer: relaxed
-        // loads see our own last stores.
-        let i = self.current.load(Ordering::Relaxed);
-        let cur = self.slot(i);
-        let base_ticks = cur.base_ticks.load();
-        let base_ns = cur.base_ns.load();
-        let mult_int = cur.mult_int.load();
-        let mult_frac = cur.mult_frac.load();
-        let cur_scale = Scale::from_parts(
-            mult_int,
-            mult_frac,
-            cur.inv_mult.load(),
-            cur.inv_shift.load(Ordering::Relaxed),
-            cur.millihz.load(),
-        );
-        let scale = new_scale.unwrap_or(cur_scale);
-        let mask = self.counter.mask();
-        let half = mask >> 1;
-        let margin = cur_scale
-            .ns_to_ticks_ceil(HANDOVER_NS)
-            .clamp(1, (mask >> 3).max(1));
-        for _ in 0..3 {
-            let t = self.counter.ticks() & mask;
-            let since_base = t.wrapping_sub(base_ticks) & mask;
-            if since_base > half {
-                // The current timeline has not started yet (within the last handover).
-                return Err(ClockError::Busy);
+    fn write_locked(&self, what: Write) -> Result<(), ClockError> {
+        hook(Point::WriteLocked);
+        let geometry = Geometry::of(Width::of(&self.counter));
+        let (version, words) = self.timeline.current();
+        let tb = Timebase::load(words);
+        let gate = self.gate(version.slot);
+        let margin = geometry.margin(&tb.scale);
+        let t = self.counter.ticks();
+        hook(Point::WriteRead);
+        let d = geometry.width.delta(tb.base_ticks, t);
+        let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+        let zone = if latched {
+            Zone::Late
+        } else {
+            geometry.zone(d)
+        };
+        let too_soon = match zone {
+            Zone::Valid => d < margin,
+            Zone::Behind => geometry.width.delta(t, tb.base_ticks) <= tb.hand,
+            Zone::Late => false,
+        };
+        match (what, zone, too_soon) {
+            (Write::Update, _, true) => return Ok(()),
+            (Write::Recalibrate(_), _, true) => return Err(ClockError::Busy),
+            (Write::Update | Write::Recalibrate(_), Zone::Behind, false) => {
+                return Err(ClockError::Behind)
             }
-            let new_base_ticks = t.wrapping_add(margin) & mask;
-            let new_base_ns = advance(
-                base_ns,
-                since_base.saturating_add(margin),
-                mult_int,
-                mult_frac,
-            );
-            let next = i.wrapping_add(1);
-            let gen = cur.gen.load(Ordering::Relaxed).wrapping_add(1).max(1);
-            let new = Timebase {
-                base_ticks: new_base_ticks,
-                base_ns: new_base_ns,
-                mult_int: scale.mult_int(),
-                mult_frac: scale.mult_frac(),
-            };
-            let prev = Timebase {
-                base_ticks,
-                base_ns,
-                mult_int,
-                mult_frac,
-            };
-            self.write_slot(next & 1, gen, &new, &scale, &prev);
-            // Publish only while still well inside the margin; otherwise start again.
-            let now = self.counter.ticks() & mask;
-            if now.wrapping_sub(t) & mask <= margin / 2 {
-                self.current.store(next, Ordering::SeqCst);
-                return Ok(());
-            }
+            _ => {}
         }
-        Err(ClockError::Busy)
+        let scale = match what {
+            Write::Update => tb.scale,
+            Write::Recalibrate(s) | Write::Rebase(_, s) => s,
+        };
+        let next = match zone {
+            Zone::Late => {
+                // Hold every reader at the deadline, then start again from there.
+                gate.latched
+                    .fetch_max(version.number.wrapping_add(1), Ordering::SeqCst);
+                gate.lim.store(0, Ordering::SeqCst);
+                let frozen = tb.at(geometry.deadline);
+                self.late_updates.store(
+                    self.late_updates.load(Ordering::Relaxed).saturating_add(1),
+                    Ordering::Relaxed,
+                );
+                let at = match what {
+                    Write::Rebase(at, _) => at.max(frozen),
+                    _ => frozen,
+                };
+                Timebase::fresh(
+                    self.read_after_fence(&geometry),
+                    at,
+                    scale,
+                    margin.saturating_mul(2),
+                )
+            }
+            Zone::Behind => {
+                // Only a rebase gets here: hold the old timeline's readers at its start.
+                gate.end.store(0, Ordering::SeqCst);
+                gate.lim.store(0, Ordering::SeqCst);
+                let at = match what {
+                    Write::Rebase(at, _) => at.max(tb.base_ns).max(self.ceiling()),
+                    _ => tb.base_ns,
+                };
+                Timebase::fresh(
+                    self.read_after_fence(&geometry),
+                    at,
+                    scale,
+                    margin.saturating_mul(2),
+                )
+            }
+            Zone::Valid => {
+                let c = self.close(version, &tb, &geometry, margin);
+                let end_ns = tb.at(c);
+                match what {
+                    Write::Rebase(at, _) => Timebase::fresh(
+                        self.read_after_fence(&geometry),
+                        at.max(end_ns),
+                        scale,
+                        margin.saturating_mul(2),
+                    ),
+                    Write::Update | Write::Recalibrate(_) => Timebase {
+                        base_ticks: geometry.width.add(tb.base_ticks, c),
+                        base_ns: end_ns,
+                        scale,
+                        prev_ticks: tb.base_ticks,
+                        prev_ns: tb.base_ns,
+                        prev_int: tb.scale.mult_int(),
+                        prev_frac: tb.scale.mult_frac(),
+                        hand: c.min(margin.saturating_mul(2)),
+                    },
+                }
+            }
+        };
+        self.timeline.publish(|v, slot| {
+            for (word, value) in slot.iter().zip(next.words()) {
+                word.store(value);
+            }
+            self.gate(v.slot).open(geometry.deadline);
+        });
+        if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {
+            Err(ClockError::Late)
+        } else {
+            Ok(())
+        }
     }
 
-    fn write_slot(&self, index: u32, gen: u32, new: &Timebase, scale: &Scale, prev: &Timebase) {
-        let slot = self.slot(index);
-        slot.gen.store(0, Ordering::Relaxed);
-        fence(Ordering::Release);
-        slot.base_ticks.store(new.base_ticks);
-        slot.base_ns.store(new.base_ns);
-        slot.mult_int.store(scale.mult_int());
-        slot.mult_frac.store(scale.mult_frac());
-        slot.inv_mult.store(scale.inv_mult());
-        slot.inv_shift.store(scale.inv_shift(), Ordering::Relaxed);
-        slot.millihz.store(scale.millihz());
-        slot.prev_base_ticks.store(prev.base_ticks);
-        slot.prev_base_ns.store(prev.base_ns);
-        slot.prev_mult_int.store(prev.mult_int);
-        slot.prev_mult_frac.store(prev.mult_frac);
-        slot.gen.store(gen, Ordering::Release);
+    /// Closes the current timeline (step 1 of the module docs) and returns its end.
+    fn close(&self, version: Version, tb: &Timebase, geometry: &Geometry, margin: u64) -> u64 {
+        let gate = self.gate(version.slot);
+        let closing = CLOSING | u64::from(version.number);
+        gate.end.store(closing, Ordering::SeqCst);
+        gate.lim.store(0, Ordering::SeqCst);
+        hook(Point::WriteClosing);
+        let t = self.read_after_fence(geometry);
+        let proposal = geometry.proposal(tb.base_ticks, t, margin);
+        let end =
+            match gate
+                .end
+                .compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => proposal,
+                // A helper decided first; only this writer stores `CLOSING`, so this is an end.
+                Err(end) => end,
+            };
+        hook(Point::WriteClosed);
+        end
+    }
+
+    /// A counter reading made after the writer's stores are visible.
+    fn read_after_fence(&self, geometry: &Geometry) -> u64 {
+        fence(Ordering::SeqCst);
+        geometry.width.value(self.counter.ticks())
     }
 }
 
@@ -462,6 +770,7 @@ impl<C: Counter + fmt::Debug> fmt::Debug for Clock<C> {
         f.debug_struct("Clock")
             .field("counter", &self.counter)
             .field("scale", &self.scale())
+            .field("health", &self.health())
             .finish()
     }
 }
@@ -475,126 +784,5 @@ impl<C: Counter + defmt::Format> defmt::Format for Clock<C> {
             self.counter,
             self.scale()
         )
-    }
-}
-
-#[cfg(all(test, not(loom)))]
-mod tests {
-    use super::*;
-    use crate::frequency::{Accuracy, Source};
-    use core::cell::Cell;
-
-    /// A counter the test moves by hand.
-    struct Manual(Cell<u64>, u32);
-    impl Counter for Manual {
-        fn ticks(&self) -> u64 {
-            self.0.get()
-        }
-        fn bits(&self) -> u32 {
-            self.1
-        }
-    }
-
-    fn hz(hz: u64) -> Frequency {
-        Frequency::from_hz(hz, Source::User, Accuracy::Exact).unwrap()
-    }
-
-    #[test]
-    fn counts_from_its_epoch() {
-        let c = Manual(Cell::new(5_000), 64);
-        let clock = Clock::new(&c, hz(1_000_000_000));
-        assert_eq!(clock.now().as_nanos(), 0);
-        c.0.set(5_000 + 1_234_567);
-        assert_eq!(clock.now().as_nanos(), 1_234_567);
-        assert_eq!(clock.ticks(), 5_000 + 1_234_567);
-        assert_eq!(clock.millihz(), 1_000_000_000_000);
-    }
-
-    #[test]
-    fn recalibration_continues_the_timeline() {
-        let c = Manual(Cell::new(0), 64);
-        let clock = Clock::new(&c, hz(1_000_000_000));
-        c.0.set(10_000_000); // 10 ms at 1 GHz
-        let before = clock.now();
-        clock.recalibrate(hz(2_000_000_000)).unwrap();
-        // Inside the handover the old scale still applies.
-        assert_eq!(clock.now(), before);
-        c.0.set(10_500_000);
-        assert_eq!(clock.now().as_nanos(), 10_500_000);
-        // From the handover point (1 ms of old ticks later) the new scale takes over.
-        c.0.set(11_000_000);
-        assert_eq!(clock.now().as_nanos(), 11_000_000);
-        c.0.set(13_000_000);
-        assert_eq!(clock.now().as_nanos(), 12_000_000);
-        assert_eq!(clock.millihz(), 2_000_000_000_000);
-        // A second recalibration once the timeline has started.
-        clock.recalibrate(hz(1_000_000_000)).unwrap();
-        c.0.set(14_000_000 + 1_000);
-        assert!(clock.now().as_nanos() >= 12_000_000);
-    }
-
-    #[test]
-    fn busy_within_handover() {
-        let c = Manual(Cell::new(0), 64);
-        let clock = Clock::new(&c, hz(1_000_000_000));
-        c.0.set(1_000);
-        clock.recalibrate(hz(1_000_000_001)).unwrap();
-        assert_eq!(clock.recalibrate(hz(1_000_000_002)), Err(ClockError::Busy));
-        c.0.set(1_000 + 1_000_000);
-        assert_eq!(clock.recalibrate(hz(1_000_000_002)), Ok(()));
-    }
-
-    #[test]
-    fn narrow_counter_wraps_with_updates() {
-        // A 24-bit counter at 1 MHz wraps every 16.7 s; update at least every half wrap.
-        let c = Manual(Cell::new(0xff_f000), 24);
-        let clock = Clock::new(&c, hz(1_000_000));
-        let mut last = clock.now();
-        let mut raw: u64 = 0xff_f000;
-        for _ in 0..100 {
-            raw += 3_000_000; // 3 s
-            c.0.set(raw & 0xff_ffff);
-            let now = clock.now();
-            assert!(now >= last);
-            assert_eq!((now - last).as_micros(), 3_000_000);
-            last = now;
-            clock.update().unwrap();
-        }
-        assert_eq!(last.as_nanos(), 300_000_000_000);
-    }
-
-    #[test]
-    fn rebase_after_a_counter_reset() {
-        // A TSC that restarts from 0 after suspend: the clock stands still (it never spins),
-        // recalibration is refused while the counter is behind, and rebase continues time.
-        let c = Manual(Cell::new(10_000), 64);
-        let clock = Clock::new(&c, hz(1_000_000_000));
-        c.0.set(10_000 + 5_000_000_000); // 5 s
-        let before = clock.now();
-        assert_eq!(before.as_nanos(), 5_000_000_000);
-        c.0.set(1_000); // reset
-        assert!(clock.now() <= before);
-        assert_eq!(clock.recalibrate(hz(1_000_000_000)), Err(ClockError::Busy));
-        // Suspended for 2 s: continue from 7 s.
-        let resume = before + core::time::Duration::from_secs(2);
-        clock.rebase(resume, hz(1_000_000_000)).unwrap();
-        assert_eq!(clock.now(), resume);
-        c.0.set(1_000 + 500);
-        assert_eq!(clock.now().as_nanos(), 7_000_000_500);
-        // Never earlier than what the clock reads, whatever the caller passes.
-        clock.rebase(Instant::ZERO, hz(1_000_000_000)).unwrap();
-        assert_eq!(clock.now().as_nanos(), 7_000_000_500);
-        assert_eq!(clock.recalibrate(hz(2_000_000_000)), Ok(()));
-    }
-
-    #[test]
-    fn delta_of_raw_readings() {
-        let c = Manual(Cell::new(100), 64);
-        let clock = Clock::new(&c, hz(1_000_000));
-        let a = clock.raw();
-        c.0.set(1_100);
-        let b = clock.raw();
-        assert_eq!(clock.delta(a, b).as_micros(), 1_000);
-        assert_eq!(clock.delta(b, a), core::time::Duration::ZERO);
     }
 }

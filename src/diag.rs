@@ -157,7 +157,7 @@ impl ReadStats {
     /// asserted, no allocation made. The reads are not reordered or elided by the compiler
     /// ([`core::hint::black_box`]).
     pub fn measure<C: Counter + ?Sized>(counter: &C, reads: u32) -> ReadStats {
-        let mask = counter.mask();
+        let mask = crate::counter::Width::of(counter).mask();
         let first = counter.ticks();
         let mut last = first;
         for _ in 0..reads {
@@ -339,7 +339,7 @@ impl WarpCheck {
     /// One check by participant `id`: returns true when this read warped (was below the last
     /// read of any participant, itself included).
     pub fn check_once<C: Counter + ?Sized>(&self, id: u32, counter: &C) -> bool {
-        let mask = counter.mask();
+        let mask = crate::counter::Width::of(counter).mask();
         self.acquire();
         // `checks` counts the reads stored so far (saturating, so never back to 0): 0 means
         // there is no earlier read to compare with. Every u32 is a distinct id.
@@ -490,11 +490,14 @@ mod tests {
     /// A counter whose n-th read (from 0) returns `f(n)`.
     fn scripted(f: impl Fn(u64) -> u64) -> FnCounter<impl Fn() -> u64> {
         let n = Cell::new(0u64);
-        FnCounter::new(move || {
-            let i = n.get();
-            n.set(i + 1);
-            f(i)
-        })
+        FnCounter::new(
+            move || {
+                let i = n.get();
+                n.set(i + 1);
+                f(i)
+            },
+            64,
+        )
     }
 
     #[test]
@@ -553,7 +556,7 @@ mod tests {
 
     #[test]
     fn stuck_counter() {
-        let c = FnCounter::new(|| 42);
+        let c = FnCounter::new(|| 42, 64);
         let s = ReadStats::measure(&c, 50);
         assert_eq!(s.tight_loop_ticks, 0);
         assert_eq!(s.zero_deltas, 50);
@@ -587,7 +590,7 @@ mod tests {
 
     #[test]
     fn narrow_counter_wraps_without_backwards_steps() {
-        let c = FnCounter::with_bits(
+        let c = FnCounter::new(
             {
                 let n = Cell::new(0u64);
                 move || {
@@ -605,7 +608,7 @@ mod tests {
 
     #[test]
     fn zero_reads() {
-        let s = ReadStats::measure(&FnCounter::new(|| 5), 0);
+        let s = ReadStats::measure(&FnCounter::new(|| 5, 64), 0);
         assert_eq!(s.millitick_per_read(), 0);
         let ghz = Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Exact).unwrap();
         assert_eq!(s.read_cost_ps(&ghz), 0);
@@ -616,8 +619,8 @@ mod tests {
     fn warp_between_two_cpus_is_found() {
         let time = AtomicU64::new(1_000_000);
         let tick = || time.fetch_add(10, Ordering::Relaxed);
-        let ahead = FnCounter::new(|| tick() + 5_000);
-        let behind = FnCounter::new(&tick);
+        let ahead = FnCounter::new(|| tick() + 5_000, 64);
+        let behind = FnCounter::new(&tick, 64);
         let w = WarpCheck::new();
         assert!(!w.check_once(0, &ahead));
         assert!(!w.check_once(0, &ahead));
@@ -638,7 +641,7 @@ mod tests {
     fn every_id_is_its_own_participant() {
         // u32::MAX and 0 are two participants: each check after the first hands over.
         let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed));
+        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
         let w = WarpCheck::new();
         for id in [u32::MAX, 0, u32::MAX, 0] {
             w.check_once(id, &c);
@@ -649,7 +652,7 @@ mod tests {
     #[test]
     fn synchronised_cpus_show_no_warp() {
         let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(3, Ordering::Relaxed));
+        let c = FnCounter::new(|| time.fetch_add(3, Ordering::Relaxed), 64);
         let w = WarpCheck::new();
         for i in 0..100 {
             assert!(!w.check_once(i % 3, &c));
@@ -662,8 +665,8 @@ mod tests {
     #[test]
     fn warp_check_on_a_wrapping_counter() {
         let w = WarpCheck::new();
-        let near_top = FnCounter::with_bits(|| 0xFFF0, 16);
-        let wrapped = FnCounter::with_bits(|| 0x0010, 16);
+        let near_top = FnCounter::new(|| 0xFFF0, 16);
+        let wrapped = FnCounter::new(|| 0x0010, 16);
         w.check_once(0, &near_top);
         assert!(!w.check_once(1, &wrapped)); // +0x20 across the wrap
         assert!(w.check_once(0, &near_top)); // -0x20
@@ -673,7 +676,7 @@ mod tests {
     #[test]
     fn participants_rendezvous_and_run() {
         let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed));
+        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
         let w = WarpCheck::new();
         std::thread::scope(|s| {
             for id in 0..3 {
@@ -688,17 +691,20 @@ mod tests {
     #[test]
     fn threads_helper_counts_and_detects() {
         let time = AtomicU64::new(0);
-        let good = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed));
+        let good = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
         let r = warp_check_threads(&good, 2, 1_000);
         assert_eq!((r.participants, r.checks, r.warps), (2, 2_000, 0));
 
         // Reads alternate between a fast and a slow view: the second check warps, whichever
         // thread makes it, because reads happen under the lock in sequence.
         let n = AtomicU64::new(0);
-        let skewed = FnCounter::new(|| {
-            let i = n.fetch_add(1, Ordering::Relaxed);
-            i * 10 + if i % 2 == 0 { 1_000_000 } else { 0 }
-        });
+        let skewed = FnCounter::new(
+            || {
+                let i = n.fetch_add(1, Ordering::Relaxed);
+                i * 10 + if i % 2 == 0 { 1_000_000 } else { 0 }
+            },
+            64,
+        );
         let r = warp_check_threads(&skewed, 2, 100);
         assert_eq!(r.checks, 200);
         assert_eq!(r.warps, 100);

@@ -23,6 +23,7 @@ extern crate std;
 
 pub mod arch;
 pub mod calibrate;
+#[cfg(any(target_has_atomic = "64", loom))]
 pub mod clock;
 pub mod counter;
 pub mod delay;
@@ -36,9 +37,15 @@ pub mod scale;
 pub mod sim;
 mod sync;
 
-pub use clock::{Clock, ClockError};
-pub use counter::{Counter, FnCounter};
+#[cfg(any(target_has_atomic = "64", loom))]
+pub use clock::{Clock, ClockError, ClockHealth};
+pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
+
+/// The interleaving test's hook (debug builds with `std` only; not part of the API).
+#[cfg(all(debug_assertions, feature = "std", not(loom)))]
+#[doc(hidden)]
+pub use sync::{test_hook as __test_hook, Point as __HookPoint};

@@ -31,7 +31,7 @@ use core::time::Duration;
 
 use crate::calibrate::wide::mul_div;
 use crate::calibrate::Reference;
-use crate::counter::{mask_for_bits, Counter};
+use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
 use crate::scale::saturate_u64;
 
@@ -385,7 +385,7 @@ impl SimTimer {
             .checked_div(self.quantum)
             .unwrap_or(v)
             .saturating_mul(self.quantum);
-        v & mask_for_bits(self.bits)
+        v & Width::new(self.bits).mask()
     }
 
     /// Performs one read in `world`: time passes, the value is latched part-way.

@@ -1,9 +1,32 @@
-//! The atomics the [`crate::Clock`] publishes its timebase with.
+//! The atomics the [`crate::Clock`] is built from, and its one publication primitive,
+//! [`Published`]: a ring of two generation-checked snapshots (FreeBSD's `timehands`, read
+//! the way Linux's seqcount readers are).
 //!
-//! `loom` replaces them in the model-checking build (`RUSTFLAGS="--cfg loom"`). Targets
-//! without 64-bit atomics (Cortex-M) store a `u64` as two `u32` halves: the clock's
-//! generation check already rejects any read that raced a write, torn halves included, so
-//! no lock or critical section is needed.
+//! `loom` replaces the atomics in the model-checking build (`RUSTFLAGS="--cfg loom"`).
+//! Snapshot words are `u64`s read and written with relaxed atomics, as two `u32` halves on
+//! targets without 64-bit atomics: the generation check rejects any read that raced a write,
+//! torn halves included.
+//!
+//! # The protocol
+//!
+//! One `seq` counts half-steps: `2k` while version `k` is published and nothing is being
+//! written, `2k + 1` while version `k + 1` is being written. Version `k` lives in slot
+//! `k mod 2`.
+//!
+//! - Writer (one at a time, the caller guarantees it): `seq = 2k + 1` (release); release
+//!   fence; write slot `(k + 1) mod 2` (relaxed); `seq = 2k + 2` (release).
+//! - Reader: `s₁ = seq` (acquire); use slot `(s₁ / 2) mod 2` (relaxed loads); acquire fence;
+//!   `s₂ = seq` (relaxed); accept if `s₂ − 2⌊s₁/2⌋ ≤ 2`, i.e. the writer has not started
+//!   writing the *next* version into the same slot, which happens at `s = 2k + 3`.
+//!
+//! If a reader saw any word written after the writer's store of an odd `seq` and release
+//! fence, its acquire fence synchronises with that fence, so its `s₂` is at least that odd
+//! value and the read is rejected (Boehm, "Can seqlocks get along with programming language
+//! memory models?", MSPC 2012). An accepted read therefore saw one version whole. A reader
+//! never waits for a writer: the slot it reads is never the one being written, whatever the
+//! writer is doing or however long it is stalled; it retries only when two publications
+//! overtook it. The odd store is a release store so that a reader which loads it also sees
+//! the version before it.
 
 pub(crate) use core::sync::atomic::Ordering;
 
@@ -16,10 +39,12 @@ pub(crate) fn spin_loop() {
     #[cfg(not(loom))]
     core::hint::spin_loop();
 }
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub(crate) use core::sync::atomic::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU32};
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32};
+pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
 
 /// A `u64` that is read and written with relaxed atomics (possibly as two halves).
 pub(crate) struct RelaxedU64 {
@@ -78,6 +103,190 @@ impl RelaxedU64 {
         {
             self.lo.store(v as u32, Ordering::Relaxed);
             self.hi.store((v >> 32) as u32, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A version's slot: `N` words, read with [`Published::read`].
+pub(crate) type Words<const N: usize> = [RelaxedU64; N];
+
+/// A ring of two snapshots of `N` words, published by one writer at a time and read
+/// lock-free (see the module docs for the protocol and its argument).
+///
+/// Cache-line aligned: the sequence number and the first words of slot 0 share a line.
+#[repr(C, align(64))]
+pub(crate) struct Published<const N: usize> {
+    seq: AtomicU32,
+    slots: [Words<N>; 2],
+}
+
+/// Which version a reader is looking at: the version number (`k`) and its slot (`k mod 2`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Version {
+    pub(crate) number: u32,
+    pub(crate) slot: usize,
+}
+
+impl<const N: usize> Published<N> {
+    /// Version 0 holding `words`.
+    #[cfg(not(loom))]
+    pub(crate) const fn new(words: [u64; N]) -> Self {
+        let mut slots = [
+            [const { RelaxedU64::new(0) }; N],
+            [const { RelaxedU64::new(0) }; N],
+        ];
+        let mut i = 0;
+        // i < N: in bounds, and no overflow.
+        #[allow(clippy::indexing_slicing, clippy::arithmetic_side_effects)]
+        while i < N {
+            slots[0][i] = RelaxedU64::new(words[i]);
+            i += 1;
+        }
+        Published {
+            seq: AtomicU32::new(0),
+            slots,
+        }
+    }
+
+    /// Version 0 holding `words` (loom's atomics have no `const fn new`).
+    #[cfg(loom)]
+    pub(crate) fn new(words: [u64; N]) -> Self {
+        Published {
+            seq: AtomicU32::new(0),
+            slots: [
+                core::array::from_fn(|i| RelaxedU64::new(words[i])),
+                core::array::from_fn(|_| RelaxedU64::new(0)),
+            ],
+        }
+    }
+
+    #[inline(always)]
+    fn slot(&self, i: usize) -> &Words<N> {
+        let [even, odd] = &self.slots;
+        if i & 1 == 0 {
+            even
+        } else {
+            odd
+        }
+    }
+
+    /// Runs `f` on one whole published version and returns its result. `f` may run more
+    /// than once (it is rerun when two publications overtook it), and its result is used
+    /// only from a run that saw one version whole; `f` must not rely on its words being
+    /// consistent for anything it *stores* (tag such stores with the version).
+    #[inline(always)]
+    pub(crate) fn read<R>(&self, mut f: impl FnMut(Version, &Words<N>) -> R) -> R {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            hook(Point::ReadSeq);
+            let number = s1 >> 1;
+            let slot = (number & 1) as usize;
+            let r = f(Version { number, slot }, self.slot(slot));
+            fence(Ordering::Acquire);
+            let s2 = self.seq.load(Ordering::Relaxed);
+            if s2.wrapping_sub(s1 & !1) <= 2 {
+                return r;
+            }
+            hook(Point::ReadRetry);
+            spin_loop();
+        }
+    }
+
+    /// The version published now, with its words, for the one writer (which alone changes
+    /// them, so relaxed loads see its own last stores).
+    pub(crate) fn current(&self) -> (Version, &Words<N>) {
+        let number = self.seq.load(Ordering::Relaxed) >> 1;
+        let slot = (number & 1) as usize;
+        (Version { number, slot }, self.slot(slot))
+    }
+
+    /// Writes version `current + 1` into the other slot and publishes it. `fill` writes the
+    /// words (and anything the caller keeps beside them for that slot). One writer at a time.
+    pub(crate) fn publish(&self, fill: impl FnOnce(Version, &Words<N>)) -> Version {
+        let s = self.seq.load(Ordering::Relaxed) & !1;
+        let next = s.wrapping_add(2);
+        let number = next >> 1;
+        let version = Version {
+            number,
+            slot: (number & 1) as usize,
+        };
+        self.seq.store(s | 1, Ordering::Release);
+        fence(Ordering::Release);
+        hook(Point::WriteOpen);
+        fill(version, self.slot(version.slot));
+        hook(Point::WriteFilled);
+        self.seq.store(next, Ordering::Release);
+        version
+    }
+}
+
+/// Places in the clock's protocol where the interleaving test may stall a reader or the
+/// writer. Debug builds only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(hidden)]
+#[repr(u32)]
+pub enum Point {
+    /// Reader: after loading `seq`, before the counter read.
+    ReadSeq,
+    /// Reader: after the counter read, before the slot's words.
+    ReadCounter,
+    /// Reader: before its second `seq` load failed a read (about to retry).
+    ReadRetry,
+    /// Reader (slow path): about to propose a close point.
+    ReadHelp,
+    /// Reader (slow path): about to latch a missed deadline.
+    ReadLatch,
+    /// Writer: holds the lock, before its counter read.
+    WriteLocked,
+    /// Writer: after its counter read, before closing the current timeline.
+    WriteRead,
+    /// Writer: announced the close, before reading the counter for its proposal.
+    WriteClosing,
+    /// Writer: after the close is decided, before publishing.
+    WriteClosed,
+    /// Writer: odd `seq` stored, before filling the slot.
+    WriteOpen,
+    /// Writer: slot filled, before the even `seq` store.
+    WriteFilled,
+}
+
+/// Calls the installed test hook at `point` (debug builds with `std` only; nothing otherwise).
+#[inline(always)]
+pub(crate) fn hook(point: Point) {
+    #[cfg(all(debug_assertions, feature = "std", not(loom)))]
+    test_hook::call(point);
+    #[cfg(not(all(debug_assertions, feature = "std", not(loom))))]
+    let _ = point;
+}
+
+/// The interleaving test's hook: a function called at every [`Point`]. Debug builds with
+/// `std` only.
+#[cfg(all(debug_assertions, feature = "std", not(loom)))]
+#[doc(hidden)]
+pub mod test_hook {
+    use super::Point;
+    use core::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::RwLock;
+
+    static INSTALLED: AtomicBool = AtomicBool::new(false);
+    static HOOK: RwLock<Option<fn(Point)>> = RwLock::new(None);
+
+    /// Installs `f` (or removes the hook with `None`). Process-wide: a test that installs
+    /// one must be alone in its test binary.
+    pub fn set(f: Option<fn(Point)>) {
+        if let Ok(mut h) = HOOK.write() {
+            *h = f;
+        }
+        INSTALLED.store(f.is_some(), Ordering::SeqCst);
+    }
+
+    #[inline(always)]
+    pub(crate) fn call(point: Point) {
+        if INSTALLED.load(Ordering::Relaxed) {
+            let f = HOOK.read().ok().and_then(|h| *h);
+            if let Some(f) = f {
+                f(point);
+            }
         }
     }
 }

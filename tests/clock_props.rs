@@ -12,7 +12,7 @@ struct Manual {
 
 impl Counter for Manual {
     fn ticks(&self) -> u64 {
-        self.ticks.get() & baretime::counter::mask_for_bits(self.bits)
+        self.ticks.get() & baretime::Width::new(self.bits).mask()
     }
     fn bits(&self) -> u32 {
         self.bits

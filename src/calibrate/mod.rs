@@ -64,9 +64,9 @@
 //! // A toy world: a 1 MHz reference and a counter at exactly 3 ticks per reference tick,
 //! // advancing on every read.
 //! let t = Cell::new(0u64);
-//! let counter = FnCounter::new(|| { t.set(t.get() + 1); t.get() });
+//! let counter = FnCounter::new(|| { t.set(t.get() + 1); t.get() }, 64);
 //! let reference = CounterReference::new(
-//!     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }),
+//!     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }, 64),
 //!     Frequency::from_hz(1_000_000, Source::Reference, Accuracy::Exact).unwrap(),
 //! );
 //! let config = Config::new().target_ppm(10).max_duration(Duration::from_millis(50));

@@ -5,7 +5,7 @@ use core::time::Duration;
 use super::fit::{self, Floor, Window};
 use super::wide::{mul_div, mul_div_ceil};
 use super::{Calibration, Config, Error, Reference};
-use crate::counter::{mask_for_bits, Counter};
+use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
 
 /// Warm-up: at least this many samples...
@@ -146,8 +146,8 @@ impl Engine {
         };
         Engine {
             cfg,
-            cmask: mask_for_bits(counter.bits()),
-            rmask: mask_for_bits(reference.bits()),
+            cmask: Width::new(counter.bits()).mask(),
+            rmask: Width::new(reference.bits()).mask(),
             max_x: to_ref_ticks(cfg.max_duration_ns),
             stuck_x: to_ref_ticks(cfg.stuck_after_ns).max(2),
             stuck_c: stuck_c.max(2),
@@ -538,7 +538,7 @@ mod tests {
 
     fn engine(bits: u32, cfg: Config) -> Engine {
         Engine::new(
-            &FnCounter::new(|| 0),
+            &FnCounter::new(|| 0, 64),
             &Fake {
                 bits,
                 hz: 1_000_000,

@@ -7,7 +7,7 @@
 
 use crate::arch::x86_64::port::inl;
 use crate::calibrate::Reference;
-use crate::counter::mask_for_bits;
+use crate::counter::Width;
 use crate::frequency::{Accuracy, Frequency, Source};
 
 /// The PM timer's rate: the NTSC colour-burst crystal, 315/88 MHz = 3 579 545.45… Hz, given
@@ -71,7 +71,7 @@ impl AcpiPmTimer {
         // SAFETY: `new`'s contract: `port` is the PM timer's and we have I/O privilege for it.
         // Reading the PM timer has no side effects.
         let v = unsafe { inl(self.port) };
-        u64::from(v) & mask_for_bits(self.bits)
+        u64::from(v) & Width::new(self.bits).mask()
     }
 }
 
@@ -87,7 +87,7 @@ impl Reference for AcpiPmTimer {
     /// The middle one of the first three consecutive reads that are in order (see the type's
     /// documentation).
     fn read(&mut self) -> u64 {
-        let mask = mask_for_bits(self.bits);
+        let mask = Width::new(self.bits).mask();
         let mut a = self.read_raw();
         let mut b = self.read_raw();
         for _ in 0..MAX_EXTRA_READS {
@@ -126,7 +126,7 @@ mod tests {
 
     #[test]
     fn order_check_handles_wrap_and_torn_reads() {
-        let m24 = mask_for_bits(24);
+        let m24 = Width::new(24).mask();
         assert!(in_order(10, 11, 13, m24));
         assert!(in_order(10, 10, 10, m24));
         // Across the 24-bit wrap.
@@ -137,7 +137,7 @@ mod tests {
         assert!(!in_order(0x00_12ff, 0x00_1200, 0x00_1301, m24));
         // Backwards at the first step.
         assert!(!in_order(0x00_1300, 0x00_12ff, 0x00_1301, m24));
-        let m32 = mask_for_bits(32);
+        let m32 = Width::new(32).mask();
         assert!(in_order(0xffff_fff0, 0xffff_ffff, 0x10, m32));
         assert!(!in_order(0x10, 0x0f, 0x11, m32));
     }

@@ -70,7 +70,7 @@ mod tests {
             Accuracy::Nominal { tolerance_ppm: 20 },
         )
         .unwrap();
-        let mut r = CounterReference::new(FnCounter::with_bits(|| 77, 56), f).with_name("cntvct");
+        let mut r = CounterReference::new(FnCounter::new(|| 77, 56), f).with_name("cntvct");
         assert_eq!(r.read(), 77);
         assert_eq!(r.bits(), 56);
         assert_eq!(r.frequency(), f);

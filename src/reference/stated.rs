@@ -16,7 +16,7 @@ use crate::frequency::{Accuracy, Frequency};
 /// use baretime::reference::{CounterReference, WithAccuracy};
 /// use baretime::{Accuracy, FnCounter, Frequency};
 ///
-/// let timer = CounterReference::new(FnCounter::new(|| 0), Frequency::user_hz(1_193_182).unwrap());
+/// let timer = CounterReference::new(FnCounter::new(|| 0, 64), Frequency::user_hz(1_193_182).unwrap());
 /// let pit_like = WithAccuracy::new(timer, Accuracy::Nominal { tolerance_ppm: 100 });
 /// assert_eq!(pit_like.frequency().accuracy().bound_ppb(), 100_000);
 /// assert_eq!(pit_like.frequency().as_hz(), 1_193_182);
@@ -71,13 +71,16 @@ mod tests {
     fn stated_tolerance_widens_the_bound() {
         // Counter at 1 GHz, reference at 1 MHz, both advancing with simulated time.
         let now = Cell::new(0u64);
-        let counter = FnCounter::new(|| {
-            now.set(now.get() + 50);
-            now.get()
-        });
+        let counter = FnCounter::new(
+            || {
+                now.set(now.get() + 50);
+                now.get()
+            },
+            64,
+        );
         let reference = || {
             CounterReference::new(
-                FnCounter::new(|| now.get() / 1000),
+                FnCounter::new(|| now.get() / 1000, 64),
                 Frequency::user_hz(1_000_000).unwrap(),
             )
         };

@@ -91,6 +91,10 @@ impl Counter for GenericTimer {
             None => self.read_ordered(),
         }
     }
+    #[inline(always)]
+    fn bits(&self) -> u32 {
+        64
+    }
 }
 
 /// The generic timer as a [`Counter`] on the plain, unordered read.
@@ -102,6 +106,10 @@ impl Counter for GenericTimerUnordered {
     #[inline(always)]
     fn ticks(&self) -> u64 {
         self.0.read()
+    }
+    #[inline(always)]
+    fn bits(&self) -> u32 {
+        64
     }
 }
 

@@ -101,6 +101,10 @@ impl Counter for Tsc {
     fn ticks(&self) -> u64 {
         self.read_ordered()
     }
+    #[inline(always)]
+    fn bits(&self) -> u32 {
+        64
+    }
 }
 
 /// The TSC as a [`Counter`] on the plain, unordered `RDTSC` ([`Tsc::read`]).
@@ -112,6 +116,10 @@ impl Counter for TscUnordered {
     #[inline(always)]
     fn ticks(&self) -> u64 {
         self.0.read()
+    }
+    #[inline(always)]
+    fn bits(&self) -> u32 {
+        64
     }
 }
 
