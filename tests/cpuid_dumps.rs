@@ -3,8 +3,8 @@
 //! which this file extracts with its own small parser (independent of `discover::dump`),
 //! and against libcpuid's expected values where the dump carries them.
 //!
-//! Acceptance (issue 2): the exact frequency where leaf 0x15 has all three fields or the
-//! hypervisor leaf is set; within 1 % of the 0x16 base where there is one; no exact claim
+//! Acceptance (issue 2): the exact frequency where leaf 0x15 has all three fields (on Intel,
+//! the only vendor that defines it) or the hypervisor leaf is set; within 1 % of the 0x16 base where there is one; no exact claim
 //! without an exact source; invariant-TSC and hypervisor bits as the dump has them; ARM
 //! dumps and garbage give `error=`.
 
@@ -238,9 +238,11 @@ fn check_x86(path: &Path, text: &[u8], d: &X86Discovery, tally: &mut Tally) {
 
     let best = d.best();
     let hv = raw.leaf(0x4000_0010).map(|r| r[0]).filter(|&khz| khz != 0);
+    // Leaf 0x15 is read on Intel only (as Linux's native_calibrate_tsc does).
     let leaf15 = raw
         .leaf(0x15)
-        .filter(|r| r[0] != 0 && r[1] != 0 && r[2] != 0);
+        .filter(|r| r[0] != 0 && r[1] != 0 && r[2] != 0)
+        .filter(|_| &raw.vendor() == b"GenuineIntel");
     let base_mhz = raw.leaf(0x16).map(|r| r[0] & 0xFFFF).filter(|&m| m != 0);
 
     match (hv, leaf15) {

@@ -144,18 +144,29 @@ pub struct Verified {
 ///
 /// # The allowed deviation
 ///
-/// `allowed = U + B + max(U/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
-/// and `B` the claim's own stated bound (0 for exact claims). `U` alone would reject a
-/// correct claim about 1 % of the time (it is a 99 % bound). The margin:
-/// - `U/2` moves a correct claim 4.5 standard uncertainties out (`U` is ≥ 3 of them), where
+/// `allowed = U + B + max(M/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
+/// ([`Calibration::uncertainty_ppb`]: the measurement's own part `M`,
+/// [`Calibration::measurement_ppb`], plus the reference's stated tolerance `R`) and `B` the
+/// claim's own stated bound (0 for exact claims).
+///
+/// The reference's tolerance is in `U`, once: a measurement against a PM timer 50 ppm fast
+/// is 50 ppm slow, and an exact CPUID 0x15 claim that is right deviates from it by those
+/// 50 ppm. With the timer's nominal ±100 ppm in `U` the claim is confirmed and kept (Linux,
+/// too, trusts 0x15 over a PIT, PM-timer or HPET calibration); with an exact reference it
+/// would be called wrong, and a measurement 50 ppm off reported as good to 1 ppm.
+///
+/// `M` alone would reject a correct claim about 1 % of the time (it is a 99 % bound). The
+/// margin, on the measurement's part only (`R` is a worst-case tolerance, not a statistical
+/// bound to stretch):
+/// - `M/2` moves a correct claim 4.5 standard uncertainties out (`M` is ≥ 3 of them), where
 ///   false rejections are below 1 in 100 000;
 /// - `1 ppm` absorbs how claims are written down: a hypervisor leaf or a kernel's `tsc_khz`
 ///   is in whole kHz (≤ 0.5 ppm of a counter above 1 GHz), and a reference clock slewed by
 ///   NTP is only as steady as the ppm-level steering allows.
 ///
-/// Neither hides a real fault: the claims that go wrong in the field are off by hundreds of
-/// ppm or more (Valkey's 0.4 %, CNTFRQ values off by whole percent), far outside any margin
-/// that a calibration of a few ppm produces.
+/// Neither hides a real fault: the claims that go wrong in the field are off by thousands of
+/// ppm (Valkey's 0.4 %, CNTFRQ values off by whole percent, a wrong 0x15 crystal: 24 vs
+/// 25 MHz is 4 %), outside the allowed deviation even against an HPET's ±500 ppm.
 pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
     let measured = calibration.frequency;
     let Some(claim) = claim else {
@@ -167,9 +178,10 @@ pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
     };
     let u = calibration.uncertainty_ppb;
     let claim_bound = claim.accuracy().bound_ppb();
+    // The reference's tolerance is inside `u` already; the margin is on the measurement.
     let allowed_ppb = u
         .saturating_add(claim_bound)
-        .saturating_add((u / 2).max(1_000));
+        .saturating_add((calibration.measurement_ppb / 2).max(1_000));
     let deviation_ppb = claim.deviation_ppb_from(&measured);
     let (chosen, verdict) = if deviation_ppb.unsigned_abs() > allowed_ppb {
         (
@@ -229,6 +241,13 @@ mod tests {
     use core::time::Duration;
 
     fn cal(hz: u64, u_ppb: u64) -> Calibration {
+        cal_against(hz, u_ppb, 0)
+    }
+
+    /// A calibration whose measurement is good to `m_ppb`, against a reference stating a
+    /// tolerance of `r_ppb`.
+    fn cal_against(hz: u64, m_ppb: u64, r_ppb: u64) -> Calibration {
+        let u_ppb = m_ppb + r_ppb;
         Calibration {
             frequency: Frequency::from_hz(
                 hz,
@@ -239,7 +258,7 @@ mod tests {
             )
             .unwrap(),
             uncertainty_ppb: u_ppb,
-            measurement_ppb: u_ppb,
+            measurement_ppb: m_ppb,
             samples_used: 1000,
             samples_rejected: 0,
             duration: Duration::from_millis(10),
@@ -306,6 +325,46 @@ mod tests {
         let c = cal(1_000_000_000, 100);
         assert!(!verify(at(1_100), &c).verdict.is_disagreement());
         assert!(verify(at(1_101), &c).verdict.is_disagreement());
+    }
+
+    #[test]
+    fn reference_tolerance_counts_once_and_gets_no_margin() {
+        // Measured to 1 ppm against a ±100 ppm PM timer: U = 101 ppm, margin 1 ppm.
+        let c = cal_against(2_400_000_000, 1_000, 100_000);
+        let at = |ppb: u64| {
+            Frequency::from_hz(
+                2_400_000_000 + ppb * 12 / 5,
+                Source::CpuidTscLeaf,
+                Accuracy::Exact,
+            )
+        };
+        // A claim 50 ppm off (the timer's crystal is) is kept.
+        let v = verify(at(50_000), &c);
+        assert!(
+            matches!(
+                v.verdict,
+                Verdict::Confirmed {
+                    deviation_ppb: 50_000,
+                    allowed_ppb: 102_000
+                }
+            ),
+            "{:?}",
+            v.verdict
+        );
+        assert_eq!(Some(v.chosen), at(50_000));
+        assert!(!verify(at(102_000), &c).verdict.is_disagreement());
+        // The tolerance is not stretched by half of itself: 120 ppm is beyond it.
+        assert!(verify(at(120_000), &c).verdict.is_disagreement());
+        // A measured claim tighter than U (which includes the tolerance) wins.
+        let tight = Frequency::from_hz(
+            2_400_000_000,
+            Source::Calibrated,
+            Accuracy::Measured {
+                uncertainty_ppb: 2_000,
+            },
+        )
+        .unwrap();
+        assert_eq!(verify(Some(tight), &c).chosen, tight);
     }
 
     #[test]

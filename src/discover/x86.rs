@@ -6,9 +6,9 @@
 //! | source | leaf | accuracy |
 //! | --- | --- | --- |
 //! | [`Source::HypervisorLeaf`] | 0x40000010 EAX (kHz), only with the hypervisor bit | exact |
-//! | [`Source::CpuidTscLeaf`] | 0x15: ECX (crystal Hz) × EBX / EAX | exact (a rational: kept to the mHz) |
-//! | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio, ECX = 0, crystal from the model table | nominal, [`KNOWN_CRYSTAL_TOLERANCE_PPM`] |
-//! | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio, ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, [`BASE_FREQUENCY_TOLERANCE_PPM`] |
+//! | [`Source::CpuidTscLeaf`] | 0x15 (Intel only): ECX (crystal Hz) × EBX / EAX | exact (a rational: kept to the mHz) |
+//! | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal from the model table | nominal, [`KNOWN_CRYSTAL_TOLERANCE_PPM`] |
+//! | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, [`BASE_FREQUENCY_TOLERANCE_PPM`] |
 //! | [`Source::CpuidBaseFrequency`] | 0x16 EAX (MHz) | nominal, [`BASE_FREQUENCY_TOLERANCE_PPM`] |
 //! | [`Source::BrandString`] | 0x80000002..4, `@ 2.10GHz` / `1700MHz` | nominal, [`BRAND_STRING_TOLERANCE_PPM`] |
 //!
@@ -16,6 +16,13 @@
 //! does not exist, whatever the reader returns for it: Intel CPUs answer such leaves with the
 //! data of the highest basic leaf, and QEMU TCG with junk. A zero numerator or denominator in
 //! leaf 0x15, a zero base in 0x16 and a zero rate in 0x40000010 mean "unknown": no candidate.
+//!
+//! Leaf 0x15 is the TSC/crystal ratio only in Intel's CPUID (the SDM); it is read on
+//! `GenuineIntel` parts only, as Linux's `native_calibrate_tsc` does (`X86_VENDOR_INTEL`).
+//! AMD's and Hygon's manuals do not define it with that meaning, and Centaur/Zhaoxin
+//! (`CentaurHauls`, `  Shanghai  `) document no TSC leaf that Linux uses. An exact claim from
+//! a leaf that the vendor never defined would outrank every measurement, so on other vendors
+//! [`X86Discovery::tsc_leaf`] is still recorded raw but yields no candidate and no crystal.
 //!
 //! The known-crystal table follows the Intel SDM ("nominal core crystal clock frequency") and
 //! Linux's `native_calibrate_tsc`: 24 MHz for the Skylake-derived client parts (Skylake,
@@ -399,7 +406,8 @@ fn collect_candidates(d: &mut X86Discovery) {
         .map(|f| u64::from(f.base_mhz).saturating_mul(1_000_000)) // < 2^36: exact
         .filter(|&hz| hz != 0);
 
-    if let Some(t) = d.tsc_leaf {
+    // Leaf 0x15 means TSC / crystal on Intel only (see the module docs).
+    if let Some(t) = d.tsc_leaf.filter(|_| d.is_intel()) {
         if t.denominator != 0 && t.numerator != 0 {
             if t.crystal_hz != 0 {
                 d.crystal = Some(Crystal {
@@ -413,12 +421,7 @@ fn collect_candidates(d: &mut X86Discovery) {
                     Accuracy::Exact,
                 ));
             } else {
-                let known = if d.is_intel() {
-                    known_crystal_hz(d.family, d.model)
-                } else {
-                    None
-                };
-                if let Some(hz) = known {
+                if let Some(hz) = known_crystal_hz(d.family, d.model) {
                     d.crystal = Some(Crystal {
                         hz,
                         source: CrystalSource::KnownModel,
@@ -774,6 +777,43 @@ mod tests {
             .with(1, [0x906EA, 0, 0, 0])
             .with(0x15, [2, 184, 0, 0]);
         assert_eq!(discover_with(t).best(), None);
+    }
+
+    #[test]
+    fn leaf_15_is_read_on_intel_only() {
+        // A complete leaf 0x15 (and a 0x16 base, for the derived crystal) under each vendor.
+        let vendors: [(&[u8; 12], bool); 6] = [
+            (b"GenuineIntel", true),
+            (b"AuthenticAMD", false),
+            (b"HygonGenuine", false),
+            (b"CentaurHauls", false),
+            (b"  Shanghai  ", false),
+            (b"GenuineIotel", false),
+        ];
+        for (vendor, intel) in vendors {
+            let regs = |i: usize| u32::from_le_bytes(vendor[i..i + 4].try_into().unwrap());
+            let table = |l15| {
+                Table::default()
+                    .with(0, [0x16, regs(0), regs(8), regs(4)])
+                    .with(1, [0x906EA, 0, 0, 0])
+                    .with(0x15, l15)
+                    .with(0x16, [2200, 4100, 100, 0])
+            };
+            let d = discover_with(table([2, 200, 24_000_000, 0]));
+            assert_eq!(&d.vendor, vendor);
+            assert!(d.tsc_leaf.is_some(), "the raw leaf is recorded");
+            let exact = d.candidate(Source::CpuidTscLeaf);
+            assert_eq!(exact.is_some(), intel, "{:?}", d.vendor_str());
+            assert_eq!(d.crystal.is_some(), intel);
+            if !intel {
+                // Leaf 0x16's base is still a (nominal) candidate; nothing exact.
+                assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
+            }
+            // Crystal not enumerated: no derived crystal either.
+            let d = discover_with(table([2, 200, 0, 0]));
+            let derived = d.candidate(Source::CpuidTscLeafDerivedCrystal);
+            assert_eq!(derived.is_some(), intel, "{:?}", d.vendor_str());
+        }
     }
 
     #[test]

@@ -4,11 +4,42 @@
 //! - [`CounterReference`]: any [`crate::Counter`] whose frequency is known.
 //! - [`WithAccuracy`]: any of them, with the rate's tolerance the caller knows (a board's
 //!   crystal), which calibration then adds to its bound.
+//!
+//! The x86 hardware references state their rate with a nominal tolerance
+//! ([`crate::Accuracy::Nominal`]): [`PIT_TOLERANCE_PPM`], [`ACPI_PM_TOLERANCE_PPM`],
+//! [`HPET_TOLERANCE_PPM`]. Their rates are defined exactly, but the oscillators behind them
+//! are not: calibration adds the tolerance to its bound, so a measurement against a crystal
+//! that is a few dozen ppm off neither claims ppb-level accuracy nor overrules an exact
+//! CPUID claim. A kernel that knows its board's crystal states it with [`WithAccuracy`].
 
 mod counter;
 mod stated;
 pub use counter::CounterReference;
 pub use stated::WithAccuracy;
+
+/// The tolerance the PIT (`Pit`, x86_64) states for its rate, in ppm.
+///
+/// The 8254's input is the PC's 14.31818 MHz clock divided by 12; neither the 8254 data
+/// sheet nor the PC platform gives that clock a tolerance, and a board derives it from its
+/// own crystal or clock generator. 100 ppm is a common tolerance grade of commodity
+/// crystals (tighter parts are 50, 30 or 20 ppm); a board known to be better or worse says
+/// so with [`WithAccuracy`].
+pub const PIT_TOLERANCE_PPM: u32 = 100;
+
+/// The tolerance the ACPI PM timer (`AcpiPmTimer`, x86_64) states for its rate, in ppm.
+///
+/// The ACPI specification defines the timer's rate, 3.579545 MHz (the PC's 14.31818 MHz
+/// clock divided by 4), but no tolerance: like the PIT's, it is the board's crystal, so the
+/// same [`PIT_TOLERANCE_PPM`] grade applies.
+pub const ACPI_PM_TOLERANCE_PPM: u32 = PIT_TOLERANCE_PPM;
+
+/// The tolerance the HPET (`Hpet`, x86_64) states for its rate, in ppm.
+///
+/// The IA-PC HPET specification (1.0a) requires the main counter to be accurate to
+/// ±0.05 %, 500 ppm, over any interval of 1 ms or more, whatever period its capabilities
+/// register states. (500 ppm is also NTP's frequency limit, which Linux's clocksource
+/// watchdog takes as the skew it tolerates between two clocks.)
+pub const HPET_TOLERANCE_PPM: u32 = 500;
 
 #[cfg(feature = "std")]
 mod std;

@@ -5,11 +5,12 @@ use crate::frequency::{Accuracy, Frequency};
 
 /// Wraps a [`Reference`] and replaces the [`Accuracy`] of its rate.
 ///
-/// The bare-metal references state their rate as the platform defines it
-/// ([`Accuracy::Exact`]: the PIT *is* 14.31818 MHz / 12 by definition, and QEMU emulates it
-/// so). On real hardware the crystal behind it is off by tens of ppm, and an HPET may be
-/// ±500 ppm; a calibration only knows what it is told. A kernel that knows its board's
-/// tolerance says so here, and the calibration adds it to the bound:
+/// A calibration only knows what its reference tells it. The x86 hardware references state
+/// a nominal tolerance by default ([`super::PIT_TOLERANCE_PPM`],
+/// [`super::ACPI_PM_TOLERANCE_PPM`], [`super::HPET_TOLERANCE_PPM`]): the PIT *is*
+/// 14.31818 MHz / 12 by definition, but the crystal behind it is a board's. A kernel that
+/// knows its board's tolerance better (a 20 ppm crystal, or an emulator's exact rate:
+/// [`Accuracy::Exact`]) says so here, and the calibration adds that to its bound instead:
 ///
 /// ```
 /// use baretime::calibrate::Reference;
