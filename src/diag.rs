@@ -688,6 +688,7 @@ mod tests {
         assert_eq!((r.participants, r.checks, r.warps), (3, 600, 0));
     }
 
+    #[cfg(feature = "std")]
     #[test]
     fn threads_helper_counts_and_detects() {
         let time = AtomicU64::new(0);

@@ -19,6 +19,22 @@ fn data_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data")
 }
 
+/// Whether the corpus is here. The published crate does not ship it (it is libcpuid's data,
+/// BSD-2-Clause, see tests/data/LICENSE-libcpuid); there each test says so and passes. The
+/// note goes straight to stderr, past libtest's capture, so a plain `cargo test` shows it.
+fn corpus_present(test: &str) -> bool {
+    use std::io::Write;
+    let present = data_dir().is_dir();
+    if !present {
+        let _ = writeln!(
+            std::io::stderr(),
+            "skipped {test}: no CPUID corpus at {} (it ships with the repository, not the crate)",
+            data_dir().display()
+        );
+    }
+    present
+}
+
 fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
@@ -289,6 +305,9 @@ fn check_x86(path: &Path, text: &[u8], d: &X86Discovery, tally: &mut Tally) {
 
 #[test]
 fn every_dump_replays_as_the_registers_say() {
+    if !corpus_present("every_dump_replays_as_the_registers_say") {
+        return;
+    }
     let mut tally = Tally::default();
     let mut lines = Vec::new();
     for path in dumps() {
@@ -323,6 +342,9 @@ fn every_dump_replays_as_the_registers_say() {
 
 #[test]
 fn replay_lines_have_the_contract_shape() {
+    if !corpus_present("replay_lines_have_the_contract_shape") {
+        return;
+    }
     for path in dumps() {
         let text = std::fs::read(&path).unwrap();
         let line = ReplayLine::from_text(&text).to_string();
@@ -366,6 +388,9 @@ fn replay_lines_have_the_contract_shape() {
 
 #[test]
 fn kvm_guest_is_never_exact() {
+    if !corpus_present("kvm_guest_is_never_exact") {
+        return;
+    }
     let text = std::fs::read(data_dir().join("kvm-guest-xeon-2300mhz.cpuid-r.txt")).unwrap();
     let d = replay(&text).unwrap();
     assert!(d.hypervisor());
@@ -389,6 +414,9 @@ fn kvm_guest_is_never_exact() {
 
 #[test]
 fn junk_above_the_maximum_leaf_is_ignored_in_real_dumps() {
+    if !corpus_present("junk_above_the_maximum_leaf_is_ignored_in_real_dumps") {
+        return;
+    }
     // Haswell: max basic 0xD, libcpuid recorded junk for 0x15/0x16.
     let text = std::fs::read(data_dir().join("intel/x86-64/haswell/intel-core-i5-4258u-cpu.test"))
         .unwrap();
@@ -407,6 +435,9 @@ fn junk_above_the_maximum_leaf_is_ignored_in_real_dumps() {
 
 #[test]
 fn the_example_path_reports_known_values() {
+    if !corpus_present("the_example_path_reports_known_values") {
+        return;
+    }
     let cases = [
         (
             "intel/x86-64/golden-cove/12th-gen-intel-core-i9-12900k.test",
@@ -452,6 +483,9 @@ fn noise(seed: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn garbage_gives_error() {
+    if !corpus_present("garbage_gives_error") {
+        return;
+    }
     let readme = std::fs::read(data_dir().join("README.md")).unwrap();
     let mut inputs: Vec<Vec<u8>> = vec![
         Vec::new(),
@@ -473,6 +507,9 @@ fn garbage_gives_error() {
 
 #[test]
 fn truncated_and_corrupted_dumps_never_panic_or_overclaim() {
+    if !corpus_present("truncated_and_corrupted_dumps_never_panic_or_overclaim") {
+        return;
+    }
     for path in dumps() {
         let text = std::fs::read(&path).unwrap();
         let step = (text.len() / 23).max(1);
@@ -504,6 +541,9 @@ fn truncated_and_corrupted_dumps_never_panic_or_overclaim() {
 
 #[test]
 fn garbage_folder_files_if_any_give_error() {
+    if !corpus_present("garbage_folder_files_if_any_give_error") {
+        return;
+    }
     let dir = data_dir().join("garbage");
     let mut files = Vec::new();
     if dir.is_dir() {
