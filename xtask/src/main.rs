@@ -234,6 +234,13 @@ fn test_all() -> bool {
                 .env("CARGO_TARGET_DIR", root().join("target/loom")),
         ),
     );
+    tally.record(
+        "stress",
+        run(
+            "stress: Clock on the real counter, readers on every CPU against a busy writer (3 s)",
+            cargo().args(["run", "--release", "--example", "stress", "--", "3"]),
+        ),
+    );
     for (target, features) in NO_STD_BUILDS {
         let mut c = cargo();
         c.args(["build", "--lib", "--target", target]);
