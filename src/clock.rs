@@ -502,21 +502,28 @@ impl<C: Counter> Clock<C> {
         let tb = Timebase::load(words);
         let geometry = Geometry::of(Width::of(&self.counter));
         let gate = self.gate(version.slot);
+        let wide = geometry.width == Width::FULL;
         loop {
             let end = gate.end.load(Ordering::Acquire);
             let d = geometry.width.delta(tb.base_ticks, t);
-            if geometry.zone(d) == Zone::Behind {
-                let before = geometry.width.delta(t, tb.base_ticks);
-                if before <= tb.hand {
-                    // The handover: the previous timeline, exactly as its own readers compute it.
+            let zone = geometry.zone(d);
+            if zone == Zone::Behind {
+                if geometry.width.delta(t, tb.base_ticks) <= tb.hand {
+                    // The handover: the previous timeline, exactly as its own readers
+                    // compute it.
                     let p = geometry.width.delta(tb.prev_ticks, t);
                     return advance(tb.prev_ns, p, tb.prev_int, tb.prev_frac);
                 }
-                if !self.behind.load(Ordering::Relaxed) {
-                    self.behind.store(true, Ordering::Relaxed);
+                if wide {
+                    // A 64-bit counter this far behind was reset (or lags badly): stand
+                    // still no earlier than anything handed out (at most a granule ahead).
+                    if !self.behind.load(Ordering::Relaxed) {
+                        self.behind.store(true, Ordering::Relaxed);
+                    }
+                    return tb.base_ns.max(self.ceiling());
                 }
-                // Stand still no earlier than anything handed out: at most a granule ahead.
-                return tb.base_ns.max(self.ceiling());
+                // A narrow counter this far round is more likely late by more than a
+                // quarter wrap than behind: treated as late below.
             }
             if end & CLOSING != 0 {
                 if end != CLOSING | u64::from(version.number) {
@@ -536,7 +543,7 @@ impl<C: Counter> Clock<C> {
             if gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1) {
                 return tb.at(end);
             }
-            if d <= end {
+            if zone == Zone::Valid && d <= end {
                 return tb.at(d);
             }
             // Past the end: stand still there, and latch so that a counter coming round
@@ -641,14 +648,16 @@ impl<C: Counter> Clock<C> {
         hook(Point::WriteRead);
         let d = geometry.width.delta(tb.base_ticks, t);
         let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
-        let zone = if latched {
-            Zone::Late
-        } else {
-            geometry.zone(d)
+        let in_handover = geometry.width.delta(t, tb.base_ticks) <= tb.hand;
+        let zone = match geometry.zone(d) {
+            _ if latched => Zone::Late,
+            // A narrow counter this far round is late rather than behind (as readers judge).
+            Zone::Behind if !in_handover && geometry.width != Width::FULL => Zone::Late,
+            zone => zone,
         };
         let too_soon = match zone {
             Zone::Valid => d < margin,
-            Zone::Behind => geometry.width.delta(t, tb.base_ticks) <= tb.hand,
+            Zone::Behind => in_handover,
             Zone::Late => false,
         };
         match (what, zone, too_soon) {
