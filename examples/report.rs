@@ -1,22 +1,28 @@
 //! What is this machine's counter, and how good is it?
 //!
 //! `cargo run --release --example report` prints a report for people;
-//! `cargo run --release --example report -- --kv` prints `key=value` lines (DESIGN.md §2).
+//! `cargo run --release --example report -- --kv` prints `key=value` lines (DESIGN.md §2,
+//! every key listed in the README's "Report keys"). `--max-ms N` bounds the calibration
+//! (default 20 ms); `--max-ms 0` makes it fail, which shows the report's failure path.
 //!
 //! It probes the counter, lists what the hardware claims about its frequency, calibrates it
 //! against std's monotonic clock, verifies the claim, compares with the kernel's own figure
 //! where Linux tells it, and measures read cost and monotonicity beside `std::time::Instant`,
 //! `quanta` and `minstant`.
+//!
+//! Every key is printed on every run, `none` where unknown, so a failed calibration gives the
+//! same key set as a good one. Frequencies are integers of Hz or Hz with three decimals from
+//! the millihertz, and ppm figures come from integer ppb: no float rounding in either.
 
 mod common;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant as StdInstant};
 
-use baretime::calibrate::{self, Config, Verdict};
+use baretime::calibrate::{self, Config, Error, Reference, Verdict};
 use baretime::diag::{self, ReadStats};
 use baretime::reference::StdReference;
-use baretime::{Clock, Counter, Frequency};
+use baretime::{Accuracy, Clock, Counter, Frequency, Source};
 
 /// One line of output: a key, a machine value, and a human rendering.
 struct Report {
@@ -36,12 +42,79 @@ impl Report {
             println!("  {:<22} {human}", key.replace('_', " "));
         }
     }
+    /// A line for people only.
+    fn note(&self, line: impl std::fmt::Display) {
+        if !self.kv {
+            println!("  {line}");
+        }
+    }
+}
+
+/// Millihertz as Hz with exactly three decimals: `2445403922.111`.
+fn hz3(millihz: u64) -> String {
+    format!("{}.{:03}", millihz / 1000, millihz % 1000)
+}
+
+/// A signed ppb figure as ppm with exactly three decimals: `-0.032`.
+fn ppm3(ppb: i64) -> String {
+    let sign = if ppb < 0 { "-" } else { "" };
+    let a = ppb.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+/// [`ppm3`] with a `+` on positive figures, for people.
+fn ppm3_signed(ppb: i64) -> String {
+    if ppb > 0 {
+        format!("+{}", ppm3(ppb))
+    } else {
+        ppm3(ppb)
+    }
+}
+
+/// A duration in ms with exactly three decimals.
+fn ms3(d: Duration) -> String {
+    let us = d.as_micros();
+    format!("{}.{:03}", us / 1000, us % 1000)
+}
+
+/// `2445403922.111 Hz (calibrated, ±0.951 ppm measured)`: the rate and its provenance.
+fn describe(f: &Frequency) -> String {
+    let accuracy = match f.accuracy() {
+        Accuracy::Exact => "exact".to_string(),
+        Accuracy::Nominal { tolerance_ppm } => format!("±{tolerance_ppm} ppm nominal"),
+        Accuracy::Measured { uncertainty_ppb } => {
+            format!("±{} ppm measured", ppm3(uncertainty_ppb as i64))
+        }
+        _ => format!("±{} ppm", ppm3(f.accuracy().bound_ppb() as i64)),
+    };
+    format!("{} Hz ({}, {accuracy})", hz3(f.as_millihz()), f.source())
+}
+
+/// What the platform module found.
+struct Discovered {
+    flags: Vec<String>,
+    candidates: Vec<Frequency>,
+    claim: Option<Frequency>,
+    /// The hypervisor's signature (`Some` exactly when the CPU says it runs under one).
+    hypervisor: Option<String>,
+    /// What to tell a VM's owner when it states no rate (a VM without a candidate).
+    hint: Option<&'static str>,
+    /// x86_64: the invariant-TSC bit (quanta trusts the TSC only with it).
+    invariant_tsc: bool,
+}
+
+/// Which read each line of the read-cost table times.
+struct Reads {
+    ordered: &'static str,
+    plain: &'static str,
+    quanta: &'static str,
+    minstant: &'static str,
 }
 
 #[cfg(target_arch = "x86_64")]
 mod platform {
+    use super::{Discovered, Reads};
     use baretime::arch::x86_64::Tsc;
-    use baretime::Frequency;
 
     pub type Ctr = Tsc;
     pub const COUNTER: &str = "tsc";
@@ -50,24 +123,93 @@ mod platform {
         Tsc::probe().expect("this x86_64 CPU reports no TSC")
     }
 
-    /// (feature list, candidates, best claim)
-    pub fn discover() -> (Vec<String>, Vec<Frequency>, Option<Frequency>) {
+    pub fn discover() -> Discovered {
         let d = baretime::discover::x86::discover();
         let mut flags = vec![format!("vendor={}", d.vendor_str().unwrap_or("?"))];
         flags.push(format!("invariant_tsc={}", d.invariant_tsc()));
-        flags.push(format!("hypervisor={}", d.hypervisor()));
+        flags.push(format!("hypervisor_bit={}", d.hypervisor()));
         flags.push(format!("features={:?}", d.features));
         if let Some(b) = d.brand_str() {
             flags.push(format!("brand={}", b.trim()));
         }
-        (flags, d.candidates().to_vec(), d.best())
+        let hypervisor = d.hypervisor().then(|| signature(&d.hypervisor_vendor));
+        let hint = match &hypervisor {
+            Some(sig) if d.candidates().is_empty() => Some(vm_hint(sig)),
+            _ => None,
+        };
+        Discovered {
+            flags,
+            candidates: d.candidates().to_vec(),
+            claim: d.best(),
+            hypervisor,
+            hint,
+            invariant_tsc: d.invariant_tsc(),
+        }
+    }
+
+    /// CPUID 0x40000000 EBX,ECX,EDX as text: trailing NULs and spaces dropped, other
+    /// non-printable bytes as `\xNN`; `unknown` when nothing is left.
+    fn signature(raw: &[u8; 12]) -> String {
+        let end = raw
+            .iter()
+            .rposition(|&b| b != 0 && b != b' ')
+            .map_or(0, |i| i + 1);
+        let s: String = raw[..end]
+            .iter()
+            .map(|&b| match b {
+                b' '..=b'~' => char::from(b).to_string(),
+                _ => format!("\\x{b:02x}"),
+            })
+            .collect();
+        if s.is_empty() {
+            "unknown".into()
+        } else {
+            s
+        }
+    }
+
+    /// How to make this hypervisor state the TSC rate where discovery can read it.
+    fn vm_hint(signature: &str) -> &'static str {
+        match signature {
+            "KVMKVMKVM" | "TCGTCGTCGTCG" => {
+                "hint: QEMU/KVM states the TSC rate in CPUID 0x40000010 with -cpu host,+invtsc (vmware-cpuid-freq is on by default; add tsc-frequency=HZ where the host's rate is unknown)"
+            }
+            "Microsoft Hv" => {
+                "hint: Hyper-V states the TSC rate only in an MSR (QEMU: hv-frequencies), which CPUID discovery cannot read: calibration is the source here"
+            }
+            "VMwareVMware" => {
+                "hint: VMware states the TSC rate in CPUID 0x40000010 unless the VM's CPUID is masked: check the VM's CPUID mask settings"
+            }
+            _ => {
+                "hint: this hypervisor states no TSC rate; expose CPUID 0x40000010 (QEMU/KVM: -cpu host,+invtsc,vmware-cpuid-freq=on or tsc-frequency=HZ) or leaf 0x15"
+            }
+        }
+    }
+
+    pub fn reads(counter: &Tsc, invariant_tsc: bool) -> Reads {
+        Reads {
+            ordered: "LFENCE;RDTSC (ordered)",
+            plain: "RDTSC (plain)",
+            // quanta uses the TSC only with invariant TSC and RDTSCP, minstant only where
+            // Linux's clocksource is the TSC.
+            quanta: if invariant_tsc && counter.has_rdtscp() {
+                "RDTSC (plain), scaled"
+            } else {
+                "the OS monotonic clock (no invariant TSC or RDTSCP)"
+            },
+            minstant: if minstant::is_tsc_available() {
+                "RDTSC (plain), scaled"
+            } else {
+                "SystemTime::now (minstant does not trust this TSC)"
+            },
+        }
     }
 }
 
 #[cfg(target_arch = "aarch64")]
 mod platform {
+    use super::{Discovered, Reads};
     use baretime::arch::aarch64::GenericTimer;
-    use baretime::Frequency;
 
     pub type Ctr = GenericTimer;
     pub const COUNTER: &str = "cntvct_el0";
@@ -76,14 +218,35 @@ mod platform {
         GenericTimer::new()
     }
 
-    pub fn discover() -> (Vec<String>, Vec<Frequency>, Option<Frequency>) {
+    pub fn discover() -> Discovered {
         let d = baretime::discover::aarch64::discover();
         let flags = vec![
             format!("cntfrq_el0={}", d.cntfrq),
             format!("midr_el1={:#x}", d.midr_raw),
             format!("ecv={}", d.ecv()),
         ];
-        (flags, d.candidates().to_vec(), d.best())
+        Discovered {
+            flags,
+            candidates: d.candidates().to_vec(),
+            claim: d.best(),
+            // The generic timer has no CPUID-style hypervisor signature.
+            hypervisor: None,
+            hint: None,
+            invariant_tsc: false,
+        }
+    }
+
+    pub fn reads(counter: &GenericTimer, _invariant_tsc: bool) -> Reads {
+        Reads {
+            ordered: if counter.read_self_synchronized().is_some() {
+                "MRS CNTVCTSS_EL0 (self-synchronized)"
+            } else {
+                "ISB;MRS CNTVCT_EL0 (ordered)"
+            },
+            plain: "MRS CNTVCT_EL0 (plain)",
+            quanta: "MRS CNTVCT_EL0 (plain), scaled",
+            minstant: "SystemTime::now (minstant reads no counter on aarch64)",
+        }
     }
 }
 
@@ -101,12 +264,90 @@ fn ns_per_call<T>(mut f: impl FnMut() -> T) -> f64 {
     best
 }
 
-fn mhz(millihz: u64) -> String {
-    format!("{:.6} MHz", millihz as f64 / 1e9)
+/// Cross-CPU handovers per pair of threads below which a clean warp check proves nothing.
+const WARP_MIN_CHECKS_PER_PAIR: u64 = 1000;
+
+/// The warp check's figures, as the report prints them.
+struct Warp {
+    cpus: u32,
+    pairs: u64,
+    checks: u64,
+    warps: u64,
+    max_ticks: u64,
+    verdict: &'static str,
+}
+
+/// Runs the crate's threaded warp check (threads not pinned) in rounds until it has
+/// [`WARP_MIN_CHECKS_PER_PAIR`] handovers per pair, finds a warp, or 1 s has passed. All the
+/// glue to the crate's warp check lives here.
+fn warp_check<C: Counter + Sync>(counter: &C) -> Warp {
+    let threads = std::thread::available_parallelism()
+        .map_or(2, |n| n.get() as u32)
+        .clamp(2, 8);
+    let deadline = StdInstant::now() + Duration::from_secs(1);
+    let mut w = Warp {
+        cpus: 0,
+        pairs: 0,
+        checks: 0,
+        warps: 0,
+        max_ticks: 0,
+        verdict: "inconclusive",
+    };
+    loop {
+        let r = diag::warp_check_threads(counter, threads, 100_000);
+        w.cpus = w.cpus.max(r.participants);
+        w.pairs = u64::from(w.cpus) * u64::from(w.cpus.saturating_sub(1)) / 2;
+        w.checks += u64::from(r.handovers);
+        w.warps += u64::from(r.warps);
+        w.max_ticks = w.max_ticks.max(r.max_warp_ticks);
+        let enough = w.pairs > 0 && w.checks >= w.pairs * WARP_MIN_CHECKS_PER_PAIR;
+        if w.warps > 0 || enough || StdInstant::now() >= deadline {
+            w.verdict = if w.warps > 0 {
+                "warp"
+            } else if enough {
+                "consistent"
+            } else {
+                "inconclusive"
+            };
+            return w;
+        }
+    }
+}
+
+/// A stable token for a calibration error.
+fn error_token(e: &Error) -> &'static str {
+    match e {
+        Error::ReferenceStuck => "reference_stuck",
+        Error::ReferenceBackwards { .. } => "reference_backwards",
+        Error::Discontinuity => "discontinuity",
+        Error::CounterStuck => "counter_stuck",
+        Error::CounterBackwards { .. } => "counter_backwards",
+        Error::ImplausibleRate { .. } => "implausible_rate",
+        Error::TooFewSamples { .. } => "too_few_samples",
+        _ => "other",
+    }
 }
 
 fn main() {
-    let kv = std::env::args().any(|a| a == "--kv");
+    let mut kv = false;
+    let mut max_ms = 20u64;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--kv" => kv = true,
+            "--max-ms" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(v) => max_ms = v,
+                None => {
+                    eprintln!("--max-ms needs a whole number of milliseconds");
+                    std::process::exit(2);
+                }
+            },
+            _ => {
+                eprintln!("usage: report [--kv] [--max-ms N]");
+                std::process::exit(2);
+            }
+        }
+    }
     let r = Report { kv };
     let counter: platform::Ctr = platform::counter();
 
@@ -115,125 +356,163 @@ fn main() {
     }
     r.section("Counter");
     r.item("counter", platform::COUNTER, platform::COUNTER);
-    let (flags, candidates, claim) = platform::discover();
-    for f in &flags {
-        if !kv {
-            println!("  {f}");
-        }
+    let found = platform::discover();
+    for f in &found.flags {
+        r.note(f);
     }
+    let hv = found.hypervisor.as_deref().unwrap_or("none");
+    r.item(
+        "hypervisor",
+        hv,
+        match &found.hypervisor {
+            Some(sig) => format!("{sig} (CPUID 0x40000000 signature)"),
+            None => "none".into(),
+        },
+    );
 
     r.section("What the hardware claims");
-    if !kv {
-        if candidates.is_empty() {
-            println!("  (no frequency candidate)");
-        }
-        for c in &candidates {
-            println!("  candidate              {c}");
-        }
+    if found.candidates.is_empty() {
+        r.note("(no frequency candidate)");
     }
-    match claim {
-        Some(f) => {
-            r.item("discovered_hz", f.as_hz(), format!("{f}"));
-            r.item("discovered_source", f.source().token(), f.source().token());
-        }
-        None => {
-            r.item("discovered_hz", "none", "none");
-            r.item("discovered_source", "none", "none");
-        }
+    for c in &found.candidates {
+        r.note(format!("candidate              {}", describe(c)));
     }
+    if let Some(hint) = found.hint {
+        r.note(hint);
+    }
+    let claim = found.claim;
+    r.item(
+        "discovered_hz",
+        claim.map_or("none".into(), |f| f.as_hz().to_string()),
+        claim.map_or("none".into(), |f| describe(&f)),
+    );
+    let src = claim.map_or("none", |f| f.source().token());
+    r.item("discovered_source", src, src);
 
     r.section("Calibration against std's monotonic clock");
     let config = Config::new()
         .target_ppm(1)
-        .max_duration(Duration::from_millis(20));
+        .max_duration(Duration::from_millis(max_ms));
+    let reference = StdReference::new();
+    let reference_name = reference.name();
     let started = StdInstant::now();
-    let verified = calibrate::calibrate_and_verify(counter, StdReference::new(), claim, config);
-    let wall_ms = started.elapsed().as_secs_f64() * 1e3;
-    let mut clock_hz: Option<Frequency> = claim;
-    match &verified {
-        Ok(v) => {
-            let cal = &v.calibration;
-            let hz = cal.frequency.as_millihz() as f64 / 1e3;
-            r.item(
-                "calibrated_hz",
-                format!("{hz:.3}"),
-                mhz(cal.frequency.as_millihz()),
-            );
-            let ppm = cal.uncertainty_ppb as f64 / 1e3;
-            r.item(
-                "uncertainty_ppm",
-                format!("{ppm:.3}"),
-                format!("±{ppm:.3} ppm"),
-            );
-            r.item(
-                "calibration_ms",
-                format!("{:.3}", cal.duration.as_secs_f64() * 1e3),
-                format!(
-                    "{:.3} ms ({} samples used, {} rejected; {wall_ms:.1} ms wall)",
-                    cal.duration.as_secs_f64() * 1e3,
-                    cal.samples_used,
-                    cal.samples_rejected
-                ),
-            );
-            r.item("reference", cal.reference, cal.reference);
-            r.item("samples_used", cal.samples_used, cal.samples_used);
-            r.item(
-                "samples_rejected",
-                cal.samples_rejected,
-                cal.samples_rejected,
-            );
-            r.item("met_target", cal.met_target, cal.met_target);
-            match v.verdict.deviation_ppb() {
-                Some(d) => r.item(
-                    "agreement_ppm",
-                    format!("{:.3}", d as f64 / 1e3),
-                    format!("{:+.3} ppm (claim − measurement)", d as f64 / 1e3),
-                ),
-                None => r.item("agreement_ppm", "none", "none (no claim to check)"),
-            }
-            let verdict = match v.verdict {
-                Verdict::Unclaimed => "unclaimed",
-                _ if v.verdict.is_disagreement() => "claim_rejected",
-                _ if v.chosen.source() == baretime::Source::Calibrated => {
-                    "claim_confirmed_measurement_used"
-                }
-                _ => "claim_confirmed_and_kept",
-            };
-            r.item(
-                "verdict",
-                verdict,
-                format!("{verdict}: clock runs on {}", v.chosen),
-            );
-            clock_hz = Some(v.chosen);
-            if let Some((khz, src)) = common::kernel_tsc_hz() {
-                let dev = (hz - khz) / khz * 1e6;
-                r.item(
-                    "kernel_hz",
-                    format!("{khz:.0}"),
-                    format!("{:.6} MHz ({src})", khz / 1e6),
-                );
-                r.item(
-                    "kernel_deviation_ppm",
-                    format!("{dev:.3}"),
-                    format!("{dev:+.3} ppm (calibrated − kernel)"),
-                );
-            }
-        }
-        Err(e) => {
-            r.item("calibrated_hz", "none", format!("calibration failed: {e}"));
-            r.item("uncertainty_ppm", "none", "none");
-            r.item(
-                "calibration_ms",
-                format!("{wall_ms:.3}"),
-                format!("{wall_ms:.3} ms"),
-            );
-            r.item("reference", "std", "std");
-            r.item("agreement_ppm", "none", "none");
-        }
-    }
+    let verified = calibrate::calibrate_and_verify(counter, reference, claim, config);
+    let wall = started.elapsed();
+    let kernel = common::kernel_tsc_millihz();
+    let none = || "none".to_string();
+    let v = verified.as_ref().ok();
+    let cal = v.map(|v| &v.calibration);
+    r.item(
+        "calibrated_hz",
+        cal.map_or_else(none, |c| hz3(c.frequency.as_millihz())),
+        cal.map_or("none (calibration failed: see below)".into(), |c| {
+            format!("{} Hz", hz3(c.frequency.as_millihz()))
+        }),
+    );
+    r.item(
+        "calibration_error",
+        verified.as_ref().err().map_or("none", error_token),
+        verified
+            .as_ref()
+            .err()
+            .map_or("none".into(), |e| format!("{} ({e})", error_token(e))),
+    );
+    r.item(
+        "uncertainty_ppm",
+        cal.map_or_else(none, |c| ppm3(c.uncertainty_ppb as i64)),
+        cal.map_or_else(none, |c| format!("±{} ppm", ppm3(c.uncertainty_ppb as i64))),
+    );
+    // On success the calibration's own duration (reference time); on failure, the wall
+    // time it took to fail.
+    let ms = cal.map_or(wall, |c| c.duration);
+    r.item(
+        "calibration_ms",
+        ms3(ms),
+        match cal {
+            Some(c) => format!(
+                "{} ms ({} ms wall, at most {max_ms} ms allowed)",
+                ms3(c.duration),
+                ms3(wall)
+            ),
+            None => format!(
+                "{} ms wall before failing (at most {max_ms} ms allowed)",
+                ms3(wall)
+            ),
+        },
+    );
+    r.item("reference", reference_name, reference_name);
+    // A calibration that found too few samples still says how many.
+    let samples = match &verified {
+        Ok(v) => Some((v.calibration.samples_used, v.calibration.samples_rejected)),
+        Err(Error::TooFewSamples { used, rejected }) => Some((*used, *rejected)),
+        Err(_) => None,
+    };
+    let used = samples.map_or_else(none, |(u, _)| u.to_string());
+    r.item("samples_used", &used, &used);
+    let rejected = samples.map_or_else(none, |(_, j)| j.to_string());
+    r.item("samples_rejected", &rejected, &rejected);
+    r.item(
+        "met_target",
+        cal.map_or_else(none, |c| c.met_target.to_string()),
+        cal.map_or_else(none, |c| c.met_target.to_string()),
+    );
+    let deviation = v.and_then(|v| v.verdict.deviation_ppb());
+    r.item(
+        "agreement_ppm",
+        deviation.map_or_else(none, ppm3),
+        match (deviation, v) {
+            (Some(d), _) => format!("{} ppm (claim − measurement)", ppm3_signed(d)),
+            (None, Some(_)) => "none (no claim to check)".into(),
+            (None, None) => "none (no measurement)".into(),
+        },
+    );
+    let verdict = match v {
+        None => "none",
+        Some(v) => match v.verdict {
+            Verdict::Unclaimed => "unclaimed",
+            _ if v.verdict.is_disagreement() => "claim_rejected",
+            _ if v.chosen.source() == Source::Calibrated => "claim_confirmed_measurement_used",
+            _ => "claim_confirmed_and_kept",
+        },
+    };
+    r.item(
+        "verdict",
+        verdict,
+        match v {
+            Some(v) => format!("{verdict}: clock runs on {}", describe(&v.chosen)),
+            None => "none (no measurement to verify against)".into(),
+        },
+    );
+    r.item(
+        "kernel_hz",
+        kernel.map_or_else(none, |(m, _)| (m / 1000).to_string()),
+        kernel.map_or(
+            "none (no sysfs tsc_freq_khz or dmesg line)".into(),
+            |(m, src)| format!("{} Hz ({src})", hz3(m)),
+        ),
+    );
+    let kernel_freq =
+        kernel.and_then(|(m, _)| Frequency::from_millihz(m, Source::Reference, Accuracy::Exact));
+    let kernel_dev = match (cal, kernel_freq) {
+        (Some(c), Some(k)) => Some(c.frequency.deviation_ppb_from(&k)),
+        _ => None,
+    };
+    r.item(
+        "kernel_deviation_ppm",
+        kernel_dev.map_or_else(none, ppm3),
+        kernel_dev.map_or_else(none, |d| {
+            format!("{} ppm (calibrated − kernel)", ppm3_signed(d))
+        }),
+    );
 
     r.section("Read cost (ns per call, best of 7 rounds of 200k)");
-    let freq = clock_hz.unwrap_or(Frequency::user_hz(1_000_000_000).expect("1 GHz"));
+    // No verified rate after a failed calibration: the claim, else 1 GHz (the costs are what
+    // matter here, not the times the clocks tell).
+    let freq = v
+        .map(|v| v.chosen)
+        .or(claim)
+        .unwrap_or(Frequency::user_hz(1_000_000_000).expect("1 GHz"));
+    let reads = platform::reads(&counter, found.invariant_tsc);
     let clock = Clock::new(counter, freq);
     let plain = counter.unordered();
     let raw = ns_per_call(|| counter.ticks());
@@ -246,49 +525,55 @@ fn main() {
     let q = quanta::Clock::new();
     let quanta_ns = ns_per_call(|| q.now());
     let minstant_ns = ns_per_call(minstant::Instant::now);
-    r.item(
-        "read_ns_raw",
-        format!("{raw:.2}"),
-        format!("{raw:.2} ns  raw counter, ordered read"),
-    );
-    r.item(
-        "read_ns_raw_plain",
-        format!("{raw_plain:.2}"),
-        format!("{raw_plain:.2} ns  raw counter, plain read"),
-    );
-    r.item(
-        "read_ns_now",
-        format!("{now:.2}"),
-        format!("{now:.2} ns  Clock::now ({:.2}× raw)", now / raw),
-    );
-    r.item(
-        "read_ns_now_plain",
-        format!("{now_plain:.2}"),
-        format!(
-            "{now_plain:.2} ns  Clock::now on the plain read ({:.2}× plain raw)",
-            now_plain / raw_plain
+    let rows: [(&str, f64, String); 8] = [
+        (
+            "read_ns_raw",
+            raw,
+            format!("raw counter: {}", reads.ordered),
         ),
-    );
-    r.item(
-        "read_ns_raw_instant",
-        format!("{rawi:.2}"),
-        format!("{rawi:.2} ns  Clock::raw ({:.2}× raw)", rawi / raw),
-    );
-    r.item(
-        "read_ns_std",
-        format!("{std_ns:.2}"),
-        format!("{std_ns:.2} ns  std::time::Instant::now"),
-    );
-    r.item(
-        "read_ns_quanta",
-        format!("{quanta_ns:.2}"),
-        format!("{quanta_ns:.2} ns  quanta::Clock::now"),
-    );
-    r.item(
-        "read_ns_minstant",
-        format!("{minstant_ns:.2}"),
-        format!("{minstant_ns:.2} ns  minstant::Instant::now"),
-    );
+        (
+            "read_ns_raw_plain",
+            raw_plain,
+            format!("raw counter: {}", reads.plain),
+        ),
+        (
+            "read_ns_now",
+            now,
+            format!("Clock::now on {} ({:.2}× raw)", reads.ordered, now / raw),
+        ),
+        (
+            "read_ns_now_plain",
+            now_plain,
+            format!(
+                "Clock::now on {} ({:.2}× plain raw)",
+                reads.plain,
+                now_plain / raw_plain
+            ),
+        ),
+        (
+            "read_ns_raw_instant",
+            rawi,
+            format!("Clock::raw on {} ({:.2}× raw)", reads.ordered, rawi / raw),
+        ),
+        (
+            "read_ns_std",
+            std_ns,
+            "std::time::Instant::now (clock_gettime(CLOCK_MONOTONIC) on Linux)".into(),
+        ),
+        (
+            "read_ns_quanta",
+            quanta_ns,
+            format!("quanta::Clock::now: {}", reads.quanta),
+        ),
+        (
+            "read_ns_minstant",
+            minstant_ns,
+            format!("minstant::Instant::now: {}", reads.minstant),
+        ),
+    ];
+    for (key, ns, what) in rows {
+        r.item(key, format!("{ns:.2}"), format!("{ns:>7.2} ns  {what}"));
+    }
 
     r.section("Monotonicity (1M consecutive reads)");
     let stats = ReadStats::measure(&counter, 1_000_000);
@@ -321,22 +606,54 @@ fn main() {
             println!("    {lo:>10} ..{hi:>10}  {count}");
         }
     }
-    let threads = std::thread::available_parallelism()
-        .map_or(2, |n| n.get() as u32)
-        .min(8);
-    let warp = diag::warp_check_threads(&counter, threads.max(2), 200_000);
-    r.item("warp_threads", warp.participants, warp.participants);
+
+    r.section(format!(
+        "Warp check across CPUs (threads not pinned; `consistent` needs ≥ {WARP_MIN_CHECKS_PER_PAIR} cross-CPU handovers per pair)"
+    ).as_str());
+    let w = warp_check(&counter);
     r.item(
-        "warp_handovers",
-        warp.handovers,
-        format!("{} cross-thread handovers checked", warp.handovers),
+        "warp_cpus",
+        w.cpus,
+        format!("{} threads, placed by the OS", w.cpus),
+    );
+    r.item(
+        "warp_pairs",
+        w.pairs,
+        format!("{} pair(s) of threads compared", w.pairs),
+    );
+    r.item(
+        "warp_checks",
+        w.checks,
+        format!(
+            "{} cross-CPU handovers ({} per pair; {WARP_MIN_CHECKS_PER_PAIR} needed)",
+            w.checks,
+            w.checks.checked_div(w.pairs).unwrap_or(0)
+        ),
     );
     r.item(
         "warps",
-        warp.warps,
+        w.warps,
+        format!("{} reads below another CPU's", w.warps),
+    );
+    r.item(
+        "warp_max_ticks",
+        w.max_ticks,
+        format!("{} ticks, the largest step back across CPUs", w.max_ticks),
+    );
+    let why = match w.verdict {
+        "warp" => format!(
+            "{} warps (up to {} ticks): timestamps from different CPUs do not compare",
+            w.warps, w.max_ticks
+        ),
+        "consistent" => "no warp".to_string(),
+        _ => format!("no warp, but below {WARP_MIN_CHECKS_PER_PAIR} handovers per pair"),
+    };
+    r.item(
+        "warp_verdict",
+        w.verdict,
         format!(
-            "{} warps (largest {} ticks)",
-            warp.warps, warp.max_warp_ticks
+            "{}: {why}; {} pair(s), {} cross-CPU handovers",
+            w.verdict, w.pairs, w.checks
         ),
     );
 }
