@@ -461,9 +461,11 @@ impl<C: Counter> Clock<C> {
             let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
             let d = Width::of(&self.counter).delta(b, t);
             if d < lim {
-                advance(base_ns, d, int, frac)
+                (advance(base_ns, d, int, frac), false)
             } else {
-                self.now_slow(version, words, t)
+                // Past the fast path the answer depends on the timeline's end, which only
+                // holds for the version that is current.
+                (self.now_slow(version, words, t), true)
             }
         });
         // Keep the mark within a granule of every value handed out (after the read was
@@ -507,6 +509,11 @@ impl<C: Counter> Clock<C> {
             let end = gate.end.load(Ordering::Acquire);
             let d = geometry.width.delta(tb.base_ticks, t);
             let zone = geometry.zone(d);
+            if end & CLOSING == 0
+                && gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1)
+            {
+                return tb.at(end);
+            }
             if zone == Zone::Behind {
                 if geometry.width.delta(t, tb.base_ticks) <= tb.hand {
                     // The handover: the previous timeline, exactly as its own readers
@@ -538,10 +545,12 @@ impl<C: Counter> Clock<C> {
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
+                if geometry.zone(geometry.width.delta(tb.base_ticks, t2)) != Zone::Valid {
+                    // What this helper saw is past the deadline: say so before anyone can
+                    // read the counter a wrap later.
+                    self.latch(version);
+                }
                 continue;
-            }
-            if gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1) {
-                return tb.at(end);
             }
             if zone == Zone::Valid && d <= end {
                 return tb.at(d);
@@ -549,16 +558,23 @@ impl<C: Counter> Clock<C> {
             // Past the end: stand still there, and latch so that a counter coming round
             // again cannot take time back.
             hook(Point::ReadLatch);
-            gate.latched
-                .fetch_max(version.number.wrapping_add(1), Ordering::SeqCst);
-            gate.lim.store(0, Ordering::Release);
+            self.latch(version);
             return tb.at(end);
         }
     }
 
+    /// Latches `version`'s timeline at its end: from now on its readers stand still there.
+    fn latch(&self, version: Version) {
+        let gate = self.gate(version.slot);
+        gate.latched
+            .fetch_max(version.number.wrapping_add(1), Ordering::SeqCst);
+        gate.lim.store(0, Ordering::Release);
+    }
+
     /// The scale in force (a consistent snapshot).
     pub fn scale(&self) -> Scale {
-        self.timeline.read(|_, words| Timebase::load(words).scale)
+        self.timeline
+            .read(|_, words| (Timebase::load(words).scale, false))
     }
 
     /// The rate in force, in millihertz.
@@ -675,14 +691,9 @@ impl<C: Counter> Clock<C> {
         let next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
-                gate.latched
-                    .fetch_max(version.number.wrapping_add(1), Ordering::SeqCst);
-                gate.lim.store(0, Ordering::SeqCst);
+                self.latch(version);
                 let frozen = tb.at(geometry.deadline);
-                self.late_updates.store(
-                    self.late_updates.load(Ordering::Relaxed).saturating_add(1),
-                    Ordering::Relaxed,
-                );
+                self.count_late();
                 let at = match what {
                     Write::Rebase(at, _) => at.max(frozen),
                     _ => frozen,
@@ -710,8 +721,29 @@ impl<C: Counter> Clock<C> {
                 )
             }
             Zone::Valid => {
-                let c = self.close(version, &tb, &geometry, margin);
+                let (c, late) = self.close(version, &tb, &geometry, margin);
                 let end_ns = tb.at(c);
+                if late {
+                    // Stalled past the deadline after its first read (readers latched the
+                    // timeline, or the close point came out at the deadline): start again
+                    // from the end, as a late write does.
+                    self.count_late();
+                    let at = match what {
+                        Write::Rebase(at, _) => at.max(end_ns),
+                        _ => end_ns,
+                    };
+                    let fresh = Timebase::fresh(
+                        self.read_after_fence(&geometry),
+                        at,
+                        scale,
+                        margin.saturating_mul(2),
+                    );
+                    self.publish(&geometry, &fresh);
+                    return match what {
+                        Write::Rebase(..) => Ok(()),
+                        _ => Err(ClockError::Late),
+                    };
+                }
                 match what {
                     Write::Rebase(at, _) => Timebase::fresh(
                         self.read_after_fence(&geometry),
@@ -732,12 +764,7 @@ impl<C: Counter> Clock<C> {
                 }
             }
         };
-        self.timeline.publish(|v, slot| {
-            for (word, value) in slot.iter().zip(next.words()) {
-                word.store(value);
-            }
-            self.gate(v.slot).open(geometry.deadline);
-        });
+        self.publish(&geometry, &next);
         if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {
             Err(ClockError::Late)
         } else {
@@ -745,8 +772,32 @@ impl<C: Counter> Clock<C> {
         }
     }
 
-    /// Closes the current timeline (step 1 of the module docs) and returns its end.
-    fn close(&self, version: Version, tb: &Timebase, geometry: &Geometry, margin: u64) -> u64 {
+    /// Publishes `next` as the next version, its gate open.
+    fn publish(&self, geometry: &Geometry, next: &Timebase) {
+        self.timeline.publish(|v, slot| {
+            for (word, value) in slot.iter().zip(next.words()) {
+                word.store(value);
+            }
+            self.gate(v.slot).open(geometry.deadline);
+        });
+    }
+
+    /// One more late write (under the writer lock: no other writer counts).
+    fn count_late(&self) {
+        let n = self.late_updates.load(Ordering::Relaxed).saturating_add(1);
+        self.late_updates.store(n, Ordering::Relaxed);
+    }
+
+    /// Closes the current timeline (step 1 of the module docs) and returns its end, and
+    /// whether the timeline turned out to be past its deadline by then (the writer was
+    /// stalled after its first read).
+    fn close(
+        &self,
+        version: Version,
+        tb: &Timebase,
+        geometry: &Geometry,
+        margin: u64,
+    ) -> (u64, bool) {
         let gate = self.gate(version.slot);
         let closing = CLOSING | u64::from(version.number);
         gate.end.store(closing, Ordering::SeqCst);
@@ -763,8 +814,13 @@ impl<C: Counter> Clock<C> {
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
+        let late = geometry.zone(geometry.width.delta(tb.base_ticks, t)) != Zone::Valid
+            || gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+        if late {
+            self.latch(version);
+        }
         hook(Point::WriteClosed);
-        end
+        (end, late)
     }
 
     /// A counter reading made after the writer's stores are visible.

@@ -17,7 +17,8 @@
 //!   fence; write slot `(k + 1) mod 2` (relaxed); `seq = 2k + 2` (release).
 //! - Reader: `s₁ = seq` (acquire); use slot `(s₁ / 2) mod 2` (relaxed loads); acquire fence;
 //!   `s₂ = seq` (relaxed); accept if `s₂ − 2⌊s₁/2⌋ ≤ 2`, i.e. the writer has not started
-//!   writing the *next* version into the same slot, which happens at `s = 2k + 3`.
+//!   writing the *next* version into the same slot, which happens at `s = 2k + 3` — or, for
+//!   a reader that needs the version to have been the current one throughout, `≤ 1`.
 //!
 //! If a reader saw any word written after the writer's store of an odd `seq` and release
 //! fence, its acquire fence synchronises with that fence, so its `s₂` is at least that odd
@@ -174,17 +175,23 @@ impl<const N: usize> Published<N> {
     /// than once (it is rerun when two publications overtook it), and its result is used
     /// only from a run that saw one version whole; `f` must not rely on its words being
     /// consistent for anything it *stores* (tag such stores with the version).
+    ///
+    /// `f` also says whether its result needs the version to have been the *current* one
+    /// until after `f` ran (`true`), or only to have been read whole (`false`); a run that
+    /// needs it and was overtaken by a publication is rerun.
     #[inline(always)]
-    pub(crate) fn read<R>(&self, mut f: impl FnMut(Version, &Words<N>) -> R) -> R {
+    pub(crate) fn read<R>(&self, mut f: impl FnMut(Version, &Words<N>) -> (R, bool)) -> R {
         loop {
             let s1 = self.seq.load(Ordering::Acquire);
             hook(Point::ReadSeq);
             let number = s1 >> 1;
             let slot = (number & 1) as usize;
-            let r = f(Version { number, slot }, self.slot(slot));
+            let (r, current) = f(Version { number, slot }, self.slot(slot));
             fence(Ordering::Acquire);
             let s2 = self.seq.load(Ordering::Relaxed);
-            if s2.wrapping_sub(s1 & !1) <= 2 {
+            // Version `number` is current until `seq` reaches 2·number + 2, and its slot
+            // whole until 2·number + 3.
+            if s2.wrapping_sub(s1 & !1) <= if current { 1 } else { 2 } {
                 return r;
             }
             hook(Point::ReadRetry);

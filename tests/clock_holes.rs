@@ -12,10 +12,13 @@ use std::cell::{Cell, RefCell};
 use baretime::clock::HANDOVER_NS;
 use baretime::{Clock, ClockError, Counter, Frequency, Instant, Width};
 
+/// Code to run during one counter read (by its number), stalling whoever made it.
+type Stall = Option<(u64, Box<dyn FnOnce()>)>;
+
 thread_local! {
     static NOW: Cell<u64> = const { Cell::new(0) };
     static READS: Cell<u64> = const { Cell::new(0) };
-    static STALL: RefCell<Option<(u64, Box<dyn FnOnce()>)>> = const { RefCell::new(None) };
+    static STALL: RefCell<Stall> = const { RefCell::new(None) };
 }
 
 /// The test's counter: `NOW`, masked to its width.
@@ -85,7 +88,10 @@ fn a_late_update_never_sends_time_back() {
     // Time stood still at the deadline: half a wrap after the update's base (which is the
     // update's counter read plus the handover margin).
     let deadline = 10_000_000 + 32_767_000;
-    assert!(last >= deadline && last <= deadline + 2 * HANDOVER_NS, "{last}");
+    assert!(
+        last >= deadline && last <= deadline + 2 * HANDOVER_NS,
+        "{last}"
+    );
     // The late update says so, and time runs again from where it stood.
     assert_eq!(c.update(), Err(ClockError::Late));
     assert_eq!(c.health().late_updates, 1);

@@ -118,6 +118,9 @@ impl baretime::Counter for FormatCounter {
     fn ticks(&self) -> u64 {
         0
     }
+    fn bits(&self) -> u32 {
+        64
+    }
 }
 
 impl defmt::Format for FormatCounter {

@@ -13,12 +13,16 @@ use loom::sync::Arc;
 use loom::thread;
 
 /// 1 MHz counter that advances 100 ticks (µs) per read, like time passing between reads
-/// (slow enough that a writer publishes within half the 1 ms handover).
+/// (faster than the 20 µs handover margin: every close goes through the full protocol, and
+/// loom may stall the writer between any two of its steps while readers read on).
 struct LoomCounter(AtomicU64);
 
 impl Counter for LoomCounter {
     fn ticks(&self) -> u64 {
         self.0.fetch_add(100, Ordering::SeqCst) + 100
+    }
+    fn bits(&self) -> u32 {
+        64
     }
 }
 
@@ -31,13 +35,10 @@ fn check(new_hz: u64) {
         let writer = {
             let clock = clock.clone();
             thread::spawn(move || {
+                // Loom may stop the writer between any two of its steps for as long as the
+                // reader keeps reading (each read moves the counter on): a stalled writer.
                 clock
                     .recalibrate(Frequency::user_hz(new_hz).unwrap())
-                    .unwrap();
-                // 3 ms pass; a second publication rewrites the slot the reader may be reading.
-                clock.counter().0.fetch_add(3_000, Ordering::SeqCst);
-                clock
-                    .recalibrate(Frequency::user_hz(1_000_000).unwrap())
                     .unwrap();
             })
         };
@@ -46,9 +47,9 @@ fn check(new_hz: u64) {
         writer.join().unwrap();
         let c = clock.now();
         assert!(a <= b && b <= c, "went back: {a:?} {b:?} {c:?}");
-        // Every reading stays on the true timeline: a few dozen reads of 100 µs at rates within
-        // 2× of 1 MHz, never a value from a torn or zeroed slot.
-        assert!(c.as_nanos() <= 100_000_000, "implausible reading {c:?}");
+        // Every reading stays on the true timeline: a handful of reads of 100 µs at rates
+        // within 2× of 1 MHz, never a value from a torn or zeroed slot.
+        assert!(c.as_nanos() <= 10_000_000, "implausible reading {c:?}");
         assert!(a.as_nanos() > 0, "zero reading");
     });
 }
