@@ -552,11 +552,13 @@ impl<C: Counter> Clock<C> {
                 }
                 continue;
             }
-            if zone == Zone::Valid && d <= end {
-                return tb.at(d);
+            if zone == Zone::Valid {
+                // Up to the end, or past a close point while the writer publishes: stand
+                // still there.
+                return tb.at(d.min(end));
             }
-            // Past the end: stand still there, and latch so that a counter coming round
-            // again cannot take time back.
+            // Past the deadline: stand still at the end, and latch so that a counter coming
+            // round again cannot take time back.
             hook(Point::ReadLatch);
             self.latch(version);
             return tb.at(end);

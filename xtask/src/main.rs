@@ -224,13 +224,22 @@ fn test_all() -> bool {
         ),
     );
     tally.record(
+        "interleavings",
+        run(
+            "interleaving test: 100 000 schedules per counter width (8, 16, 24, 32, 64 bits)",
+            cargo()
+                .args(["test", "--test", "interleave"])
+                .env("SCHEDULES", "100000"),
+        ),
+    );
+    tally.record(
         "loom",
         run(
             "loom model check of the Clock",
             cargo()
                 .args(["test", "--release", "--test", "loom_clock"])
                 .env("RUSTFLAGS", "--cfg loom")
-                .env("LOOM_MAX_PREEMPTIONS", "3")
+                .env("LOOM_MAX_PREEMPTIONS", "2")
                 .env("CARGO_TARGET_DIR", root().join("target/loom")),
         ),
     );
