@@ -89,13 +89,19 @@ fn main() {
             ratio[i].push(v / r[base[i]]);
         }
     }
-    println!("{rounds} interleaved rounds of {calls} calls; median per-round ratio to the raw read");
+    println!(
+        "{rounds} interleaved rounds of {calls} calls; median per-round ratio to the raw read"
+    );
     for (i, name) in names.iter().enumerate() {
         println!(
             "{name:<24} {:>7.2} ns  {:>5.3}x {}",
             median(ns[i].clone()),
             median(ratio[i].clone()),
-            if base[i] == 0 { "ordered raw" } else { "plain raw" }
+            if base[i] == 0 {
+                "ordered raw"
+            } else {
+                "plain raw"
+            }
         );
     }
 }

@@ -102,7 +102,8 @@ use crate::sync::{
 pub const HANDOVER_NS: u64 = 20_000;
 
 /// How far a reading may pass the clock's high-water mark before the mark is moved: the
-/// mark costs readers one load and a compare, and an atomic maximum once per this much time.
+/// mark costs readers of a 64-bit counter one load and a compare off the critical path, and
+/// two atomic maxima once per this much time.
 const MARK_GRANULE_NS: u64 = 1 << 20;
 
 /// Why a [`Clock`] did not do what was asked, or what it found while doing it.
@@ -392,8 +393,11 @@ pub struct Clock<C: Counter> {
     writer: AtomicBool,
     late_updates: AtomicU32,
     behind: AtomicBool,
-    /// A high-water mark: every value `now()` returned is below `mark + MARK_GRANULE_NS`.
+    /// A high-water mark (64-bit counters): every value `now()` returned is below
+    /// `mark + 2 × MARK_GRANULE_NS` (see `ceiling`).
     mark: AtomicU64,
+    /// The counter value from which readers raise the mark again.
+    mark_next: AtomicU64,
 }
 
 impl<C: Counter> Clock<C> {
@@ -410,6 +414,7 @@ impl<C: Counter> Clock<C> {
             late_updates: AtomicU32::new(0),
             behind: AtomicBool::new(false),
             mark: AtomicU64::new(0),
+            mark_next: AtomicU64::new(0),
         };
         clock.gate(0).open(geometry.deadline);
         clock
@@ -451,7 +456,7 @@ impl<C: Counter> Clock<C> {
     /// when two publications overtook it.
     #[inline]
     pub fn now(&self) -> Instant {
-        let ns = self.timeline.read(|version, words| {
+        let (ns, t) = self.timeline.read(|version, words| {
             let t = self.counter.ticks();
             hook(Point::ReadCounter);
             let [b, base_ns, int, frac, ..] = words;
@@ -461,31 +466,40 @@ impl<C: Counter> Clock<C> {
             let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
             let d = Width::of(&self.counter).delta(b, t);
             if d < lim {
-                (advance(base_ns, d, int, frac), false)
+                ((advance(base_ns, d, int, frac), t), false)
             } else {
                 // Past the fast path the answer depends on the timeline's end, which only
                 // holds for the version that is current.
-                (self.now_slow(version, words, t), true)
+                ((self.now_slow(version, words, t), t), true)
             }
         });
-        // Keep the mark within a granule of every value handed out (after the read was
-        // accepted: a rejected run's value may be garbage).
-        if ns
-            > self
-                .mark
-                .load(Ordering::Relaxed)
-                .saturating_add(MARK_GRANULE_NS)
-        {
-            self.mark.fetch_max(ns, Ordering::Relaxed);
+        // 64-bit counters keep a high-water mark (after the read was accepted: a rejected
+        // run's value may be garbage). The test is on the counter value, which is known
+        // before the multiply, so it stays off the critical path; for narrower counters it
+        // folds away.
+        if Width::of(&self.counter) == Width::FULL && t >= self.mark_next.load(Ordering::Relaxed) {
+            self.raise_mark(t, ns);
         }
         Instant::from_nanos(ns)
     }
 
-    /// A time no earlier than any `now()` has returned: the mark plus a granule.
+    /// Moves the high-water mark to `ns`, read at counter value `t`, and the counter value
+    /// at which it must next move to a granule later.
+    #[cold]
+    fn raise_mark(&self, t: u64, ns: u64) {
+        let granule = self.scale().ns_to_ticks_ceil(MARK_GRANULE_NS);
+        self.mark.fetch_max(ns, Ordering::Relaxed);
+        self.mark_next
+            .fetch_max(t.saturating_add(granule), Ordering::Relaxed);
+    }
+
+    /// A time no earlier than any `now()` has returned (64-bit counters): a reading that did
+    /// not raise the mark came less than a granule of ticks after one that did, so it is
+    /// below the mark plus a granule of nanoseconds at any rate within 2× of that one's.
     fn ceiling(&self) -> u64 {
         self.mark
             .load(Ordering::Relaxed)
-            .saturating_add(MARK_GRANULE_NS)
+            .saturating_add(MARK_GRANULE_NS.saturating_mul(2))
     }
 
     /// Time since `earlier` (zero if `earlier` is later).
