@@ -116,7 +116,7 @@ fn a_counter_reset_never_sends_time_back() {
     let after = ns(c.now());
     assert!(after >= before, "{after} < {before}");
     assert!(
-        after <= before + 2_000_000,
+        after <= before + 3_000_000,
         "stands still near {before}, not {after}"
     );
     assert!(c.health().counter_behind);
