@@ -124,6 +124,10 @@ pub enum ClockError {
     /// counter lags): nothing was published and time stands still until the counter catches
     /// up. [`Clock::rebase`] continues from a time you give.
     Behind,
+    /// The clock was made with [`Clock::uninit`] and has not been started.
+    NotStarted,
+    /// [`Clock::start`] on a clock that already runs.
+    Started,
 }
 
 impl fmt::Display for ClockError {
@@ -136,6 +140,8 @@ impl fmt::Display for ClockError {
                 "clock updated late: time stood still from the deadline until this update"
             }
             ClockError::Behind => "counter behind the clock's timeline: rebase the clock",
+            ClockError::NotStarted => "clock not started",
+            ClockError::Started => "clock already started",
         })
     }
 }
@@ -366,6 +372,8 @@ enum Write {
     Recalibrate(Scale),
     /// Start again from the counter's value now, at `at` ns or later.
     Rebase(u64, Scale),
+    /// Start a clock made with `uninit`.
+    Start(Scale),
 }
 
 /// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free. See the
@@ -403,11 +411,37 @@ pub struct Clock<C: Counter> {
 impl<C: Counter> Clock<C> {
     /// A clock on `counter` at `frequency`, whose epoch (`Instant::ZERO`) is now.
     pub fn new(counter: C, frequency: Frequency) -> Clock<C> {
-        let geometry = Geometry::of(Width::of(&counter));
-        let t = geometry.width.value(counter.ticks());
-        let timebase = Timebase::fresh(t, 0, Scale::new(&frequency), 0);
-        let clock = Clock {
-            timeline: Published::new(timebase.words()),
+        let clock = Clock::uninit(counter);
+        // A fresh clock has no other writer and has not started: this cannot fail.
+        let _ = clock.start(frequency);
+        clock
+    }
+
+    /// A clock that has not started yet, for a `static`: `const`, no counter read. Until
+    /// [`Clock::start`], [`Clock::now`] reads [`Instant::ZERO`] and `update`/`recalibrate`
+    /// return [`ClockError::NotStarted`]. Start it once at boot, after calibration; it is
+    /// read lock-free from anywhere afterwards, with no `unsafe` in sight:
+    ///
+    /// ```
+    /// # #[cfg(target_arch = "x86_64")] {
+    /// use baretime::arch::x86_64::Tsc;
+    /// use baretime::{Clock, Frequency, Instant};
+    ///
+    /// static CLOCK: Clock<Tsc> = Clock::uninit(Tsc::BASELINE);
+    ///
+    /// assert_eq!(CLOCK.now(), Instant::ZERO); // before start: the epoch, always
+    /// // At boot, once the rate is known (calibrate::calibrate_and_verify, say):
+    /// CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+    /// let t0 = CLOCK.now();
+    /// assert!(CLOCK.now() >= t0);
+    /// // A second start is refused: the timeline has begun.
+    /// assert!(CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).is_err());
+    /// # }
+    /// ```
+    #[cfg(not(loom))]
+    pub const fn uninit(counter: C) -> Clock<C> {
+        Clock {
+            timeline: Published::new([0; WORDS]),
             gates: [Gate::new(), Gate::new()],
             counter,
             writer: AtomicBool::new(false),
@@ -415,9 +449,29 @@ impl<C: Counter> Clock<C> {
             behind: AtomicBool::new(false),
             mark: AtomicU64::new(0),
             mark_next: AtomicU64::new(0),
-        };
-        clock.gate(0).open(geometry.deadline);
-        clock
+        }
+    }
+
+    /// A clock that has not started yet (loom's atomics are not `const`).
+    #[cfg(loom)]
+    pub fn uninit(counter: C) -> Clock<C> {
+        Clock {
+            timeline: Published::new([0; WORDS]),
+            gates: [Gate::new(), Gate::new()],
+            counter,
+            writer: AtomicBool::new(false),
+            late_updates: AtomicU32::new(0),
+            behind: AtomicBool::new(false),
+            mark: AtomicU64::new(0),
+            mark_next: AtomicU64::new(0),
+        }
+    }
+
+    /// Starts a clock made with [`Clock::uninit`]: its epoch (`Instant::ZERO`) is now, and it
+    /// runs at `frequency`. [`ClockError::Started`] if it already runs; `Busy` if another
+    /// writer is active.
+    pub fn start(&self, frequency: Frequency) -> Result<(), ClockError> {
+        self.write(Write::Start(Scale::new(&frequency)))
     }
 
     #[inline(always)]
@@ -516,6 +570,10 @@ impl<C: Counter> Clock<C> {
         // before it is visible below.
         fence(Ordering::Acquire);
         let tb = Timebase::load(words);
+        if tb.scale.millihz() == 0 {
+            // Not started (`uninit`): the epoch.
+            return 0;
+        }
         let geometry = Geometry::of(Width::of(&self.counter));
         let gate = self.gate(version.slot);
         let wide = geometry.width == Width::FULL;
@@ -674,6 +732,17 @@ impl<C: Counter> Clock<C> {
         let geometry = Geometry::of(Width::of(&self.counter));
         let (version, words) = self.timeline.current();
         let tb = Timebase::load(words);
+        let started = tb.scale.millihz() != 0;
+        match (what, started) {
+            (Write::Start(scale), false) => {
+                let t = geometry.width.value(self.counter.ticks());
+                self.publish(&geometry, &Timebase::fresh(t, 0, scale, 0));
+                return Ok(());
+            }
+            (Write::Start(_), true) => return Err(ClockError::Started),
+            (_, false) => return Err(ClockError::NotStarted),
+            _ => {}
+        }
         let gate = self.gate(version.slot);
         let margin = geometry.margin(&tb.scale);
         let t = self.counter.ticks();
@@ -702,7 +771,7 @@ impl<C: Counter> Clock<C> {
         }
         let scale = match what {
             Write::Update => tb.scale,
-            Write::Recalibrate(s) | Write::Rebase(_, s) => s,
+            Write::Recalibrate(s) | Write::Rebase(_, s) | Write::Start(s) => s,
         };
         let next = match zone {
             Zone::Late => {
@@ -767,7 +836,7 @@ impl<C: Counter> Clock<C> {
                         scale,
                         margin.saturating_mul(2),
                     ),
-                    Write::Update | Write::Recalibrate(_) => Timebase {
+                    Write::Update | Write::Recalibrate(_) | Write::Start(_) => Timebase {
                         base_ticks: geometry.width.add(tb.base_ticks, c),
                         base_ns: end_ns,
                         scale,

@@ -183,28 +183,27 @@ pub fn calibrate<C: Counter, R: Reference>(
     Some(verified)
 }
 
-/// Times `runs` delays of `ns` nanoseconds on a [`Clock`] running at `verified.chosen`, each
+/// Times `runs` delays of `ns` nanoseconds on `clock` (started at `verified.chosen`), each
 /// measured by `reference` (read just before and just after, so the measured span contains
 /// the whole delay). Prints `delay_measured_ns=a,b,…` and the allowance a fair check grants:
 /// one reference tick of resolution plus the delay's share of the calibration's uncertainty.
 pub fn time_delays<C: Counter, R: Reference>(
     out: &mut impl Write,
-    counter: C,
+    clock: &Clock<C>,
     mut reference: R,
     verified: &Verified,
     ns: u64,
     runs: u32,
 ) {
-    let clock = Clock::new(counter, verified.chosen);
     let delay = clock.delay();
     let ref_mhz = u128::from(reference.frequency().as_millihz().max(1));
-    let mask = baretime::counter::mask_for_bits(reference.bits());
+    let width = baretime::Width::new(reference.bits());
     let _ = write!(out, "delay_ns={ns} delay_measured_ns=");
     for i in 0..runs {
         let start = reference.read();
         delay.wait_ns(ns);
         let end = reference.read();
-        let ticks = u128::from(end.wrapping_sub(start) & mask);
+        let ticks = u128::from(width.delta(start, end));
         // ticks / (mHz / 1000) seconds = ticks × 10^12 / mHz nanoseconds.
         let measured = ticks * 1_000_000_000_000 / ref_mhz;
         let _ = write!(out, "{}{measured}", if i == 0 { "" } else { "," });

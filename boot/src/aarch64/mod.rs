@@ -10,6 +10,7 @@ use baretime::arch::aarch64::semihosting::{
 use baretime::arch::aarch64::{write_cntfrq_el0, GenericTimer};
 use baretime::discover::aarch64;
 use baretime::reference::SemihostingElapsed;
+use baretime::Clock;
 
 use crate::scenario::{self, Args};
 
@@ -77,6 +78,10 @@ fn current_el() -> u64 {
     (el >> 2) & 3
 }
 
+/// The kernel's clock on the generic timer: `const`, so a plain `static` (no `unsafe`, no
+/// lazy cell), started once the rate is verified.
+static CLOCK: Clock<GenericTimer> = Clock::uninit(GenericTimer::BASELINE);
+
 /// Called by the entry code with the MMU on.
 #[no_mangle]
 extern "C" fn kernel_main() -> ! {
@@ -113,12 +118,25 @@ extern "C" fn kernel_main() -> ! {
             scenario::config(args.max_ms),
         ) {
             None => false,
-            Some(verified) => {
-                if args.mode == "delay" {
-                    scenario::time_delays(&mut out, timer, reference, &verified, args.delay_ns, 5);
+            Some(verified) => match CLOCK.start(verified.chosen) {
+                Err(e) => {
+                    let _ = writeln!(out, "error=clock_start detail=\"{e}\"");
+                    false
                 }
-                true
-            }
+                Ok(()) => {
+                    if args.mode == "delay" {
+                        scenario::time_delays(
+                            &mut out,
+                            &CLOCK,
+                            reference,
+                            &verified,
+                            args.delay_ns,
+                            5,
+                        );
+                    }
+                    true
+                }
+            },
         },
     };
     let _ = writeln!(out, "done=1");

@@ -17,6 +17,11 @@ pub struct GenericTimer {
 }
 
 impl GenericTimer {
+    /// The generic timer as every AArch64 CPU has it, without reading ID registers:
+    /// `ISB; MRS CNTVCT_EL0`, no CNTVCTSS_EL0. A `const`, for a clock in a `static` (see
+    /// [`crate::Clock::uninit`]); [`GenericTimer::new`] also learns whether FEAT_ECV is there.
+    pub const BASELINE: GenericTimer = GenericTimer { ecv: false };
+
     /// The virtual counter; checks ID_AA64MMFR0_EL1.ECV (bits 63:60) for CNTVCTSS_EL0.
     pub fn new() -> GenericTimer {
         let ecv = (read_id_aa64mmfr0_el1() >> 60) & 0xf != 0;

@@ -19,6 +19,11 @@ pub struct Tsc {
 }
 
 impl Tsc {
+    /// The TSC as every x86_64 CPU has it, without asking CPUID: RDTSC and LFENCE;RDTSC,
+    /// and no RDTSCP. A `const`, for a clock in a `static` (see [`crate::Clock::uninit`]);
+    /// [`Tsc::probe`] also learns whether RDTSCP exists.
+    pub const BASELINE: Tsc = Tsc { rdtscp: false };
+
     /// Checks CPUID for the TSC (leaf 1 EDX bit 4) and RDTSCP (leaf 0x8000_0001 EDX bit 27).
     /// `None` if there is no TSC.
     pub fn probe() -> Option<Tsc> {
@@ -47,7 +52,7 @@ impl Tsc {
         let hi: u32;
         // RDTSC is allowed at CPL 0 always, and at CPL 3 unless CR4.TSD is set, which no OS
         // this crate targets sets while it hands out the TSC. Not `nomem`: a compiler barrier.
-        // SAFETY: RDTSC exists (checked by `probe`, the only constructor); it writes only
+        // SAFETY: RDTSC exists (every x86_64 CPU has it; `probe` also checks CPUID); it writes only
         // EDX:EAX (declared), touches no stack and no flags.
         unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
         (u64::from(hi) << 32) | u64::from(lo)
