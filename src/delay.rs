@@ -91,7 +91,10 @@ impl<C: Counter> Delay<C> {
         let mut remaining = ticks;
         loop {
             let now = width.value(self.counter.ticks());
-            match width.elapsed(start, now) {
+            // More than half a wrap forward is a step back (a 1-bit counter, whose half is
+            // 0, counts its one step as progress).
+            let forward = width.delta(start, now);
+            match (forward <= width.half().max(1)).then_some(forward) {
                 // A step back: no progress; continue from the lower value.
                 None => start = now,
                 Some(elapsed) if elapsed >= remaining.min(span) => {

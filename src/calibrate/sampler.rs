@@ -83,8 +83,8 @@ struct Anchor {
 #[derive(Clone, Debug)]
 struct Engine {
     cfg: Config,
-    cmask: u64,
-    rmask: u64,
+    cw: Width,
+    rw: Width,
     /// Maximum duration, in reference ticks.
     max_x: u64,
     /// A counter standing still for this many reference ticks is stuck.
@@ -146,8 +146,8 @@ impl Engine {
         };
         Engine {
             cfg,
-            cmask: Width::new(counter.bits()).mask(),
-            rmask: Width::new(reference.bits()).mask(),
+            cw: Width::of(counter),
+            rw: Width::new(reference.bits()),
             max_x: to_ref_ticks(cfg.max_duration_ns),
             stuck_x: to_ref_ticks(cfg.stuck_after_ns).max(2),
             stuck_c: stuck_c.max(2),
@@ -177,12 +177,11 @@ impl Engine {
 
     /// Unwraps a counter read against the previous one (half-range rule).
     fn unwrap_counter(&mut self, raw: u64) -> Result<u64, Error> {
-        let d = raw.wrapping_sub(self.c_raw) & self.cmask;
-        if d > self.cmask >> 1 {
+        let Some(d) = self.cw.elapsed(self.c_raw, raw) else {
             return Err(Error::CounterBackwards {
-                by_ticks: self.cmask.wrapping_sub(d).saturating_add(1),
+                by_ticks: self.cw.backwards_by(self.c_raw, raw),
             });
-        }
+        };
         self.c_raw = raw;
         // Capacity is checked by the window long before 2^64.
         self.c_ext = self.c_ext.saturating_add(d);
@@ -192,8 +191,8 @@ impl Engine {
     fn step(&mut self, c0_raw: u64, r_raw: u64, c1_raw: u64) -> Result<Step, Error> {
         if !self.started {
             self.started = true;
-            self.c_raw = c0_raw & self.cmask;
-            self.r_raw = r_raw & self.rmask;
+            self.c_raw = self.cw.value(c0_raw);
+            self.r_raw = self.rw.value(r_raw);
             let c1 = self.unwrap_counter(c1_raw)?;
             let s = Anchor {
                 raw: self.r_raw,
@@ -215,12 +214,11 @@ impl Engine {
         let c1 = self.unwrap_counter(c1_raw)?;
         let width = c1.saturating_sub(c0);
         let y = c0.saturating_add(c1);
-        let r_raw = r_raw & self.rmask;
+        let r_raw = self.rw.value(r_raw);
 
         // Stuck and resolution bookkeeping, on raw reads.
         let ref_moved = r_raw != self.r_raw;
-        let fwd = r_raw.wrapping_sub(self.r_raw) & self.rmask;
-        if ref_moved && fwd <= self.rmask >> 1 {
+        if let Some(fwd) = self.rw.elapsed(self.r_raw, r_raw).filter(|_| ref_moved) {
             self.step_seen = self.step_seen.min(fwd);
         }
         self.r_raw = r_raw;
@@ -265,12 +263,11 @@ impl Engine {
                 }
             }
         } else {
-            let d = r_raw.wrapping_sub(self.anchor.raw) & self.rmask;
-            if d > self.rmask >> 1 {
+            let Some(d) = self.rw.elapsed(self.anchor.raw, r_raw) else {
                 return Err(Error::ReferenceBackwards {
-                    by_ticks: self.rmask.wrapping_sub(d).saturating_add(1),
+                    by_ticks: self.rw.backwards_by(self.anchor.raw, r_raw),
                 });
-            }
+            };
             self.anchor.x.saturating_add(d)
         };
         self.inconsistent_run = 0;
@@ -419,8 +416,8 @@ impl Engine {
         let big_m = u128::from(e.y.saturating_sub(f.y)).max(1);
         let dy = u128::from(y.saturating_sub(a.y));
         let expected = mul_div(dy, big_r, big_m).unwrap_or(u128::MAX);
-        let d = u128::from(r_raw.wrapping_sub(a.raw) & self.rmask);
-        let wrap = u128::from(self.rmask).saturating_add(1);
+        let d = u128::from(self.rw.delta(a.raw, r_raw));
+        let wrap = u128::from(self.rw.mask()).saturating_add(1);
         // Forward candidate with the best number of whole wraps added.
         let wraps = expected
             .saturating_sub(d)

@@ -79,28 +79,28 @@ impl AcpiPmTimer {
         // SAFETY: `new`'s contract: `port` is the PM timer's and we have I/O privilege for it.
         // Reading the PM timer has no side effects.
         let v = unsafe { inl(self.port) };
-        u64::from(v) & Width::new(self.bits).mask()
+        Width::new(self.bits).value(u64::from(v))
     }
 }
 
 /// True when `a, b, c` are in order modulo `mask + 1`: each step forward is short (less than
 /// a quarter of the range), so a value from a torn read, which lands off by a whole byte's
 /// worth of counts in either direction, breaks the chain.
-fn in_order(a: u64, b: u64, c: u64, mask: u64) -> bool {
-    let short = mask >> 2;
-    b.wrapping_sub(a) & mask <= short && c.wrapping_sub(b) & mask <= short
+fn in_order(a: u64, b: u64, c: u64, width: Width) -> bool {
+    let short = width.half() >> 1;
+    width.delta(a, b) <= short && width.delta(b, c) <= short
 }
 
 impl Reference for AcpiPmTimer {
     /// The middle one of the first three consecutive reads that are in order (see the type's
     /// documentation).
     fn read(&mut self) -> u64 {
-        let mask = Width::new(self.bits).mask();
+        let width = Width::new(self.bits);
         let mut a = self.read_raw();
         let mut b = self.read_raw();
         for _ in 0..MAX_EXTRA_READS {
             let c = self.read_raw();
-            if in_order(a, b, c, mask) {
+            if in_order(a, b, c, width) {
                 return b;
             }
             a = b;
@@ -138,7 +138,7 @@ mod tests {
 
     #[test]
     fn order_check_handles_wrap_and_torn_reads() {
-        let m24 = Width::new(24).mask();
+        let m24 = Width::new(24);
         assert!(in_order(10, 11, 13, m24));
         assert!(in_order(10, 10, 10, m24));
         // Across the 24-bit wrap.
@@ -149,7 +149,7 @@ mod tests {
         assert!(!in_order(0x00_12ff, 0x00_1200, 0x00_1301, m24));
         // Backwards at the first step.
         assert!(!in_order(0x00_1300, 0x00_12ff, 0x00_1301, m24));
-        let m32 = Width::new(32).mask();
+        let m32 = Width::new(32);
         assert!(in_order(0xffff_fff0, 0xffff_ffff, 0x10, m32));
         assert!(!in_order(0x10, 0x0f, 0x11, m32));
     }
