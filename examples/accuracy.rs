@@ -116,8 +116,8 @@ fn host(reps: usize) {
         Some(k) => k,
         None => {
             let cfg = Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_secs(2));
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_secs(2));
             match calibrate(tsc, StdReference::new(), cfg) {
                 Ok(c) => (cal_hz(&c), "baretime, 2 s"),
                 Err(e) => {
@@ -145,8 +145,8 @@ fn host(reps: usize) {
         };
         for _ in 0..reps {
             let cfg = Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_secs_f64(ms / 1e3));
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_secs_f64(ms / 1e3));
             match calibrate(tsc, StdReference::new(), cfg) {
                 Ok(c) => row.add(
                     ppm(cal_hz(&c), true_hz),
@@ -165,8 +165,8 @@ fn host(reps: usize) {
         };
         for _ in 0..reps {
             let cfg = Config::new()
-                .target_ppb(target_ppb)
-                .max_duration(Duration::from_millis(20));
+                .with_target_ppb(target_ppb)
+                .with_max_duration(Duration::from_millis(20));
             if let Ok(c) = calibrate(tsc, StdReference::new(), cfg) {
                 row.add(
                     ppm(cal_hz(&c), true_hz),
@@ -291,8 +291,8 @@ fn simulation(reps: usize) {
             let c = SimCounter::new(&world, counter_timer(&world));
             let pit = SimReference::new(&world, SimTimer::pit(), "pit");
             let cfg = Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(ms));
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(ms));
             match calibrate(&c, pit, cfg) {
                 Ok(cal) => row.add(
                     ppm(cal_hz(&cal), c.timer().true_millihz() as f64 / 1e3),
@@ -311,8 +311,8 @@ fn simulation(reps: usize) {
             let c = SimCounter::new(&world, counter_timer(&world));
             let pit = SimReference::new(&world, SimTimer::pit(), "pit");
             let cfg = Config::new()
-                .target_ppm(target_ppm)
-                .max_duration(Duration::from_millis(500));
+                .with_target_ppm(target_ppm)
+                .with_max_duration(Duration::from_millis(500));
             if let Ok(cal) = calibrate(&c, pit, cfg) {
                 row.add(
                     ppm(cal_hz(&cal), c.timer().true_millihz() as f64 / 1e3),

@@ -391,8 +391,8 @@ fn main() {
 
     r.section("Calibration against std's monotonic clock");
     let config = Config::new()
-        .target_ppm(1)
-        .max_duration(Duration::from_millis(max_ms));
+        .with_target_ppm(1)
+        .with_max_duration(Duration::from_millis(max_ms));
     let reference = StdReference::new();
     let reference_name = reference.name();
     let started = StdInstant::now();

@@ -471,7 +471,7 @@ impl<C: Counter> Clock<C> {
     /// runs at `frequency`. [`ClockError::Started`] if it already runs; `Busy` if another
     /// writer is active.
     pub fn start(&self, frequency: Frequency) -> Result<(), ClockError> {
-        self.write(Write::Start(Scale::new(&frequency)))
+        self.write(Write::Start(Scale::new(frequency)))
     }
 
     #[inline(always)]
@@ -686,7 +686,7 @@ impl<C: Counter> Clock<C> {
     /// applied all the same); [`ClockError::Behind`] if the counter reads behind the
     /// timeline (nothing changes).
     pub fn recalibrate(&self, frequency: Frequency) -> Result<(), ClockError> {
-        self.write(Write::Recalibrate(Scale::new(&frequency)))
+        self.write(Write::Recalibrate(Scale::new(frequency)))
     }
 
     /// Re-bases the timeline at the same rate. A clock on a counter narrower than 64 bits
@@ -710,7 +710,7 @@ impl<C: Counter> Clock<C> {
     /// call see time stand still until it is published. Returns `Busy` only if another
     /// writer is active.
     pub fn rebase(&self, at: Instant, frequency: Frequency) -> Result<(), ClockError> {
-        self.write(Write::Rebase(at.as_nanos(), Scale::new(&frequency)))
+        self.write(Write::Rebase(at.as_nanos(), Scale::new(frequency)))
     }
 
     /// Runs one write as the one writer, or returns `Busy` without waiting.

@@ -36,7 +36,7 @@ use crate::scale::Scale;
 /// // A fake 16-bit counter at 1 MHz that advances 7 ticks per read.
 /// let now = Cell::new(0u64);
 /// let counter = FnCounter::new(|| { now.set((now.get() + 7) & 0xffff); now.get() }, 16);
-/// let delay = Delay::new(counter, &Frequency::user_hz(1_000_000).unwrap());
+/// let delay = Delay::new(counter, Frequency::user_hz(1_000_000).unwrap());
 /// delay.wait_ns(100_000); // 100 µs: 100 ticks, across a wrap if need be
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -48,7 +48,7 @@ pub struct Delay<C: Counter> {
 
 impl<C: Counter> Delay<C> {
     /// A delay on `counter` running at `frequency`.
-    pub const fn new(counter: C, frequency: &Frequency) -> Delay<C> {
+    pub const fn new(counter: C, frequency: Frequency) -> Delay<C> {
         Delay {
             counter,
             scale: Scale::new(frequency),
@@ -154,7 +154,7 @@ mod tests {
             },
             bits,
         );
-        Delay::new(counter, &Frequency::user_hz(hz).unwrap()).wait_ns(ns);
+        Delay::new(counter, Frequency::user_hz(hz).unwrap()).wait_ns(ns);
         (forward.get(), reads.get())
     }
 
@@ -226,7 +226,7 @@ mod tests {
 
     #[test]
     fn u64_max_request_does_not_overflow() {
-        let s = Scale::new(&Frequency::user_hz(10_000_000_000).unwrap());
+        let s = Scale::new(Frequency::user_hz(10_000_000_000).unwrap());
         assert_eq!(s.ns_to_ticks_ceil(u64::MAX), u64::MAX);
     }
 
@@ -243,7 +243,7 @@ mod tests {
             },
             64,
         );
-        let mut d = Delay::new(counter, &Frequency::user_hz(1_000_000_000).unwrap());
+        let mut d = Delay::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
         d.delay_ns(u32::MAX);
         assert!(c.get() >= u64::from(u32::MAX));
     }

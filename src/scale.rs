@@ -83,7 +83,7 @@ pub(crate) const fn mul_q64(ticks: u64, int: u64, frac: u64) -> u128 {
 impl Scale {
     /// Constants for `frequency`. Every [`Frequency`] is in 1 kHz..=100 GHz, so this cannot
     /// fail.
-    pub const fn new(frequency: &Frequency) -> Scale {
+    pub const fn new(frequency: Frequency) -> Scale {
         let millihz = frequency.as_millihz();
         // ns per tick = 10^12 / millihz, in 64.64 fixed point, rounded to nearest.
         // 10^12 × 2^64 < 2^104, and millihz ≥ 10^6, so the quotient is below 2^84.
@@ -195,7 +195,7 @@ mod tests {
             2_596_118_000,
             100_000_000_000,
         ] {
-            let s = Scale::new(&Frequency::user_hz(hz).unwrap());
+            let s = Scale::new(Frequency::user_hz(hz).unwrap());
             assert!(s.inv_mult >= 1 << 63, "{hz}: inv_mult {:#x}", s.inv_mult);
         }
     }
@@ -209,7 +209,7 @@ mod tests {
             2_596_118_000,
             10_000_000_000,
         ] {
-            let s = Scale::new(&Frequency::user_hz(hz).unwrap());
+            let s = Scale::new(Frequency::user_hz(hz).unwrap());
             let ns = s.ticks_to_ns(hz);
             assert!((999_999_999..=1_000_000_000).contains(&ns), "{hz}: {ns}");
             let t = s.ns_to_ticks_ceil(1_000_000_000);
@@ -220,7 +220,7 @@ mod tests {
     #[test]
     fn no_208_day_overflow() {
         // The Linux bug: cycles × mult in 64 bits overflowed after ~208 days at 2.x GHz.
-        let s = Scale::new(&Frequency::user_hz(2_596_118_000).unwrap());
+        let s = Scale::new(Frequency::user_hz(2_596_118_000).unwrap());
         let ticks_300_days = 2_596_118_000u64 * 86_400 * 300;
         let ns = s.ticks_to_ns(ticks_300_days);
         let want = 86_400 * 300 * 1_000_000_000u64;
@@ -231,11 +231,11 @@ mod tests {
 
     #[test]
     fn saturates_only_past_u64_ns() {
-        let slow = Scale::new(&Frequency::user_hz(1_000).unwrap());
+        let slow = Scale::new(Frequency::user_hz(1_000).unwrap());
         assert_eq!(slow.ticks_to_ns(u64::MAX), u64::MAX);
         assert_eq!(slow.checked_ticks_to_ns(u64::MAX), None);
         assert_eq!(slow.checked_ticks_to_ns(1_000), Some(1_000_000_000));
-        let fast = Scale::new(&Frequency::user_hz(100_000_000_000).unwrap());
+        let fast = Scale::new(Frequency::user_hz(100_000_000_000).unwrap());
         assert_eq!(fast.ns_to_ticks_ceil(u64::MAX), u64::MAX);
     }
 
@@ -245,7 +245,7 @@ mod tests {
             millihz in 1_000_000u64..=10_000_000_000_000,
             ticks in any::<u64>(),
         ) {
-            let s = Scale::new(&freq(millihz));
+            let s = Scale::new(freq(millihz));
             let exact = exact_ns(ticks, millihz);
             match s.checked_ticks_to_ns(ticks) {
                 Some(ns) => {
@@ -262,7 +262,7 @@ mod tests {
             a in any::<u64>(),
             d in any::<u64>(),
         ) {
-            let s = Scale::new(&freq(millihz));
+            let s = Scale::new(freq(millihz));
             let b = a.saturating_add(d);
             prop_assert!(s.ticks_to_ns(a) <= s.ticks_to_ns(b));
         }
@@ -272,7 +272,7 @@ mod tests {
             millihz in 1_000_000u64..=10_000_000_000_000,
             ns in 0u64..=u64::MAX,
         ) {
-            let s = Scale::new(&freq(millihz));
+            let s = Scale::new(freq(millihz));
             let t = s.ns_to_ticks_ceil(ns);
             // exact ticks = ns × millihz / 10^12; t must be ≥ it, and at most 1 + 1 ppb over.
             let exact_num = (ns as u128) * (millihz as u128);
@@ -292,7 +292,7 @@ mod tests {
         ) {
             // Waiting ns_to_ticks_ceil(ns) ticks is at least ns by the exact rate; converting
             // those ticks back loses at most the 1 ns floor.
-            let s = Scale::new(&freq(millihz));
+            let s = Scale::new(freq(millihz));
             let t = s.ns_to_ticks_ceil(ns);
             prop_assert!(s.ticks_to_ns(t) + 1 >= ns);
         }

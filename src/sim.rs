@@ -20,7 +20,7 @@
 //! let world = SimWorld::new(7).with_smi(10, Duration::from_micros(100));
 //! let tsc = SimCounter::new(&world, SimTimer::tsc(2_300_000_000).error_ppb(12_000));
 //! let pit = SimReference::new(&world, SimTimer::pit(), "pit");
-//! let cal = calibrate(&tsc, pit, Config::new().max_duration(Duration::from_millis(20))).unwrap();
+//! let cal = calibrate(&tsc, pit, Config::new().with_max_duration(Duration::from_millis(20))).unwrap();
 //! let true_mhz = tsc.timer().true_millihz();
 //! let err_ppb = cal.frequency.as_millihz().abs_diff(true_mhz) * 1_000_000_000 / true_mhz;
 //! assert!(err_ppb <= cal.uncertainty_ppb);

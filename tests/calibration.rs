@@ -20,8 +20,8 @@ fn std_clock_against_itself_is_exact_within_the_bound() {
         counter,
         StdReference::new(),
         Config::new()
-            .target_ppm(1)
-            .max_duration(Duration::from_millis(200)),
+            .with_target_ppm(1)
+            .with_max_duration(Duration::from_millis(200)),
     )
     .expect("calibration succeeds");
     let err =
@@ -37,8 +37,8 @@ fn tsc_against_std_agrees_with_the_kernel() {
     use baretime::arch::x86_64::Tsc;
     let tsc = Tsc::probe().expect("x86_64 has a TSC");
     let cfg = Config::new()
-        .target_ppm(2)
-        .max_duration(Duration::from_millis(200));
+        .with_target_ppm(2)
+        .with_max_duration(Duration::from_millis(200));
     let cal = calibrate(tsc, StdReference::new(), cfg).expect("calibration succeeds");
     assert!(cal.uncertainty_ppb < 1_000_000, "{cal}");
     if let Some(khz) = kernel_tsc_khz() {
@@ -95,8 +95,8 @@ fn counter_reference_checks_a_firmware_frequency() {
     )
     .unwrap();
     let cfg = Config::new()
-        .target_ppm(1)
-        .max_duration(Duration::from_millis(50));
+        .with_target_ppm(1)
+        .with_max_duration(Duration::from_millis(50));
     let v = calibrate_and_verify(&cntvct, reference, Some(claim), cfg).unwrap();
     assert_eq!(v.calibration.reference, "tsc");
     assert!(v.chosen.as_hz().abs_diff(25_000_000) <= 25, "{}", v.chosen);
@@ -111,21 +111,24 @@ fn counter_reference_checks_a_firmware_frequency() {
 #[test]
 fn config_builder_round_trips_and_clamps() {
     let c = Config::new()
-        .target_ppm(3)
-        .max_duration(Duration::from_millis(7))
-        .min_samples(99)
-        .plausible_counter_hz(1, u64::MAX)
-        .stuck_after(Duration::from_millis(4));
-    assert_eq!(c.target(), 3_000);
-    assert_eq!(c.duration_limit(), Duration::from_millis(7));
-    assert_eq!(c.samples_floor(), 99);
-    assert_eq!(c.plausible_hz(), (Frequency::MIN_HZ, Frequency::MAX_HZ));
-    assert_eq!(c.stuck_limit(), Duration::from_millis(4));
+        .with_target_ppm(3)
+        .with_max_duration(Duration::from_millis(7))
+        .with_min_samples(99)
+        .with_plausible_counter_hz(1, u64::MAX)
+        .with_stuck_after(Duration::from_millis(4));
+    assert_eq!(c.target_ppb(), 3_000);
+    assert_eq!(c.max_duration(), Duration::from_millis(7));
+    assert_eq!(c.min_samples(), 99);
+    assert_eq!(
+        c.plausible_counter_hz(),
+        (Frequency::MIN_HZ, Frequency::MAX_HZ)
+    );
+    assert_eq!(c.stuck_after(), Duration::from_millis(4));
     assert_eq!(Config::default(), Config::new());
     assert_eq!(
         Config::new()
-            .plausible_counter_hz(5_000, 2_000)
-            .plausible_hz(),
+            .with_plausible_counter_hz(5_000, 2_000)
+            .plausible_counter_hz(),
         (5_000, 5_000)
     );
 }
@@ -135,7 +138,7 @@ fn results_and_errors_print_for_people() {
     let world = SimWorld::new(22);
     let c = SimCounter::new(&world, SimTimer::tsc(2_300_000_000));
     let r = baretime::sim::SimReference::new(&world, SimTimer::pit(), "pit");
-    let cal = calibrate(&c, r, Config::new().target_ppm(5)).unwrap();
+    let cal = calibrate(&c, r, Config::new().with_target_ppm(5)).unwrap();
     let text = cal.to_string();
     let mhz: f64 = text.split(' ').next().unwrap().parse().unwrap();
     assert!(

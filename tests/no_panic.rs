@@ -177,7 +177,7 @@ proptest! {
     /// The README's bound: error ≤ 1 ns + 3 × 10^-18 of the value, for every tick count.
     #[test]
     fn scale_takes_any_ticks_and_keeps_its_documented_bound(f in any_frequency(), ticks in edge_u64(), ns in edge_u64()) {
-        let s = Scale::new(&f);
+        let s = Scale::new(f);
         let exact = u128::from(ticks) * 1_000_000_000_000 / u128::from(f.as_millihz());
         match s.checked_ticks_to_ns(ticks) {
             Some(got) => {
@@ -276,7 +276,7 @@ proptest! {
         let expected_reads = u128::from(ticks) / u128::from(step);
         prop_assume!(expected_reads < 1_000_000);
         let c = Stepping::new(start, step, bits, budget);
-        let d = Delay::with_scale(&c, Scale::new(&Frequency::user_hz(1_000_000).unwrap()));
+        let d = Delay::with_scale(&c, Scale::new(Frequency::user_hz(1_000_000).unwrap()));
         d.wait_ticks(ticks);
         prop_assert!(c.counted() >= u128::from(ticks), "{} < {}", c.counted(), ticks);
     }
@@ -285,9 +285,9 @@ proptest! {
     fn delay_wait_ns_any_request(ns in edge_u64(), f in any_frequency()) {
         // A counter so fast that even u64::MAX ns ends in a few reads.
         let c = Stepping::new(0, 1 << 62, 64, 1_000);
-        let d = Delay::new(&c, &f);
+        let d = Delay::new(&c, f);
         d.wait_ns(ns);
-        let want = Scale::new(&f).ns_to_ticks_ceil(ns);
+        let want = Scale::new(f).ns_to_ticks_ceil(ns);
         prop_assert!(c.counted() >= u128::from(want));
     }
 

@@ -18,8 +18,8 @@ fn pit_run(seed: u64, error_ppb: i64, ms: u64) -> (Calibration, i64, u64) {
         "pit",
     );
     let config = Config::new()
-        .target_ppb(0)
-        .max_duration(Duration::from_millis(ms));
+        .with_target_ppb(0)
+        .with_max_duration(Duration::from_millis(ms));
     let cal = calibrate(&tsc, pit, config).expect("calibration succeeds");
     let truth = tsc.timer().true_millihz() as i128;
     let err = (cal.frequency.as_millihz() as i128 - truth) * 1_000_000_000 / truth;

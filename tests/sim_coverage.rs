@@ -21,24 +21,24 @@ fn run(seed: u64) -> Outcome {
             SimTimer::pit(),
             SimTimer::tsc(hz),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(4)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(4)),
         ),
         // PIT with early stop at 20 ppm.
         1 => (
             SimTimer::pit(),
             SimTimer::tsc(hz),
             Config::new()
-                .target_ppm(20)
-                .max_duration(Duration::from_millis(20)),
+                .with_target_ppm(20)
+                .with_max_duration(Duration::from_millis(20)),
         ),
         // ACPI PM timer (24 bits), latched late in the read, for 3 ms.
         2 => (
             SimTimer::acpi_pm().latch_at_permille(900),
             SimTimer::tsc(hz),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(3)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(3)),
         ),
         // A fast 64-bit reference (HPET-like, 14.318 MHz) with early stop at 2 ppm.
         3 => (
@@ -46,8 +46,8 @@ fn run(seed: u64) -> Outcome {
                 .read_cost(Duration::from_nanos(500), Duration::from_nanos(200)),
             SimTimer::tsc(hz),
             Config::new()
-                .target_ppm(2)
-                .max_duration(Duration::from_millis(4)),
+                .with_target_ppm(2)
+                .with_max_duration(Duration::from_millis(4)),
         ),
         // A coarse reference: 1 MHz counting in steps of 16, 32 bits.
         4 => (
@@ -57,8 +57,8 @@ fn run(seed: u64) -> Outcome {
                 .read_cost(Duration::from_nanos(300), Duration::from_nanos(100)),
             SimTimer::tsc(hz),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(2)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(2)),
         ),
         // A slow counter (24 MHz, like CNTVCT) against a 1 GHz reference read in 30 ns.
         _ => (
@@ -66,8 +66,8 @@ fn run(seed: u64) -> Outcome {
                 .read_cost(Duration::from_nanos(30), Duration::from_nanos(10)),
             SimTimer::new(24_000_000).read_cost(Duration::from_nanos(10), Duration::from_nanos(3)),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_micros(500)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_micros(500)),
         ),
     };
     let start = world.random();

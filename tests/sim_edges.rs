@@ -80,8 +80,8 @@ fn slow_cntvct_against_semihosting_ns_clock() {
                 .read_cost(us(5), us(3))
                 .start_at(seed << 20),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(5)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(5)),
         )
     });
 }
@@ -98,7 +98,7 @@ fn counter_coarser_than_a_fast_reference_read() {
             SimTimer::new(1_000_000_000)
                 .read_cost(Duration::from_nanos(5), Duration::from_nanos(2))
                 .start_at(seed << 24),
-            Config::new().target_ppb(0).max_duration(us(300)),
+            Config::new().with_target_ppb(0).with_max_duration(us(300)),
         )
     });
 }
@@ -113,9 +113,9 @@ fn counter_below_1_mhz_against_1_ghz() {
                 .read_cost(Duration::from_nanos(40), Duration::from_nanos(10))
                 .start_at(seed << 16),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(20))
-                .plausible_counter_hz(1_000, 10_000_000_000),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(20))
+                .with_plausible_counter_hz(1_000, 10_000_000_000),
         )
     });
 }
@@ -132,8 +132,8 @@ fn hpet_32_bit_wraps_during_calibration() {
                 .read_cost(Duration::from_nanos(500), Duration::from_nanos(200))
                 .start_at((1u64 << 32) - 14_318 - seed * 7),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(4)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(4)),
         )
     });
     assert!(
@@ -157,8 +157,8 @@ fn reference_stopping_midway_ends_near_max_duration() {
             SimTimer::new(hz),
             SimTimer::pit().fault(SimFault::StuckAfter(Duration::from_millis(3))),
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(20)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(20)),
         );
         assert_eq!(r.result, Err(Error::ReferenceStuck), "{hz} Hz");
         assert!(

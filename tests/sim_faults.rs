@@ -50,7 +50,7 @@ fn assert_bounded(result: Result<Calibration, Error>, true_millihz: u64) -> Cali
 }
 
 fn short() -> Config {
-    Config::new().target_ppb(0).max_duration(ms(10))
+    Config::new().with_target_ppb(0).with_max_duration(ms(10))
 }
 
 #[test]
@@ -192,7 +192,7 @@ fn reference_at_an_implausible_rate() {
         None,
         SimTimer::tsc(TSC_HZ),
         slow,
-        Config::new().max_duration(ms(2)),
+        Config::new().with_max_duration(ms(2)),
     );
     assert!(
         matches!(r, Err(Error::ImplausibleRate { counter_millihz }) if counter_millihz > 20_000_000_000_000),
@@ -202,8 +202,8 @@ fn reference_at_an_implausible_rate() {
     // (Its declared 10 s last 10 ms of true time.)
     let fast = SimTimer::pit().bits(64).error_ppb(999_000_000_000);
     let cfg = short()
-        .max_duration(Duration::from_secs(10))
-        .plausible_counter_hz(100_000_000, 10_000_000_000);
+        .with_max_duration(Duration::from_secs(10))
+        .with_plausible_counter_hz(100_000_000, 10_000_000_000);
     let (r, _) = run(9, None, SimTimer::tsc(TSC_HZ), fast, cfg);
     assert!(matches!(r, Err(Error::ImplausibleRate { .. })), "{r:?}");
 }
@@ -215,10 +215,12 @@ fn too_few_samples() {
         None,
         SimTimer::tsc(TSC_HZ),
         SimTimer::pit(),
-        Config::new().max_duration(Duration::from_micros(20)),
+        Config::new().with_max_duration(Duration::from_micros(20)),
     );
     assert!(matches!(r, Err(Error::TooFewSamples { .. })), "{r:?}");
-    let cfg = Config::new().max_duration(ms(1)).min_samples(1_000_000);
+    let cfg = Config::new()
+        .with_max_duration(ms(1))
+        .with_min_samples(1_000_000);
     let (r, _) = run(10, None, SimTimer::tsc(TSC_HZ), SimTimer::pit(), cfg);
     assert!(
         matches!(r, Err(Error::TooFewSamples { used, .. }) if used > 500),
@@ -235,7 +237,7 @@ fn smi_stalls_are_rejected() {
         smi,
         SimTimer::tsc(TSC_HZ).error_ppb(77_000),
         SimTimer::pit(),
-        short().max_duration(ms(20)),
+        short().with_max_duration(ms(20)),
     );
     let cal = assert_bounded(r, truth);
     assert!(cal.samples_rejected >= 5, "{cal}");
@@ -250,7 +252,7 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
         smi,
         SimTimer::tsc(TSC_HZ).error_ppb(5_000),
         SimTimer::pit(),
-        short().max_duration(ms(300)),
+        short().with_max_duration(ms(300)),
     );
     assert_bounded(r, truth);
 }
@@ -259,7 +261,13 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
 fn narrow_counters_wrap() {
     // A 24-bit counter at 2.3 GHz wraps every 7.3 ms; a 32-bit one starting just before a wrap.
     let c24 = SimTimer::tsc(TSC_HZ).bits(24).error_ppb(1_000);
-    let (r, truth) = run(13, None, c24, SimTimer::pit(), short().max_duration(ms(30)));
+    let (r, truth) = run(
+        13,
+        None,
+        c24,
+        SimTimer::pit(),
+        short().with_max_duration(ms(30)),
+    );
     assert_bounded(r, truth);
     let c32 = SimTimer::tsc(TSC_HZ)
         .bits(32)
@@ -283,7 +291,7 @@ fn drift_is_averaged_and_bounded() {
     let cal = calibrate(
         &c,
         SimReference::new(&world, SimTimer::pit(), "pit"),
-        short().max_duration(ms(100)),
+        short().with_max_duration(ms(100)),
     )
     .unwrap();
     let mid = c.timer().true_millihz_at(cal.duration / 2) as i128;
@@ -299,9 +307,9 @@ fn coarse_reference_quantum() {
         .quantum(1_000)
         .read_cost(Duration::from_nanos(200), Duration::from_nanos(50));
     let cfg = Config::new()
-        .target_ppb(0)
-        .max_duration(ms(200))
-        .stuck_after(ms(5));
+        .with_target_ppb(0)
+        .with_max_duration(ms(200))
+        .with_stuck_after(ms(5));
     let (r, truth) = run(15, None, SimTimer::tsc(TSC_HZ), coarse, cfg);
     let cal = assert_bounded(r, truth);
     assert!(
@@ -316,7 +324,12 @@ fn reference_tolerance_is_added_but_not_waited_for() {
     let c = SimCounter::new(&world, SimTimer::tsc(TSC_HZ));
     let pit = SimReference::new(&world, SimTimer::pit(), "pit")
         .with_accuracy(Accuracy::Nominal { tolerance_ppm: 50 });
-    let cal = calibrate(&c, pit, Config::new().target_ppm(20).max_duration(ms(50))).unwrap();
+    let cal = calibrate(
+        &c,
+        pit,
+        Config::new().with_target_ppm(20).with_max_duration(ms(50)),
+    )
+    .unwrap();
     assert!(cal.met_target, "{cal}");
     assert!(cal.measurement_ppb <= 20_000);
     assert_eq!(cal.uncertainty_ppb, cal.measurement_ppb + 50_000);
@@ -330,7 +343,7 @@ fn early_stop_meets_the_target() {
         None,
         SimTimer::tsc(TSC_HZ),
         SimTimer::pit(),
-        Config::new().target_ppm(5).max_duration(ms(100)),
+        Config::new().with_target_ppm(5).with_max_duration(ms(100)),
     );
     let cal = assert_bounded(r, truth);
     assert!(
@@ -349,7 +362,7 @@ fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
         Accuracy::Exact,
     )
     .unwrap();
-    let cfg = Config::new().target_ppm(1).max_duration(ms(100));
+    let cfg = Config::new().with_target_ppm(1).with_max_duration(ms(100));
     let v = calibrate_and_verify(
         &c,
         SimReference::new(&world, SimTimer::pit(), "pit"),
@@ -419,7 +432,7 @@ fn random_faults_never_panic_nor_mislead() {
             Some((500, Duration::from_micros(100))),
             counter,
             reference,
-            short().max_duration(ms(8)),
+            short().with_max_duration(ms(8)),
         );
         if let Ok(cal) = r {
             // Any answer given must be right within its bound.

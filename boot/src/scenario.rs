@@ -57,8 +57,8 @@ impl<'a> Args<'a> {
 /// honest bound either way.
 pub fn config(max_ms: u64) -> Config {
     Config::new()
-        .target_ppm(1)
-        .max_duration(Duration::from_millis(max_ms))
+        .with_target_ppm(1)
+        .with_max_duration(Duration::from_millis(max_ms))
 }
 
 /// Sends `s` to a serial port's byte writer `put`, with `\n` as `\r\n` as terminals expect.

@@ -69,7 +69,7 @@
 //!     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }, 64),
 //!     Frequency::from_hz(1_000_000, Source::Reference, Accuracy::Exact).unwrap(),
 //! );
-//! let config = Config::new().target_ppm(10).max_duration(Duration::from_millis(50));
+//! let config = Config::new().with_target_ppm(10).with_max_duration(Duration::from_millis(50));
 //! let cal = calibrate::calibrate(&counter, reference, config).unwrap();
 //! assert_eq!(cal.frequency.as_hz(), 3_000_000);
 //! assert!(cal.met_target);
@@ -129,25 +129,25 @@ impl Config {
     }
 
     /// Stop as soon as the measurement uncertainty is at most `ppm` parts per million.
-    pub const fn target_ppm(self, ppm: u32) -> Self {
-        self.target_ppb((ppm as u64).saturating_mul(1000))
+    pub const fn with_target_ppm(self, ppm: u32) -> Self {
+        self.with_target_ppb((ppm as u64).saturating_mul(1000))
     }
 
     /// Stop as soon as the measurement uncertainty is at most `ppb` parts per billion.
     /// 0 means "never stop early": calibrate for the whole [`Config::max_duration`].
-    pub const fn target_ppb(mut self, ppb: u64) -> Self {
+    pub const fn with_target_ppb(mut self, ppb: u64) -> Self {
         self.target_ppb = ppb;
         self
     }
 
     /// Calibrate for at most this long, as measured by the reference.
-    pub const fn max_duration(mut self, d: Duration) -> Self {
+    pub const fn with_max_duration(mut self, d: Duration) -> Self {
         self.max_duration_ns = duration_ns(d);
         self
     }
 
     /// Never stop early on fewer accepted samples than this (at least 3 are always needed).
-    pub const fn min_samples(mut self, n: u64) -> Self {
+    pub const fn with_min_samples(mut self, n: u64) -> Self {
         self.min_samples = n;
         self
     }
@@ -156,7 +156,7 @@ impl Config {
     /// [`Error::ImplausibleRate`] (a reference running at the wrong speed, or a wrong
     /// reference frequency). Also sets how long a reference may stand still (see
     /// [`Config::stuck_after`]). Clamped to [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
-    pub const fn plausible_counter_hz(mut self, min_hz: u64, max_hz: u64) -> Self {
+    pub const fn with_plausible_counter_hz(mut self, min_hz: u64, max_hz: u64) -> Self {
         self.min_counter_hz = clamp_hz(min_hz);
         self.max_counter_hz = clamp_hz(max_hz);
         if self.max_counter_hz < self.min_counter_hz {
@@ -172,33 +172,33 @@ impl Config {
     /// 10^8 counter ticks). So a reference that stops part-way ends the calibration with
     /// [`Error::ReferenceStuck`] within about `max_duration + 2 × stuck_after`. Must exceed
     /// the reference's resolution.
-    pub const fn stuck_after(mut self, d: Duration) -> Self {
+    pub const fn with_stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after_ns = duration_ns(d);
         self
     }
 
     /// The target measurement uncertainty, in ppb (0: none).
-    pub const fn target(&self) -> u64 {
+    pub const fn target_ppb(&self) -> u64 {
         self.target_ppb
     }
 
     /// The maximum duration.
-    pub const fn duration_limit(&self) -> Duration {
+    pub const fn max_duration(&self) -> Duration {
         Duration::from_nanos(self.max_duration_ns)
     }
 
     /// The minimum number of accepted samples.
-    pub const fn samples_floor(&self) -> u64 {
+    pub const fn min_samples(&self) -> u64 {
         self.min_samples
     }
 
     /// The plausible counter rates, in Hz: `(min, max)`.
-    pub const fn plausible_hz(&self) -> (u64, u64) {
+    pub const fn plausible_counter_hz(&self) -> (u64, u64) {
         (self.min_counter_hz, self.max_counter_hz)
     }
 
     /// How long a count may stand still.
-    pub const fn stuck_limit(&self) -> Duration {
+    pub const fn stuck_after(&self) -> Duration {
         Duration::from_nanos(self.stuck_after_ns)
     }
 }

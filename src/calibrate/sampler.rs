@@ -573,8 +573,8 @@ mod tests {
         let mut e = engine(
             64,
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(1)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(1)),
         );
         assert_eq!(run(&mut e, 1_000_000, |_, r| r), Ok(Step::Done));
         let cal = finish(&e);
@@ -589,8 +589,8 @@ mod tests {
         let mut e = engine(
             8,
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(20)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(20)),
         );
         // 8 bits at 1 MHz wrap every 256 µs; samples are 10 µs apart, and after sample 100
         // comes a 10 ms stall: ~39 wraps that no read saw.
@@ -612,8 +612,8 @@ mod tests {
     fn faults_are_typed() {
         // Samples are 10 reference ticks apart: a persistent step back of 15 is 5 behind.
         let cfg = Config::new()
-            .target_ppb(0)
-            .plausible_counter_hz(1_000, 10_000_000);
+            .with_target_ppb(0)
+            .with_plausible_counter_hz(1_000, 10_000_000);
         let mut e = engine(16, cfg);
         assert_eq!(
             run(&mut e, 100, |i, r| if i >= 50 {
@@ -660,8 +660,8 @@ mod tests {
         let mut e = engine(
             64,
             Config::new()
-                .target_ppb(0)
-                .max_duration(Duration::from_millis(1)),
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(1)),
         );
         assert_eq!(
             run(&mut e, 1_000_000, |i, r| if i == 50 { r + 777 } else { r }),

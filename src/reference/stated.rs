@@ -86,8 +86,8 @@ mod tests {
             )
         };
         let config = Config::new()
-            .target_ppb(0)
-            .max_duration(core::time::Duration::from_millis(5));
+            .with_target_ppb(0)
+            .with_max_duration(core::time::Duration::from_millis(5));
         let exact = calibrate(counter, reference(), config).unwrap();
         let loose = calibrate(
             counter,
