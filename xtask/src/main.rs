@@ -235,9 +235,16 @@ fn test_all() -> bool {
     tally.record(
         "loom",
         run(
-            "loom model check of the Clock",
+            "loom model check of the Clock (loom-model: the clock's sources on loom's atomics)",
             cargo()
-                .args(["test", "--release", "--test", "loom_clock"])
+                .args([
+                    "test",
+                    "--release",
+                    "-p",
+                    "loom-model",
+                    "--test",
+                    "loom_clock",
+                ])
                 .env("RUSTFLAGS", "--cfg loom")
                 .env("LOOM_MAX_PREEMPTIONS", "2")
                 .env("CARGO_TARGET_DIR", root().join("target/loom")),

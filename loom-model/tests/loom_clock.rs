@@ -1,5 +1,7 @@
 //! Model-checks the Clock's lock-free publication with loom:
-//! `RUSTFLAGS="--cfg loom" cargo test --release --test loom_clock` (run by `cargo xtask test`).
+//! `RUSTFLAGS="--cfg loom" cargo test --release -p loom-model --test loom_clock` (run by
+//! `cargo xtask test`). `loom_model` is baretime's clock sources compiled against loom's
+//! atomics; without `--cfg loom` this file is empty.
 //!
 //! The counter is a loom atomic, so loom explores every interleaving of the writer's
 //! stores with the reader's loads *and* counter reads. Checked: a reader never uses a
@@ -7,10 +9,10 @@
 //! readings never go back, across a recalibration to a faster and to a slower rate.
 #![cfg(loom)]
 
-use baretime::{Clock, Counter, Frequency};
 use loom::sync::atomic::{AtomicU64, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use loom_model::{Clock, Counter, Frequency};
 
 /// 1 MHz counter that advances 100 ticks (µs) per read, like time passing between reads
 /// (faster than the 20 µs handover margin: every close goes through the full protocol, and
