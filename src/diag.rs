@@ -11,17 +11,24 @@
 //!   counters of the two CPUs disagree (a "warp"), and timestamps taken on different CPUs
 //!   cannot be compared. `warp_check_threads` (feature `std`) runs it on host threads.
 //!
-//! No allocation, integer arithmetic only, 32-bit atomics only (so it builds for Cortex-M,
-//! which has no 64-bit atomics).
+//! No allocation, integer arithmetic only. [`ReadStats`] uses no atomics; [`WarpCheck`] uses
+//! 32-bit atomics with compare-and-swap only, so it builds wherever the target has those
+//! (Cortex-M3 and up, RISC-V with the A extension) and, with the feature `portable-atomic`
+//! and a way to provide compare-and-swap, on targets without it (Cortex-M0/M0+, RISC-V
+//! without A).
 //!
 //! Wrapping counters ([`Counter::bits`] < 64) are compared modulo their width: a step of more
 //! than half the range forwards is taken as a step backwards.
 //!
-//! No panic for any counter values (any [`Counter::mask`], too): the lints below deny
-//! unchecked arithmetic and indexing outside tests.
+//! No panic for any counter values (any [`Width::mask`](crate::Width::mask), too): the lints
+//! below deny unchecked arithmetic and indexing outside tests.
 
-use core::hint::{black_box, spin_loop};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::hint::black_box;
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+use core::hint::spin_loop;
+
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+use crate::sync::{target::AtomicU32, Ordering};
 
 use crate::{Counter, Frequency};
 
@@ -274,6 +281,7 @@ impl WarpReport {
 /// The caller runs [`WarpCheck::participate`] once on each CPU it wants to compare,
 /// pinned there, with interrupts (or preemption) off if it can: a participant preempted
 /// while it holds the lock makes the others spin until it runs again.
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 #[derive(Debug, Default)]
 pub struct WarpCheck {
     lock: AtomicU32,
@@ -290,6 +298,7 @@ pub struct WarpCheck {
     max_warp_hi: AtomicU32,
 }
 
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 impl WarpCheck {
     /// A fresh check (usable in a `static`).
     pub const fn new() -> WarpCheck {
@@ -417,6 +426,7 @@ impl WarpCheck {
 /// figures can be one check apart): formatting never waits, even from an interrupt handler
 /// that preempted a participant.
 #[cfg(feature = "defmt")]
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 impl defmt::Format for WarpCheck {
     fn format(&self, f: defmt::Formatter<'_>) {
         defmt::write!(
@@ -436,11 +446,13 @@ fn backwards_by(mask: u64, delta: u64) -> u64 {
     mask.saturating_sub(delta).saturating_add(1)
 }
 
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 fn join(hi: u32, lo: u32) -> u64 {
     (u64::from(hi) << 32) | u64::from(lo)
 }
 
 /// Saturating increment of a counter only written under the lock.
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 fn bump(a: &AtomicU32) {
     let v = a.load(Ordering::Relaxed);
     a.store(v.saturating_add(1), Ordering::Relaxed);
@@ -453,12 +465,13 @@ fn bump(a: &AtomicU32) {
 /// Threads that cannot be spawned are left out ([`WarpReport::participants`] counts those
 /// that ran).
 #[cfg(feature = "std")]
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 pub fn warp_check_threads<C: Counter + Sync + ?Sized>(
     counter: &C,
     threads: u32,
     iterations: u32,
 ) -> WarpReport {
-    use core::sync::atomic::AtomicBool;
+    use crate::sync::target::AtomicBool;
     let check = WarpCheck::new();
     let go = AtomicBool::new(false);
     std::thread::scope(|s| {

@@ -23,7 +23,8 @@ extern crate std;
 
 pub mod arch;
 pub mod calibrate;
-#[cfg(any(target_has_atomic = "64", loom))]
+// The Clock needs 64-bit atomics and compare-and-swap: the target's own, or portable-atomic's.
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
 pub mod clock;
 pub mod counter;
 pub mod delay;
@@ -35,9 +36,14 @@ pub mod reference;
 pub mod scale;
 #[cfg(feature = "sim")]
 pub mod sim;
+// Without the Clock only `sync::target` (diag's atomics) is used.
+#[cfg_attr(
+    not(any(loom, feature = "portable-atomic", target_has_atomic = "64")),
+    allow(dead_code, unused_imports)
+)]
 mod sync;
 
-#[cfg(any(target_has_atomic = "64", loom))]
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
 pub use clock::{Clock, ClockError, ClockHealth};
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;

@@ -40,12 +40,35 @@ pub(crate) fn spin_loop() {
     #[cfg(not(loom))]
     core::hint::spin_loop();
 }
-#[cfg(all(not(loom), target_has_atomic = "64"))]
-pub(crate) use core::sync::atomic::AtomicU64;
+
+/// The target's atomics: `portable-atomic`'s with that feature (compare-and-swap and 64-bit
+/// atomics everywhere, as its own features provide them), else `core`'s (`AtomicU64` only
+/// where the target has 64-bit atomics; compare-and-swap only where it has it). Both take
+/// `core`'s [`Ordering`].
+///
+/// The Clock's atomics come from here except under loom; `diag` takes its own from here
+/// always, as it is outside the model and builds its `WarpCheck` in a `const fn`.
+#[cfg_attr(loom, allow(unused_imports))]
+pub(crate) mod target {
+    #[cfg(all(not(feature = "portable-atomic"), target_has_atomic = "64"))]
+    pub(crate) use core::sync::atomic::AtomicU64;
+    #[cfg(not(feature = "portable-atomic"))]
+    pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32};
+    #[cfg(feature = "portable-atomic")]
+    pub(crate) use portable_atomic::{AtomicBool, AtomicU32, AtomicU64};
+}
+
+// `fence` is `core`'s on every target: it needs no compare-and-swap, and portable-atomic's
+// own `fence` is a re-export of it on every target this crate builds for, except that on x86
+// its `SeqCst` fence is a cheaper instruction with the same effect.
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{fence, AtomicBool, AtomicU32};
+pub(crate) use core::sync::atomic::fence;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+pub(crate) use target::AtomicU64;
+#[cfg(not(loom))]
+pub(crate) use target::{AtomicBool, AtomicU32};
 
 /// A `u64` that is read and written with relaxed atomics (possibly as two halves).
 pub(crate) struct RelaxedU64 {

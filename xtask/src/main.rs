@@ -22,6 +22,17 @@ const NO_STD_BUILDS: &[(&str, &str)] = &[
     ("aarch64-unknown-none-softfloat", "defmt,embedded-hal"),
     ("thumbv7em-none-eabihf", ""),
     ("thumbv7em-none-eabihf", "defmt,embedded-hal"),
+    // 32-bit compare-and-swap but no 64-bit atomics: the Clock only through portable-atomic.
+    ("thumbv7em-none-eabihf", "portable-atomic-critical-section"),
+    // No compare-and-swap (Cortex-M0/M0+, RISC-V without A): without the feature, everything
+    // but the Clock and WarpCheck; with it, those too.
+    ("thumbv6m-none-eabi", ""),
+    ("thumbv6m-none-eabi", "portable-atomic-critical-section"),
+    ("riscv32imc-unknown-none-elf", ""),
+    (
+        "riscv32imc-unknown-none-elf",
+        "portable-atomic-critical-section",
+    ),
 ];
 
 const RUST_TARGETS: &[&str] = &[
@@ -30,6 +41,8 @@ const RUST_TARGETS: &[&str] = &[
     "aarch64-unknown-none-softfloat",
     "aarch64-unknown-linux-gnu",
     "thumbv7em-none-eabihf",
+    "thumbv6m-none-eabi",
+    "riscv32imc-unknown-none-elf",
 ];
 
 /// Debian packages and the command each provides.
