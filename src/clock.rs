@@ -510,7 +510,8 @@ impl<C: Counter> Clock<C> {
     /// when two publications overtook it.
     #[inline]
     pub fn now(&self) -> Instant {
-        let (ns, t) = self.timeline.read(|version, words| {
+        // The fast path: one attempt, no call in it, so it needs no callee-saved registers.
+        let fast = self.timeline.try_read(|version, words| {
             let t = self.counter.ticks();
             hook(Point::ReadCounter);
             let [b, base_ns, int, frac, ..] = words;
@@ -519,14 +520,12 @@ impl<C: Counter> Clock<C> {
             // its counter before any close of it became visible.
             let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
             let d = Width::of(&self.counter).delta(b, t);
-            if d < lim {
-                ((advance(base_ns, d, int, frac), t), false)
-            } else {
-                // Past the fast path the answer depends on the timeline's end, which only
-                // holds for the version that is current.
-                ((self.now_slow(version, words, t), t), true)
-            }
+            (d < lim).then(|| (advance(base_ns, d, int, frac), t))
         });
+        let (ns, t) = match fast {
+            Some(read) => read,
+            None => self.now_cold(),
+        };
         // 64-bit counters keep a high-water mark (after the read was accepted: a rejected
         // run's value may be garbage). The test is on the counter value, which is known
         // before the multiply, so it stays off the critical path; for narrower counters it
@@ -537,9 +536,31 @@ impl<C: Counter> Clock<C> {
         Instant::from_nanos(ns)
     }
 
+    /// `now()` past its fast path: read again, as often as publications overtake it.
+    #[cold]
+    #[inline(never)]
+    fn now_cold(&self) -> (u64, u64) {
+        self.timeline.read(|version, words| {
+            let t = self.counter.ticks();
+            hook(Point::ReadCounter);
+            let [b, base_ns, int, frac, ..] = words;
+            let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
+            let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
+            let d = Width::of(&self.counter).delta(b, t);
+            if d < lim {
+                ((advance(base_ns, d, int, frac), t), false)
+            } else {
+                // Past the fast path the answer depends on the timeline's end, which only
+                // holds for the version that is current.
+                ((self.now_slow(version, words, t), t), true)
+            }
+        })
+    }
+
     /// Moves the high-water mark to `ns`, read at counter value `t`, and the counter value
     /// at which it must next move to a granule later.
     #[cold]
+    #[inline(never)]
     fn raise_mark(&self, t: u64, ns: u64) {
         let granule = self.scale().ns_to_ticks_ceil(MARK_GRANULE_NS);
         self.mark.fetch_max(ns, Ordering::Relaxed);
@@ -588,6 +609,14 @@ impl<C: Counter> Clock<C> {
             }
             if zone == Zone::Behind {
                 if geometry.width.delta(t, tb.base_ticks) <= tb.hand {
+                    // The previous version was latched past its deadline: the counter has
+                    // passed this version's base (which is at or before that deadline), so
+                    // this is a narrow counter come round a wrap later, not a reading from
+                    // just before the base: stand still at the base.
+                    let prev_gate = self.gate(version.slot.wrapping_add(1));
+                    if prev_gate.latched.load(Ordering::Acquire) == version.number {
+                        return tb.base_ns;
+                    }
                     // The handover: the previous timeline, exactly as its own readers
                     // compute it.
                     let p = geometry.width.delta(tb.prev_ticks, t);
@@ -858,12 +887,33 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Publishes `next` as the next version, its gate open.
+    ///
+    /// A writer stalled after closing may publish a version whose base the counter passed
+    /// long ago. Its readers then cannot be before its base, and on a narrow counter a
+    /// reading a wrap later would look like one in the handover: so when the counter is a
+    /// margin or more past the base as the version is published, the handover is dropped,
+    /// and a version already past its deadline is published latched (time stands still at
+    /// its end until the next write, which finds it late).
     fn publish(&self, geometry: &Geometry, next: &Timebase) {
+        let margin = geometry.margin(&next.scale);
         self.timeline.publish(|v, slot| {
+            let gate = self.gate(v.slot);
+            gate.open(geometry.deadline);
+            let t = self.read_after_fence(geometry);
+            let d = geometry.width.delta(next.base_ticks, t);
+            let before_base = geometry.width.delta(t, next.base_ticks) <= next.hand;
+            let mut next = *next;
+            if !before_base && d >= margin {
+                next.hand = 0;
+                if geometry.zone(d) != Zone::Valid {
+                    gate.latched
+                        .store(v.number.wrapping_add(1), Ordering::Relaxed);
+                    gate.lim.store(0, Ordering::Relaxed);
+                }
+            }
             for (word, value) in slot.iter().zip(next.words()) {
                 word.store(value);
             }
-            self.gate(v.slot).open(geometry.deadline);
         });
     }
 

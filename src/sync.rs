@@ -222,6 +222,25 @@ impl<const N: usize> Published<N> {
         }
     }
 
+    /// One attempt of [`Published::read`] for a reader's fast path: `f` runs once and may
+    /// decline (`None`); its result is returned only if the version it saw was current
+    /// throughout. `None` otherwise: take the full `read`.
+    #[inline(always)]
+    pub(crate) fn try_read<R>(&self, f: impl FnOnce(Version, &Words<N>) -> Option<R>) -> Option<R> {
+        let s1 = self.seq.load(Ordering::Acquire);
+        hook(Point::ReadSeq);
+        let number = s1 >> 1;
+        let slot = (number & 1) as usize;
+        let r = f(Version { number, slot }, self.slot(slot));
+        fence(Ordering::Acquire);
+        let s2 = self.seq.load(Ordering::Relaxed);
+        if s2.wrapping_sub(s1 & !1) <= 2 {
+            r
+        } else {
+            None
+        }
+    }
+
     /// The version published now, with its words, for the one writer (which alone changes
     /// them, so relaxed loads see its own last stores).
     pub(crate) fn current(&self) -> (Version, &Words<N>) {
