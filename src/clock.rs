@@ -64,22 +64,39 @@
 //!
 //! A counter of fewer than 64 bits wraps, so a reading `t` is interpreted by its distance
 //! `d = t − base_ticks (mod 2^bits)`: up to the deadline (half a wrap) it is time on the
-//! timeline; up to three quarters of a wrap it is *late* — [`Clock::update`] was not called
-//! in time; beyond, it is *behind* the timeline (a counter that stepped back, another
-//! CPU's counter lagging).
+//! timeline; beyond, [`Clock::update`] was not called in time (*late*). A reading in the
+//! last quarter of the wrap is taken as late too (a DWT or a 32-bit timer is one global
+//! counter: it misses updates, it does not lag) unless it falls in the handover just
+//! before the base.
 //!
-//! - **Late**: time stands still at the deadline's value, and the first reader that sees it
-//!   latches the timeline so that it stays there even when the counter comes round again.
-//!   The next `update`/`recalibrate` starts a new timeline from that value and returns
-//!   [`ClockError::Late`]; [`Clock::health`] counts it. A gap of a whole wrap with no
-//!   reader and no update in it cannot be seen by anyone and loses a wrap: call
-//!   [`Clock::update`] at least once per [`Clock::update_interval`].
-//! - **Behind**: time stands still no earlier than anything the clock has handed out — a
-//!   high-water mark that readers keep within about a millisecond of their results (one
-//!   load and a compare per read, an atomic maximum once per millisecond) — so at most that
-//!   ahead; never at an older base, never the epoch. [`Clock::health`] says so, and
-//!   `update`/`recalibrate` return [`ClockError::Behind`]; [`Clock::rebase`] continues from
-//!   a time the caller gives (a TSC reset on resume from suspend).
+//! - **Late**: time stands still at the deadline's value. Whoever sees a reading past the
+//!   deadline — a reader, a helper's own reading, the writer — latches the timeline before
+//!   going on, so that it stays there even when the counter comes round again. The next
+//!   `update`/`recalibrate` starts a new timeline from that value and returns
+//!   [`ClockError::Late`]; [`Clock::health`] counts it.
+//! - **A version published late** (the writer stalled about a wrap between closing and
+//!   publishing): the writer reads the counter as it publishes and drops the handover when
+//!   the base is already behind it (publishing the version latched if it is past its own
+//!   deadline), and a reading in the handover of a version whose predecessor was latched
+//!   stands still at the base: a reading a wrap later is never taken for one just before
+//!   the base.
+//! - A reader whose answer depends on the timeline's end (anything past the fast path)
+//!   accepts it only if its version was still the current one when it finished; otherwise
+//!   it reads again.
+//! - What no one can see: a wrap during which nobody reads the counter *and finishes* (a
+//!   reader stalled between its counter read and its latch has not said what it saw) loses
+//!   a wrap. Call [`Clock::update`] at least once per [`Clock::update_interval`]; the
+//!   interleaving test (`tests/interleave.rs`) keeps exactly this promise — some operation
+//!   reads the counter and finishes at least once per quarter wrap — and nothing more.
+//!
+//! **64-bit counters** never wrap, so a reading more than a quarter of 2^64 behind the
+//! base is *behind* (a TSC reset on resume, a badly lagging CPU): time stands still no
+//! earlier than anything the clock has handed out — a high-water mark that readers keep
+//! within about a millisecond of their results (one load and a compare on the counter value
+//! per read, off the multiply's critical path; an atomic maximum once per millisecond) —
+//! so at most two granules (2.1 ms) ahead; never at an older base, never the epoch.
+//! [`Clock::health`] says so, `update`/`recalibrate` return [`ClockError::Behind`], and
+//! [`Clock::rebase`] continues from a time the caller gives.
 //!
 //! The argument assumes the counter is read in order with the loads around it to within the
 //! margin, and that all CPUs' counters agree to within it; a counter that warps across CPUs
