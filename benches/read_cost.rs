@@ -10,15 +10,9 @@ use std::hint::black_box;
 use baretime::{Clock, Counter, Frequency};
 use criterion::{criterion_group, criterion_main, Criterion};
 
-#[cfg(target_arch = "x86_64")]
-fn counter() -> baretime::arch::x86_64::Tsc {
-    baretime::arch::x86_64::Tsc::probe().expect("TSC")
-}
+mod common;
 
-#[cfg(target_arch = "aarch64")]
-fn counter() -> baretime::arch::aarch64::GenericTimer {
-    baretime::arch::aarch64::GenericTimer::new()
-}
+use common::counter;
 
 fn reads(c: &mut Criterion) {
     let counter = counter();

@@ -10,15 +10,9 @@ use std::time::Instant;
 
 use baretime::{Clock, Counter, Frequency};
 
-#[cfg(target_arch = "x86_64")]
-fn counter() -> baretime::arch::x86_64::Tsc {
-    baretime::arch::x86_64::Tsc::probe().expect("TSC")
-}
+mod common;
 
-#[cfg(target_arch = "aarch64")]
-fn counter() -> baretime::arch::aarch64::GenericTimer {
-    baretime::arch::aarch64::GenericTimer::new()
-}
+use common::counter;
 
 /// Nanoseconds per call of `f` over `calls` calls.
 fn time(calls: u32, mut f: impl FnMut()) -> f64 {
