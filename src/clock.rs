@@ -425,6 +425,22 @@ pub struct Clock<C: Counter> {
     mark_next: AtomicU64,
 }
 
+/// A clock that has not started: one literal for `Clock::uninit`'s `const` and loom versions.
+macro_rules! unstarted {
+    ($counter:expr) => {
+        Clock {
+            timeline: Published::new([0; WORDS]),
+            gates: [Gate::new(), Gate::new()],
+            counter: $counter,
+            writer: AtomicBool::new(false),
+            late_updates: AtomicU32::new(0),
+            behind: AtomicBool::new(false),
+            mark: AtomicU64::new(0),
+            mark_next: AtomicU64::new(0),
+        }
+    };
+}
+
 impl<C: Counter> Clock<C> {
     /// A clock on `counter` at `frequency`, whose epoch (`Instant::ZERO`) is now.
     pub fn new(counter: C, frequency: Frequency) -> Clock<C> {
@@ -457,31 +473,13 @@ impl<C: Counter> Clock<C> {
     /// ```
     #[cfg(not(loom))]
     pub const fn uninit(counter: C) -> Clock<C> {
-        Clock {
-            timeline: Published::new([0; WORDS]),
-            gates: [Gate::new(), Gate::new()],
-            counter,
-            writer: AtomicBool::new(false),
-            late_updates: AtomicU32::new(0),
-            behind: AtomicBool::new(false),
-            mark: AtomicU64::new(0),
-            mark_next: AtomicU64::new(0),
-        }
+        unstarted!(counter)
     }
 
     /// A clock that has not started yet (loom's atomics are not `const`).
     #[cfg(loom)]
     pub fn uninit(counter: C) -> Clock<C> {
-        Clock {
-            timeline: Published::new([0; WORDS]),
-            gates: [Gate::new(), Gate::new()],
-            counter,
-            writer: AtomicBool::new(false),
-            late_updates: AtomicU32::new(0),
-            behind: AtomicBool::new(false),
-            mark: AtomicU64::new(0),
-            mark_next: AtomicU64::new(0),
-        }
+        unstarted!(counter)
     }
 
     /// Starts a clock made with [`Clock::uninit`]: its epoch (`Instant::ZERO`) is now, and it
@@ -529,15 +527,8 @@ impl<C: Counter> Clock<C> {
     pub fn now(&self) -> Instant {
         // The fast path: one attempt, no call in it, so it needs no callee-saved registers.
         let fast = self.timeline.try_read(|version, words| {
-            let t = self.counter.ticks();
-            hook(Point::ReadCounter);
-            let [b, base_ns, int, frac, ..] = words;
-            let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
-            // After the counter read: a reader that passes here with the timeline open read
-            // its counter before any close of it became visible.
-            let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
-            let d = Width::of(&self.counter).delta(b, t);
-            (d < lim).then(|| (advance(base_ns, d, int, frac), t))
+            let (t, ns) = self.read_fast(version, words);
+            ns.map(|ns| (ns, t))
         });
         let (ns, t) = match fast {
             Some(read) => read,
@@ -557,21 +548,28 @@ impl<C: Counter> Clock<C> {
     #[cold]
     #[inline(never)]
     fn now_cold(&self) -> (u64, u64) {
-        self.timeline.read(|version, words| {
-            let t = self.counter.ticks();
-            hook(Point::ReadCounter);
-            let [b, base_ns, int, frac, ..] = words;
-            let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
-            let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
-            let d = Width::of(&self.counter).delta(b, t);
-            if d < lim {
-                ((advance(base_ns, d, int, frac), t), false)
-            } else {
-                // Past the fast path the answer depends on the timeline's end, which only
-                // holds for the version that is current.
-                ((self.now_slow(version, words, t), t), true)
-            }
-        })
+        self.timeline
+            .read(|version, words| match self.read_fast(version, words) {
+                (t, Some(ns)) => ((ns, t), false),
+                // Past the fast path the answer depends on the timeline's end, which only holds
+                // for the version that is current.
+                (t, None) => ((self.now_slow(version, words, t), t), true),
+            })
+    }
+
+    /// The counter, and its time on `version`'s timeline if the fast path applies (the
+    /// timeline open and the reading before its end).
+    #[inline(always)]
+    fn read_fast(&self, version: Version, words: &Words<WORDS>) -> (u64, Option<u64>) {
+        let t = self.counter.ticks();
+        hook(Point::ReadCounter);
+        let [b, base_ns, int, frac, ..] = words;
+        let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
+        // After the counter read: a reader that passes here with the timeline open read its
+        // counter before any close of it became visible.
+        let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
+        let d = Width::of(&self.counter).delta(b, t);
+        (t, (d < lim).then(|| advance(base_ns, d, int, frac)))
     }
 
     /// Moves the high-water mark to `ns`, read at counter value `t`, and the counter value
