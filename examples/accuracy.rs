@@ -311,7 +311,7 @@ fn simulation(reps: usize) {
             let c = SimCounter::new(&world, counter_timer(&world));
             let pit = SimReference::new(&world, SimTimer::pit(), "pit");
             let cfg = Config::new()
-                .with_target_ppm(target_ppm)
+                .with_target_ppb(u64::from(target_ppm) * 1000)
                 .with_max_duration(Duration::from_millis(500));
             if let Ok(cal) = calibrate(&c, pit, cfg) {
                 row.add(

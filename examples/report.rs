@@ -81,7 +81,9 @@ fn ms3(d: Duration) -> String {
 fn describe(f: &Frequency) -> String {
     let accuracy = match f.accuracy() {
         Accuracy::Exact => "exact".to_string(),
-        Accuracy::Nominal { tolerance_ppm } => format!("±{tolerance_ppm} ppm nominal"),
+        Accuracy::Nominal { tolerance_ppb } => {
+            format!("±{} ppm nominal", ppm3(tolerance_ppb as i64))
+        }
         Accuracy::Measured { uncertainty_ppb } => {
             format!("±{} ppm measured", ppm3(uncertainty_ppb as i64))
         }
@@ -391,7 +393,7 @@ fn main() {
 
     r.section("Calibration against std's monotonic clock");
     let config = Config::new()
-        .with_target_ppm(1)
+        .with_target_ppb(1_000)
         .with_max_duration(Duration::from_millis(max_ms));
     let reference = StdReference::new();
     let reference_name = reference.name();

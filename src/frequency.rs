@@ -69,10 +69,11 @@ pub enum Accuracy {
     /// (It may still be *wrong*: verification compares it against a measurement.)
     Exact,
     /// A nominal figure (base frequency, brand string, firmware register) that the counter
-    /// may miss by up to about this many parts per million.
+    /// may miss by up to about this many parts per billion.
     Nominal {
-        /// Expected worst-case deviation, in ppm.
-        tolerance_ppm: u32,
+        /// Expected worst-case deviation, in ppb (1000 ppb = 1 ppm), like every other
+        /// accuracy figure in the crate.
+        tolerance_ppb: u64,
     },
     /// Measured, with this uncertainty bound in parts per billion (for a calibration: an
     /// expanded bound with at least 99 % coverage, see [`crate::calibrate::Calibration`]).
@@ -92,7 +93,7 @@ impl Accuracy {
     pub const fn bound_ppb(self) -> u64 {
         match self {
             Accuracy::Exact => 0,
-            Accuracy::Nominal { tolerance_ppm } => (tolerance_ppm as u64).saturating_mul(1000),
+            Accuracy::Nominal { tolerance_ppb } => tolerance_ppb,
             Accuracy::Measured { uncertainty_ppb } => uncertainty_ppb,
         }
     }
@@ -201,6 +202,21 @@ impl Frequency {
     }
 }
 
+/// A ppb figure shown in ppm: whole ppm as an integer (`100 ppm`), else three decimals
+/// (`0.012 ppm`).
+struct Ppm(u64);
+
+impl fmt::Display for Ppm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
+        if frac == 0 {
+            write!(f, "{whole} ppm")
+        } else {
+            write!(f, "{whole}.{frac:03} ppm")
+        }
+    }
+}
+
 impl fmt::Display for Frequency {
     /// `2596.118000 MHz (cpuid_15h, exact)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -209,13 +225,12 @@ impl fmt::Display for Frequency {
         write!(f, "{mhz_int}.{mhz_frac:06} MHz ({}", self.source)?;
         match self.accuracy {
             Accuracy::Exact => f.write_str(", exact)"),
-            Accuracy::Nominal { tolerance_ppm } => write!(f, ", ±{tolerance_ppm} ppm nominal)"),
-            Accuracy::Measured { uncertainty_ppb } => write!(
-                f,
-                ", ±{}.{:03} ppm measured)",
-                uncertainty_ppb / 1000,
-                uncertainty_ppb % 1000
-            ),
+            Accuracy::Nominal { tolerance_ppb } => {
+                write!(f, ", ±{} nominal)", Ppm(tolerance_ppb))
+            }
+            Accuracy::Measured { uncertainty_ppb } => {
+                write!(f, ", ±{} measured)", Ppm(uncertainty_ppb))
+            }
         }
     }
 }

@@ -20,7 +20,7 @@ fn std_clock_against_itself_is_exact_within_the_bound() {
         counter,
         StdReference::new(),
         Config::new()
-            .with_target_ppm(1)
+            .with_target_ppb(1_000)
             .with_max_duration(Duration::from_millis(200)),
     )
     .expect("calibration succeeds");
@@ -37,7 +37,7 @@ fn tsc_against_std_agrees_with_the_kernel() {
     use baretime::arch::x86_64::Tsc;
     let tsc = Tsc::probe().expect("x86_64 has a TSC");
     let cfg = Config::new()
-        .with_target_ppm(2)
+        .with_target_ppb(2_000)
         .with_max_duration(Duration::from_millis(200));
     let cal = calibrate(tsc, StdReference::new(), cfg).expect("calibration succeeds");
     assert!(cal.uncertainty_ppb < 1_000_000, "{cal}");
@@ -91,11 +91,13 @@ fn counter_reference_checks_a_firmware_frequency() {
     let claim = Frequency::from_hz(
         24_000_000,
         Source::Cntfrq,
-        Accuracy::Nominal { tolerance_ppm: 100 },
+        Accuracy::Nominal {
+            tolerance_ppb: 100_000,
+        },
     )
     .unwrap();
     let cfg = Config::new()
-        .with_target_ppm(1)
+        .with_target_ppb(1_000)
         .with_max_duration(Duration::from_millis(50));
     let v = calibrate_and_verify(&cntvct, reference, Some(claim), cfg).unwrap();
     assert_eq!(v.calibration.reference, "tsc");
@@ -111,7 +113,7 @@ fn counter_reference_checks_a_firmware_frequency() {
 #[test]
 fn config_builder_round_trips_and_clamps() {
     let c = Config::new()
-        .with_target_ppm(3)
+        .with_target_ppb(3_000)
         .with_max_duration(Duration::from_millis(7))
         .with_min_samples(99)
         .with_plausible_counter_hz(1, u64::MAX)
@@ -138,14 +140,14 @@ fn results_and_errors_print_for_people() {
     let world = SimWorld::new(22);
     let c = SimCounter::new(&world, SimTimer::tsc(2_300_000_000));
     let r = baretime::sim::SimReference::new(&world, SimTimer::pit(), "pit");
-    let cal = calibrate(&c, r, Config::new().with_target_ppm(5)).unwrap();
+    let cal = calibrate(&c, r, Config::new().with_target_ppb(5_000)).unwrap();
     let text = cal.to_string();
     let mhz: f64 = text.split(' ').next().unwrap().parse().unwrap();
     assert!(
         (mhz - 2300.0).abs() < 0.01 && text.contains(" MHz ±") && text.contains("against pit"),
         "{text}"
     );
-    assert!(cal.uncertainty_ppm() >= 1 && cal.uncertainty_ppm() * 1000 >= cal.uncertainty_ppb);
+    assert!(cal.uncertainty_ppb >= 1 && cal.uncertainty_ppb <= 5_000);
 
     let e: &dyn std::error::Error = &Error::ReferenceBackwards { by_ticks: 5 };
     assert_eq!(e.to_string(), "reference timer went backwards by 5 ticks");
@@ -167,7 +169,7 @@ fn results_and_errors_print_for_people() {
         2_400_000_000,
         Source::BrandString,
         Accuracy::Nominal {
-            tolerance_ppm: 1000,
+            tolerance_ppb: 1_000_000,
         },
     )
     .unwrap();

@@ -21,14 +21,14 @@ fn pm_timer_accuracy() -> Accuracy {
         assert_eq!(
             accuracy,
             Accuracy::Nominal {
-                tolerance_ppm: baretime::reference::ACPI_PM_TOLERANCE_PPM
+                tolerance_ppb: baretime::reference::ACPI_PM_TOLERANCE_PPB
             }
         );
         accuracy
     }
     #[cfg(not(target_arch = "x86_64"))]
     Accuracy::Nominal {
-        tolerance_ppm: baretime::reference::ACPI_PM_TOLERANCE_PPM,
+        tolerance_ppb: baretime::reference::ACPI_PM_TOLERANCE_PPB,
     }
 }
 
@@ -49,14 +49,14 @@ fn hpet_accuracy() -> Accuracy {
         assert_eq!(
             accuracy,
             Accuracy::Nominal {
-                tolerance_ppm: baretime::reference::HPET_TOLERANCE_PPM
+                tolerance_ppb: baretime::reference::HPET_TOLERANCE_PPB
             }
         );
         accuracy
     }
     #[cfg(not(target_arch = "x86_64"))]
     Accuracy::Nominal {
-        tolerance_ppm: baretime::reference::HPET_TOLERANCE_PPM,
+        tolerance_ppb: baretime::reference::HPET_TOLERANCE_PPB,
     }
 }
 

@@ -169,7 +169,7 @@ proptest! {
             let _ = f.to_string();
             let _ = f.accuracy().bound_ppb();
         }
-        let _ = Accuracy::Nominal { tolerance_ppm: hz as u32 }.bound_ppb();
+        let _ = Accuracy::Nominal { tolerance_ppb: hz }.bound_ppb();
     }
 
     // ---- scale -----------------------------------------------------------------------

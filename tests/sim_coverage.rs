@@ -29,7 +29,7 @@ fn run(seed: u64) -> Outcome {
             SimTimer::pit(),
             SimTimer::tsc(hz),
             Config::new()
-                .with_target_ppm(20)
+                .with_target_ppb(20_000)
                 .with_max_duration(Duration::from_millis(20)),
         ),
         // ACPI PM timer (24 bits), latched late in the read, for 3 ms.
@@ -46,7 +46,7 @@ fn run(seed: u64) -> Outcome {
                 .read_cost(Duration::from_nanos(500), Duration::from_nanos(200)),
             SimTimer::tsc(hz),
             Config::new()
-                .with_target_ppm(2)
+                .with_target_ppb(2_000)
                 .with_max_duration(Duration::from_millis(4)),
         ),
         // A coarse reference: 1 MHz counting in steps of 16, 32 bits.

@@ -322,12 +322,15 @@ fn coarse_reference_quantum() {
 fn reference_tolerance_is_added_but_not_waited_for() {
     let world = SimWorld::new(16);
     let c = SimCounter::new(&world, SimTimer::tsc(TSC_HZ));
-    let pit = SimReference::new(&world, SimTimer::pit(), "pit")
-        .with_accuracy(Accuracy::Nominal { tolerance_ppm: 50 });
+    let pit = SimReference::new(&world, SimTimer::pit(), "pit").with_accuracy(Accuracy::Nominal {
+        tolerance_ppb: 50_000,
+    });
     let cal = calibrate(
         &c,
         pit,
-        Config::new().with_target_ppm(20).with_max_duration(ms(50)),
+        Config::new()
+            .with_target_ppb(20_000)
+            .with_max_duration(ms(50)),
     )
     .unwrap();
     assert!(cal.met_target, "{cal}");
@@ -343,7 +346,9 @@ fn early_stop_meets_the_target() {
         None,
         SimTimer::tsc(TSC_HZ),
         SimTimer::pit(),
-        Config::new().with_target_ppm(5).with_max_duration(ms(100)),
+        Config::new()
+            .with_target_ppb(5_000)
+            .with_max_duration(ms(100)),
     );
     let cal = assert_bounded(r, truth);
     assert!(
@@ -362,7 +367,9 @@ fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
         Accuracy::Exact,
     )
     .unwrap();
-    let cfg = Config::new().with_target_ppm(1).with_max_duration(ms(100));
+    let cfg = Config::new()
+        .with_target_ppb(1_000)
+        .with_max_duration(ms(100));
     let v = calibrate_and_verify(
         &c,
         SimReference::new(&world, SimTimer::pit(), "pit"),

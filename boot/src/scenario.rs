@@ -57,7 +57,7 @@ impl<'a> Args<'a> {
 /// honest bound either way.
 pub fn config(max_ms: u64) -> Config {
     Config::new()
-        .with_target_ppm(1)
+        .with_target_ppb(1_000)
         .with_max_duration(Duration::from_millis(max_ms))
 }
 

@@ -69,7 +69,7 @@
 //!     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }, 64),
 //!     Frequency::from_hz(1_000_000, Source::Reference, Accuracy::Exact).unwrap(),
 //! );
-//! let config = Config::new().with_target_ppm(10).with_max_duration(Duration::from_millis(50));
+//! let config = Config::new().with_target_ppb(10_000).with_max_duration(Duration::from_millis(50));
 //! let cal = calibrate::calibrate(&counter, reference, config).unwrap();
 //! assert_eq!(cal.frequency.as_hz(), 3_000_000);
 //! assert!(cal.met_target);
@@ -126,11 +126,6 @@ impl Config {
             max_counter_hz: 10_000_000_000,
             stuck_after_ns: 10_000_000,
         }
-    }
-
-    /// Stop as soon as the measurement uncertainty is at most `ppm` parts per million.
-    pub const fn with_target_ppm(self, ppm: u32) -> Self {
-        self.with_target_ppb((ppm as u64).saturating_mul(1000))
     }
 
     /// Stop as soon as the measurement uncertainty is at most `ppb` parts per billion.
@@ -237,13 +232,6 @@ pub struct Calibration {
     pub met_target: bool,
     /// The reference's name ([`Reference::name`]).
     pub reference: &'static str,
-}
-
-impl Calibration {
-    /// The expanded uncertainty in whole ppm, rounded up.
-    pub const fn uncertainty_ppm(&self) -> u64 {
-        self.uncertainty_ppb.div_ceil(1000)
-    }
 }
 
 impl fmt::Display for Calibration {

@@ -294,7 +294,9 @@ mod tests {
         let claim = Frequency::from_hz(
             2_600_000_000,
             Source::BrandString,
-            Accuracy::Nominal { tolerance_ppm: 100 },
+            Accuracy::Nominal {
+                tolerance_ppb: 100_000,
+            },
         )
         .unwrap();
         let v = verify(Some(claim), &c);
@@ -387,7 +389,7 @@ mod tests {
             Frequency::MIN_HZ * 2,
             Source::Cntfrq,
             Accuracy::Nominal {
-                tolerance_ppm: u32::MAX,
+                tolerance_ppb: u64::MAX,
             },
         )
         .unwrap();
@@ -423,7 +425,9 @@ mod tests {
         let claim = Frequency::from_hz(
             24_000_000,
             Source::Cntfrq,
-            Accuracy::Nominal { tolerance_ppm: 50 },
+            Accuracy::Nominal {
+                tolerance_ppb: 50_000,
+            },
         )
         .unwrap();
         let v = verify(Some(claim), &c);

@@ -10,7 +10,7 @@
 
 use crate::{Accuracy, Frequency, Source};
 
-use super::CNTFRQ_TOLERANCE_PPM;
+use super::CNTFRQ_TOLERANCE_PPB;
 
 bitflags::bitflags! {
     /// Counter-related aarch64 features.
@@ -127,7 +127,7 @@ pub fn from_registers(cntfrq: u64, midr: u64, id_aa64mmfr0: u64) -> Aarch64Disco
         hz,
         Source::Cntfrq,
         Accuracy::Nominal {
-            tolerance_ppm: CNTFRQ_TOLERANCE_PPM,
+            tolerance_ppb: CNTFRQ_TOLERANCE_PPB,
         },
     );
     Aarch64Discovery {

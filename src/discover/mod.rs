@@ -28,21 +28,21 @@ pub mod x86;
 /// Tolerance of a CPUID 0x15 figure whose crystal comes from the table of known models:
 /// the crystal's own tolerance (about ±100 ppm) with a margin for a table entry that is right
 /// for the model but off for a board.
-pub const KNOWN_CRYSTAL_TOLERANCE_PPM: u32 = 500;
+pub const KNOWN_CRYSTAL_TOLERANCE_PPB: u64 = 500_000;
 
 /// Tolerance of the CPUID 0x16 base frequency and of a 0x15 figure whose crystal was derived
 /// from it. The base frequency is a whole number of MHz that the TSC usually matches to a few
 /// tenths of a percent (i7-8750H: base 2200 MHz, TSC 2208 MHz); some parts miss it by far
 /// more (i3-10110U: base 2100 MHz, TSC 2592 MHz), which verification then catches.
-pub const BASE_FREQUENCY_TOLERANCE_PPM: u32 = 10_000;
+pub const BASE_FREQUENCY_TOLERANCE_PPB: u64 = 10_000_000;
 
 /// Tolerance of the brand string's `@ x.xxGHz`: a marketing figure, 20 % and more off the
 /// TSC rate on some parts (i3-10110U: "2.10GHz", TSC 2.592 GHz).
-pub const BRAND_STRING_TOLERANCE_PPM: u32 = 250_000;
+pub const BRAND_STRING_TOLERANCE_PPB: u64 = 250_000_000;
 
 /// Tolerance of CNTFRQ_EL0: when firmware programs it right it is the crystal's rate (about
 /// ±100 ppm); when it programs it wrong, no tolerance helps and calibration must catch it.
-pub const CNTFRQ_TOLERANCE_PPM: u32 = 1_000;
+pub const CNTFRQ_TOLERANCE_PPB: u64 = 1_000_000;
 
 /// Most frequency candidates one discovery can list.
 pub const MAX_CANDIDATES: usize = 8;

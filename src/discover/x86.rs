@@ -7,10 +7,10 @@
 //! | --- | --- | --- |
 //! | [`Source::HypervisorLeaf`] | 0x40000010 EAX (kHz), only with the hypervisor bit | exact |
 //! | [`Source::CpuidTscLeaf`] | 0x15 (Intel only): ECX (crystal Hz) × EBX / EAX | exact (a rational: kept to the mHz) |
-//! | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal from the model table | nominal, [`KNOWN_CRYSTAL_TOLERANCE_PPM`] |
-//! | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, [`BASE_FREQUENCY_TOLERANCE_PPM`] |
-//! | [`Source::CpuidBaseFrequency`] | 0x16 EAX (MHz) | nominal, [`BASE_FREQUENCY_TOLERANCE_PPM`] |
-//! | [`Source::BrandString`] | 0x80000002..4, `@ 2.10GHz` / `1700MHz` | nominal, [`BRAND_STRING_TOLERANCE_PPM`] |
+//! | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal from the model table | nominal, [`KNOWN_CRYSTAL_TOLERANCE_PPB`] |
+//! | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, [`BASE_FREQUENCY_TOLERANCE_PPB`] |
+//! | [`Source::CpuidBaseFrequency`] | 0x16 EAX (MHz) | nominal, [`BASE_FREQUENCY_TOLERANCE_PPB`] |
+//! | [`Source::BrandString`] | 0x80000002..4, `@ 2.10GHz` / `1700MHz` | nominal, [`BRAND_STRING_TOLERANCE_PPB`] |
 //!
 //! A leaf above the maximum its range reports (leaf 0 EAX, 0x80000000 EAX, 0x40000000 EAX)
 //! does not exist, whatever the reader returns for it: Intel CPUs answer such leaves with the
@@ -35,8 +35,8 @@ use core::fmt;
 use raw_cpuid::{CpuIdReader, CpuIdResult};
 
 use super::{
-    Candidates, BASE_FREQUENCY_TOLERANCE_PPM, BRAND_STRING_TOLERANCE_PPM,
-    KNOWN_CRYSTAL_TOLERANCE_PPM,
+    Candidates, BASE_FREQUENCY_TOLERANCE_PPB, BRAND_STRING_TOLERANCE_PPB,
+    KNOWN_CRYSTAL_TOLERANCE_PPB,
 };
 use crate::{Accuracy, Frequency, Source};
 
@@ -431,7 +431,7 @@ fn collect_candidates(d: &mut X86Discovery) {
                         t,
                         Source::CpuidTscLeafKnownCrystal,
                         Accuracy::Nominal {
-                            tolerance_ppm: KNOWN_CRYSTAL_TOLERANCE_PPM,
+                            tolerance_ppb: KNOWN_CRYSTAL_TOLERANCE_PPB,
                         },
                     ));
                 }
@@ -452,7 +452,7 @@ fn collect_candidates(d: &mut X86Discovery) {
                                 t,
                                 Source::CpuidTscLeafDerivedCrystal,
                                 Accuracy::Nominal {
-                                    tolerance_ppm: BASE_FREQUENCY_TOLERANCE_PPM,
+                                    tolerance_ppb: BASE_FREQUENCY_TOLERANCE_PPB,
                                 },
                             ));
                         }
@@ -467,7 +467,7 @@ fn collect_candidates(d: &mut X86Discovery) {
             hz,
             Source::CpuidBaseFrequency,
             Accuracy::Nominal {
-                tolerance_ppm: BASE_FREQUENCY_TOLERANCE_PPM,
+                tolerance_ppb: BASE_FREQUENCY_TOLERANCE_PPB,
             },
         ));
     }
@@ -477,7 +477,7 @@ fn collect_candidates(d: &mut X86Discovery) {
             hz,
             Source::BrandString,
             Accuracy::Nominal {
-                tolerance_ppm: BRAND_STRING_TOLERANCE_PPM,
+                tolerance_ppb: BRAND_STRING_TOLERANCE_PPB,
             },
         ));
     }
@@ -825,7 +825,7 @@ mod tests {
         assert_eq!(
             f.accuracy(),
             Accuracy::Nominal {
-                tolerance_ppm: BASE_FREQUENCY_TOLERANCE_PPM
+                tolerance_ppb: BASE_FREQUENCY_TOLERANCE_PPB
             }
         );
         // Upper 16 bits are reserved.
@@ -1020,7 +1020,7 @@ mod tests {
         assert_eq!(
             b.accuracy(),
             Accuracy::Nominal {
-                tolerance_ppm: BRAND_STRING_TOLERANCE_PPM
+                tolerance_ppb: BRAND_STRING_TOLERANCE_PPB
             }
         );
         assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);

@@ -9,7 +9,7 @@ use crate::arch::x86_64::port::inl;
 use crate::calibrate::Reference;
 use crate::counter::Width;
 use crate::frequency::{Accuracy, Frequency, Source};
-use crate::reference::ACPI_PM_TOLERANCE_PPM;
+use crate::reference::ACPI_PM_TOLERANCE_PPB;
 
 /// The PM timer's rate: the NTSC colour-burst crystal, 315/88 MHz = 3 579 545.45… Hz, given
 /// to the millihertz.
@@ -19,7 +19,7 @@ const ACPI_PM_FREQUENCY: Frequency = match Frequency::from_millihz(
     ACPI_PM_MILLIHZ,
     Source::Reference,
     Accuracy::Nominal {
-        tolerance_ppm: ACPI_PM_TOLERANCE_PPM,
+        tolerance_ppb: ACPI_PM_TOLERANCE_PPB,
     },
 ) {
     Some(f) => f,
@@ -40,7 +40,7 @@ const MAX_EXTRA_READS: u32 = 8;
 ///
 /// The rate is the ACPI specification's, but the crystal behind it is a board's, with the
 /// usual tolerance of tens of ppm: the rate is stated as [`Accuracy::Nominal`] with
-/// [`ACPI_PM_TOLERANCE_PPM`] (100 ppm), which calibration adds to its bound, so that a timer
+/// [`ACPI_PM_TOLERANCE_PPB`] (100 ppm), which calibration adds to its bound, so that a timer
 /// 50 ppm fast neither makes a measurement look better than it is nor overrules an exact
 /// CPUID 0x15 claim. State a tighter (or looser) tolerance with [`super::WithAccuracy`]
 /// when the board's is known. (QEMU emulates the timer at 3 579 545 Hz.)
@@ -132,7 +132,9 @@ mod tests {
         assert_eq!(ACPI_PM_FREQUENCY.as_hz(), 3_579_545);
         assert_eq!(
             ACPI_PM_FREQUENCY.accuracy(),
-            Accuracy::Nominal { tolerance_ppm: 100 }
+            Accuracy::Nominal {
+                tolerance_ppb: 100_000
+            }
         );
     }
 

@@ -67,7 +67,9 @@ mod tests {
         let f = Frequency::from_hz(
             24_000_000,
             Source::Cntfrq,
-            Accuracy::Nominal { tolerance_ppm: 20 },
+            Accuracy::Nominal {
+                tolerance_ppb: 20_000,
+            },
         )
         .unwrap();
         let mut r = CounterReference::new(FnCounter::new(|| 77, 56), f).with_name("cntvct");

@@ -9,7 +9,7 @@ use core::ptr;
 
 use crate::calibrate::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
-use crate::reference::HPET_TOLERANCE_PPM;
+use crate::reference::HPET_TOLERANCE_PPB;
 
 /// General capabilities and ID: period in bits 63:32, COUNT_SIZE_CAP in bit 13.
 const CAPABILITIES: usize = 0x000;
@@ -56,7 +56,7 @@ impl std::error::Error for HpetError {}
 ///
 /// The rate is `10^15 / period` Hz from the period in femtoseconds, as the hardware states
 /// it; the oscillator behind it may miss it by the specification's ±500 ppm, so the rate is
-/// stated as [`Accuracy::Nominal`] with [`HPET_TOLERANCE_PPM`], which calibration adds to
+/// stated as [`Accuracy::Nominal`] with [`HPET_TOLERANCE_PPB`], which calibration adds to
 /// its bound: an HPET a few hundred ppm off neither makes a measurement look better than it
 /// is nor overrules an exact CPUID 0x15 claim (Linux, too, trusts 0x15 over an HPET
 /// calibration). State a tighter tolerance with [`super::WithAccuracy`] when the board's
@@ -104,7 +104,7 @@ impl Hpet {
                     millihz,
                     Source::Reference,
                     Accuracy::Nominal {
-                        tolerance_ppm: HPET_TOLERANCE_PPM,
+                        tolerance_ppb: HPET_TOLERANCE_PPB,
                     },
                 )
             })
@@ -178,7 +178,9 @@ mod tests {
         assert_eq!(hpet.frequency().as_hz(), 100_000_000);
         assert_eq!(
             hpet.frequency().accuracy(),
-            Accuracy::Nominal { tolerance_ppm: 500 }
+            Accuracy::Nominal {
+                tolerance_ppb: 500_000
+            }
         );
         assert_eq!(hpet.period_fs(), 10_000_000);
         assert!(hpet.counter_is_64bit());

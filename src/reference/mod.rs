@@ -6,8 +6,8 @@
 //!   crystal), which calibration then adds to its bound.
 //!
 //! The x86 hardware references state their rate with a nominal tolerance
-//! ([`crate::Accuracy::Nominal`]): [`PIT_TOLERANCE_PPM`], [`ACPI_PM_TOLERANCE_PPM`],
-//! [`HPET_TOLERANCE_PPM`]. Their rates are defined exactly, but the oscillators behind them
+//! ([`crate::Accuracy::Nominal`]): [`PIT_TOLERANCE_PPB`], [`ACPI_PM_TOLERANCE_PPB`],
+//! [`HPET_TOLERANCE_PPB`]. Their rates are defined exactly, but the oscillators behind them
 //! are not: calibration adds the tolerance to its bound, so a measurement against a crystal
 //! that is a few dozen ppm off neither claims ppb-level accuracy nor overrules an exact
 //! CPUID claim. A kernel that knows its board's crystal states it with [`WithAccuracy`].
@@ -24,14 +24,14 @@ pub use stated::WithAccuracy;
 /// own crystal or clock generator. 100 ppm is a common tolerance grade of commodity
 /// crystals (tighter parts are 50, 30 or 20 ppm); a board known to be better or worse says
 /// so with [`WithAccuracy`].
-pub const PIT_TOLERANCE_PPM: u32 = 100;
+pub const PIT_TOLERANCE_PPB: u64 = 100_000;
 
 /// The tolerance the ACPI PM timer (`AcpiPmTimer`, x86_64) states for its rate, in ppm.
 ///
 /// The ACPI specification defines the timer's rate, 3.579545 MHz (the PC's 14.31818 MHz
 /// clock divided by 4), but no tolerance: like the PIT's, it is the board's crystal, so the
-/// same [`PIT_TOLERANCE_PPM`] grade applies.
-pub const ACPI_PM_TOLERANCE_PPM: u32 = PIT_TOLERANCE_PPM;
+/// same [`PIT_TOLERANCE_PPB`] grade applies.
+pub const ACPI_PM_TOLERANCE_PPB: u64 = PIT_TOLERANCE_PPB;
 
 /// The tolerance the HPET (`Hpet`, x86_64) states for its rate, in ppm.
 ///
@@ -39,7 +39,7 @@ pub const ACPI_PM_TOLERANCE_PPM: u32 = PIT_TOLERANCE_PPM;
 /// ±0.05 %, 500 ppm, over any interval of 1 ms or more, whatever period its capabilities
 /// register states. (500 ppm is also NTP's frequency limit, which Linux's clocksource
 /// watchdog takes as the skew it tolerates between two clocks.)
-pub const HPET_TOLERANCE_PPM: u32 = 500;
+pub const HPET_TOLERANCE_PPB: u64 = 500_000;
 
 #[cfg(feature = "std")]
 mod std;

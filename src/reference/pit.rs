@@ -7,7 +7,7 @@
 use crate::arch::x86_64::port::{inb, outb};
 use crate::calibrate::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
-use crate::reference::PIT_TOLERANCE_PPM;
+use crate::reference::PIT_TOLERANCE_PPB;
 
 /// Channel 2's data port.
 const CHANNEL2: u16 = 0x42;
@@ -29,7 +29,7 @@ const PIT_FREQUENCY: Frequency = match Frequency::from_millihz(
     PIT_MILLIHZ,
     Source::Reference,
     Accuracy::Nominal {
-        tolerance_ppm: PIT_TOLERANCE_PPM,
+        tolerance_ppb: PIT_TOLERANCE_PPB,
     },
 ) {
     Some(f) => f,
@@ -46,7 +46,7 @@ const PIT_FREQUENCY: Frequency = match Frequency::from_millihz(
 ///
 /// The rate is the platform's definition, but the crystal behind it is a board's, and a
 /// calibration against the PIT is only as good as that crystal: the rate is stated as
-/// [`Accuracy::Nominal`] with [`PIT_TOLERANCE_PPM`] (100 ppm), which calibration adds to its
+/// [`Accuracy::Nominal`] with [`PIT_TOLERANCE_PPB`] (100 ppm), which calibration adds to its
 /// bound, so that a PIT a few dozen ppm off neither makes a measurement look better than it
 /// is nor overrules an exact CPUID 0x15 claim (Linux, too, trusts 0x15 over a PIT
 /// calibration). State a tighter (or looser) tolerance with [`super::WithAccuracy`] when the
@@ -130,7 +130,9 @@ mod tests {
         assert_eq!(PIT_FREQUENCY.as_hz(), 1_193_182);
         assert_eq!(
             PIT_FREQUENCY.accuracy(),
-            Accuracy::Nominal { tolerance_ppm: 100 }
+            Accuracy::Nominal {
+                tolerance_ppb: 100_000
+            }
         );
     }
 }

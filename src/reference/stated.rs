@@ -6,8 +6,8 @@ use crate::frequency::{Accuracy, Frequency};
 /// Wraps a [`Reference`] and replaces the [`Accuracy`] of its rate.
 ///
 /// A calibration only knows what its reference tells it. The x86 hardware references state
-/// a nominal tolerance by default ([`super::PIT_TOLERANCE_PPM`],
-/// [`super::ACPI_PM_TOLERANCE_PPM`], [`super::HPET_TOLERANCE_PPM`]): the PIT *is*
+/// a nominal tolerance by default ([`super::PIT_TOLERANCE_PPB`],
+/// [`super::ACPI_PM_TOLERANCE_PPB`], [`super::HPET_TOLERANCE_PPB`]): the PIT *is*
 /// 14.31818 MHz / 12 by definition, but the crystal behind it is a board's. A kernel that
 /// knows its board's tolerance better (a 20 ppm crystal, or an emulator's exact rate:
 /// [`Accuracy::Exact`]) says so here, and the calibration adds that to its bound instead:
@@ -18,7 +18,7 @@ use crate::frequency::{Accuracy, Frequency};
 /// use baretime::{Accuracy, FnCounter, Frequency};
 ///
 /// let timer = CounterReference::new(FnCounter::new(|| 0, 64), Frequency::user_hz(1_193_182).unwrap());
-/// let pit_like = WithAccuracy::new(timer, Accuracy::Nominal { tolerance_ppm: 100 });
+/// let pit_like = WithAccuracy::new(timer, Accuracy::Nominal { tolerance_ppb: 100_000 });
 /// assert_eq!(pit_like.frequency().accuracy().bound_ppb(), 100_000);
 /// assert_eq!(pit_like.frequency().as_hz(), 1_193_182);
 /// ```
@@ -91,7 +91,12 @@ mod tests {
         let exact = calibrate(counter, reference(), config).unwrap();
         let loose = calibrate(
             counter,
-            WithAccuracy::new(reference(), Accuracy::Nominal { tolerance_ppm: 100 }),
+            WithAccuracy::new(
+                reference(),
+                Accuracy::Nominal {
+                    tolerance_ppb: 100_000,
+                },
+            ),
             config,
         )
         .unwrap();
