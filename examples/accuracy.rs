@@ -108,9 +108,12 @@ fn host(reps: usize) {
     use baretime::reference::StdReference;
     use std::time::Instant;
 
-    let Some(tsc) = Tsc::probe() else {
-        println!("(a) host: no TSC");
-        return;
+    let tsc = match Tsc::probe() {
+        Ok(tsc) => tsc,
+        Err(why) => {
+            println!("(a) host: {why}");
+            return;
+        }
     };
     let (true_hz, truth) = match common::kernel_tsc_hz() {
         Some(k) => k,

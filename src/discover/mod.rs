@@ -13,9 +13,17 @@
 //! - [`dump`]: parses CPUID dumps in the three common text formats (`cpuid -r`, AIDA64 /
 //!   InstLatx64, libcpuid) into a fixed-capacity table that is itself a CPUID reader.
 //!
+//! Third-party types: a user who injects a CPUID reader implements `raw_cpuid`'s
+//! `CpuIdReader` (returning its `CpuIdResult`), re-exported from [`x86`] so that no direct
+//! `raw-cpuid` dependency is needed. Candidate lists come back as `&[Frequency]`, never as a
+//! `heapless` type: a slice is all a caller needs (iterate, index, `first`, `len`), and
+//! keeping `heapless` (0.x) out of the API means its next major version is not a breaking
+//! change of ours (the Rust API guidelines' C-STABLE: a crate's public dependencies hold its
+//! own version back).
+//!
 //! Everything here is integer arithmetic, allocates nothing and does not panic on any input:
-//! a CPUID reader may return anything, and a dump may be any bytes. The lints below hold the
-//! code to that outside tests (no unchecked arithmetic, indexing, `unwrap` or `panic!`).
+//! a CPUID reader may return anything, and a dump may be any bytes. The crate's lints (in
+//! `src/lib.rs`) hold the code to that outside tests (no unchecked arithmetic, indexing, `unwrap` or `panic!`).
 //!
 //! [`Frequency`]: crate::Frequency
 //! [`Source`]: crate::Source
@@ -48,4 +56,8 @@ pub const CNTFRQ_TOLERANCE_PPB: u64 = 1_000_000;
 pub const MAX_CANDIDATES: usize = 8;
 
 /// A fixed-capacity list of frequency candidates, most trusted first.
-pub type Candidates = heapless::Vec<crate::Frequency, MAX_CANDIDATES>;
+///
+/// Not public: discovery hands its candidates out as `&[Frequency]`
+/// (`X86Discovery::candidates`, [`aarch64::Aarch64Discovery::candidates`]), so `heapless` stays
+/// a private dependency and a new `heapless` major version is not a breaking change of ours.
+pub(crate) type Candidates = heapless::Vec<crate::Frequency, MAX_CANDIDATES>;

@@ -65,9 +65,12 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
     );
 
     // 1. The counter, and what CPUID claims about it.
-    let Some(tsc) = Tsc::probe() else {
-        let _ = writeln!(out, "error=no_tsc");
-        exit(1);
+    let tsc = match Tsc::probe() {
+        Ok(tsc) => tsc,
+        Err(why) => {
+            let _ = writeln!(out, "error={}", why.token());
+            exit(1);
+        }
     };
     let discovery = match args.lie_hz {
         None => x86::discover(),

@@ -2,7 +2,9 @@
 
 use core::arch::asm;
 
-use raw_cpuid::CpuId;
+use raw_cpuid::{CpuId, CpuIdReader};
+
+use crate::arch::CounterUnavailable;
 
 use crate::counter::Counter;
 
@@ -25,17 +27,38 @@ impl Tsc {
     pub const BASELINE: Tsc = Tsc { rdtscp: false };
 
     /// Checks CPUID for the TSC (leaf 1 EDX bit 4) and RDTSCP (leaf 0x8000_0001 EDX bit 27).
-    /// `None` if there is no TSC.
-    pub fn probe() -> Option<Tsc> {
-        let cpuid = CpuId::new();
+    ///
+    /// [`CounterUnavailable::NoTsc`] if there is no TSC; what a kernel does then is in
+    /// [`CounterUnavailable`]'s docs. A TSC that is not invariant is still returned:
+    /// discovery reports that flag.
+    ///
+    /// ```
+    /// # #[cfg(target_arch = "x86_64")] {
+    /// use baretime::arch::x86_64::Tsc;
+    ///
+    /// let tsc = Tsc::probe().expect("every x86_64 CPU has a TSC");
+    /// let plain = tsc.read(); // RDTSC: cheapest, no ordering
+    /// let ordered = tsc.read_ordered(); // LFENCE;RDTSC: after every earlier instruction
+    /// assert!(ordered >= plain);
+    /// if let Some((ticks, aux)) = tsc.read_with_aux() {
+    ///     // RDTSCP: `aux` is IA32_TSC_AUX, the CPU number on Linux
+    ///     let _ = (ticks, aux);
+    /// }
+    /// # }
+    /// ```
+    pub fn probe() -> Result<Tsc, CounterUnavailable> {
+        Tsc::from_cpuid(&CpuId::new())
+    }
+
+    fn from_cpuid<R: CpuIdReader>(cpuid: &CpuId<R>) -> Result<Tsc, CounterUnavailable> {
         let has_tsc = cpuid.get_feature_info().is_some_and(|f| f.has_tsc());
         if !has_tsc {
-            return None;
+            return Err(CounterUnavailable::NoTsc);
         }
         let rdtscp = cpuid
             .get_extended_processor_and_feature_identifiers()
             .is_some_and(|e| e.has_rdtscp());
-        Some(Tsc { rdtscp })
+        Ok(Tsc { rdtscp })
     }
 
     /// Whether [`Tsc::read_with_aux`] is available.
@@ -149,5 +172,42 @@ mod tests {
             assert!(t >= b);
         }
         assert!(tsc.unordered().ticks() >= a);
+    }
+
+    /// A CPUID with leaf 1 (and leaf 0x8000_0001) whose EDX is `edx`; `max` is the top leaf.
+    fn cpuid(max: u32, edx: u32) -> CpuId<impl CpuIdReader> {
+        CpuId::with_cpuid_reader(move |leaf: u32, _sub: u32| {
+            let r = |eax, edx| raw_cpuid::CpuIdResult {
+                eax,
+                ebx: 0,
+                ecx: 0,
+                edx,
+            };
+            match leaf {
+                0 => r(max, 0),
+                1 if max >= 1 => r(0, edx),
+                0x8000_0000 => r(0x8000_0001, 0),
+                0x8000_0001 => r(0, edx),
+                _ => r(0, 0),
+            }
+        })
+    }
+
+    #[test]
+    fn no_tsc_bit_is_a_typed_outcome() {
+        assert_eq!(
+            Tsc::from_cpuid(&cpuid(1, 0)),
+            Err(CounterUnavailable::NoTsc)
+        );
+        // No leaf 1 at all: no feature bits to read, so no TSC either.
+        assert_eq!(
+            Tsc::from_cpuid(&cpuid(0, 1 << 4)),
+            Err(CounterUnavailable::NoTsc)
+        );
+        let tsc = Tsc::from_cpuid(&cpuid(1, 1 << 4)).unwrap();
+        assert!(!tsc.has_rdtscp());
+        let tsc = Tsc::from_cpuid(&cpuid(1, (1 << 4) | (1 << 27))).unwrap();
+        assert!(tsc.has_rdtscp());
+        assert_eq!(CounterUnavailable::NoTsc.token(), "no_tsc");
     }
 }
