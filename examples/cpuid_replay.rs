@@ -10,12 +10,13 @@
 //! malformed, or larger than [`MAX_DUMP_BYTES`]: a dump is kilobytes, and a path like
 //! `/dev/zero` must not eat the machine's memory). Exit status 0 when every file was usable,
 //! 1 otherwise (also without files).
-//! The formatting lives in [`baretime::discover::dump::ReplayLine`], which the tests check.
+//! The line after the path comes from [`baretime::discover::dump::write_replay_line`], which
+//! the tests check.
 
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use baretime::discover::dump::ReplayLine;
+use baretime::discover::dump::write_replay_line;
 
 /// Largest file read: a CPUID dump of a whole many-core machine is well under 1 MiB.
 const MAX_DUMP_BYTES: u64 = 64 << 20;
@@ -46,9 +47,10 @@ fn main() -> ExitCode {
     for path in &paths {
         let rest = match read_dump(path) {
             Ok(bytes) => {
-                let line = ReplayLine::from_text(&bytes);
-                all_usable &= line.is_usable();
-                line.to_string()
+                let mut line = String::new();
+                // Writing to a String cannot fail.
+                all_usable &= write_replay_line(&bytes, &mut line).unwrap_or(false);
+                line
             }
             Err(error) => {
                 all_usable = false;

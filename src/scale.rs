@@ -115,12 +115,12 @@ impl Scale {
     }
 
     /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
-    pub const fn inv_mult(&self) -> u64 {
+    pub(crate) const fn inv_mult(&self) -> u64 {
         self.inv_mult
     }
 
     /// The inverse shift.
-    pub const fn inv_shift(&self) -> u32 {
+    pub(crate) const fn inv_shift(&self) -> u32 {
         self.inv_shift
     }
 
@@ -130,12 +130,12 @@ impl Scale {
     }
 
     /// The integer part of the tick length in ns (`ns = ticks × mult >> 64`).
-    pub const fn mult_int(&self) -> u64 {
+    pub(crate) const fn mult_int(&self) -> u64 {
         self.mult_int
     }
 
     /// The fractional part of the tick length in ns, in units of 2^-64 ns.
-    pub const fn mult_frac(&self) -> u64 {
+    pub(crate) const fn mult_frac(&self) -> u64 {
         self.mult_frac
     }
 

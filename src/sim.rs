@@ -30,9 +30,9 @@ use core::cell::Cell;
 use core::time::Duration;
 
 use crate::calibrate::wide::mul_div;
-use crate::calibrate::Reference;
 use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
+use crate::reference::Reference;
 use crate::scale::saturate_u64;
 
 const PS_PER_S: u64 = 1_000_000_000_000;

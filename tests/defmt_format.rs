@@ -11,7 +11,7 @@
 use baretime::calibrate::{Calibration, Config, Error as CalibrationError, Verdict, Verified};
 use baretime::diag::{Histogram, ReadStats, WarpCheck, WarpReport};
 use baretime::discover::aarch64::{Aarch64Discovery, Aarch64Features, Midr};
-use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat, ReplayLine, ReplaySummary};
+use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat};
 use baretime::discover::x86::{
     Crystal, CrystalSource, FrequencyLeaf, HypervisorTiming, TscLeaf, X86Discovery, X86Features,
 };
@@ -67,8 +67,6 @@ fn every_public_type_is_format() {
     is_format::<DumpError>();
     is_format::<DumpEntry>();
     is_format::<Dump>();
-    is_format::<ReplayLine>();
-    is_format::<ReplaySummary>();
 
     // diag
     is_format::<Histogram>();

@@ -32,7 +32,7 @@ pub mod x86_64;
 ///
 /// - **the reference timer itself**: a 64-bit HPET main counter, or the 24/32-bit ACPI PM
 ///   timer, read through [`crate::FnCounter`] at the reference's own
-///   [`crate::calibrate::Reference::frequency`], makes a [`crate::Clock`] (a read costs about
+///   [`crate::reference::Reference::frequency`], makes a [`crate::Clock`] (a read costs about
 ///   a microsecond of port or MMIO access instead of a few nanoseconds, and a narrow timer
 ///   needs [`crate::Clock::update`] in time, like any narrow counter);
 /// - or **a periodic interrupt tick** (PIT, local APIC timer) that counts jiffies, as kernels

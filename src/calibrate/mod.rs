@@ -79,7 +79,6 @@
 //! [`Accuracy::bound_ppb`]: crate::Accuracy::bound_ppb
 
 mod fit;
-mod reference;
 mod sampler;
 mod verify;
 pub(crate) mod wide;
@@ -90,7 +89,9 @@ use core::time::Duration;
 use crate::frequency::Frequency;
 use crate::instant::duration_ns;
 
-pub use reference::Reference;
+/// The reference timer the calibration measures against; it lives in [`crate::reference`],
+/// beside its implementations.
+pub use crate::reference::Reference;
 pub use sampler::calibrate;
 pub use verify::{calibrate_and_verify, verify, Verdict, Verified};
 

@@ -230,32 +230,58 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
     Ok(discover_with(&dump))
 }
 
-/// What `examples/cpuid_replay` prints after the path, for one dump (DESIGN.md §3):
+/// Replays the dump `text` and writes the line `examples/cpuid_replay` prints after a dump's
+/// path (the replay contract the README's "Tests" section names), returning whether the dump
+/// was usable (the replay exits 0 only if every dump was):
 ///
 /// `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token|none>`
 ///
 /// or `error=<token>` (with ` line=<n>` for a malformed record). Bytes of the vendor that are
 /// not printable ASCII (spaces included, as in `"  Shanghai  "`) print as `_`, so the value
 /// stays one 12-character token. `tsc_hz` is the best candidate rounded to the Hz.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct ReplayLine {
-    result: Result<ReplaySummary, DumpError>,
+///
+/// ```
+/// use baretime::discover::dump::write_replay_line;
+///
+/// let dump = b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69
+/// CPUID 00000001: 000906EA-00100800-7FFAFBFF-BFEBFBFF
+/// CPUID 00000015: 00000002-0000012C-00000000-00000000";
+/// let mut line = String::new();
+/// assert!(write_replay_line(dump, &mut line)?);
+/// assert_eq!(
+///     line,
+///     "vendor=GenuineIntel invariant_tsc=false hypervisor=false \
+///      tsc_hz=3600000000 exact=false source=cpuid_15h"
+/// );
+///
+/// let mut line = String::new();
+/// assert!(!write_replay_line(b"not a dump", &mut line)?);
+/// assert_eq!(line, "error=no_records");
+/// # Ok::<(), core::fmt::Error>(())
+/// ```
+pub fn write_replay_line<W: fmt::Write>(text: &[u8], out: &mut W) -> Result<bool, fmt::Error> {
+    match replay(text) {
+        Ok(d) => {
+            ReplaySummary::from(&d).fmt(out)?;
+            Ok(true)
+        }
+        Err(e @ DumpError::Malformed { line }) => {
+            write!(out, "error={} line={line}", e.token())?;
+            Ok(false)
+        }
+        Err(e) => {
+            write!(out, "error={}", e.token())?;
+            Ok(false)
+        }
+    }
 }
 
 /// The part of an [`X86Discovery`] the replay prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub struct ReplaySummary {
-    /// Vendor bytes.
-    pub vendor: [u8; 12],
-    /// The invariant-TSC bit.
-    pub invariant_tsc: bool,
-    /// The hypervisor bit.
-    pub hypervisor: bool,
-    /// The most trusted frequency candidate.
-    pub best: Option<Frequency>,
+struct ReplaySummary {
+    vendor: [u8; 12],
+    invariant_tsc: bool,
+    hypervisor: bool,
+    best: Option<Frequency>,
 }
 
 impl From<&X86Discovery> for ReplaySummary {
@@ -269,27 +295,8 @@ impl From<&X86Discovery> for ReplaySummary {
     }
 }
 
-impl ReplayLine {
-    /// Replays the dump `text`.
-    pub fn from_text(text: &[u8]) -> ReplayLine {
-        ReplayLine {
-            result: replay(text).map(|d| ReplaySummary::from(&d)),
-        }
-    }
-
-    /// The summary, or why the dump could not be used.
-    pub fn result(&self) -> Result<ReplaySummary, DumpError> {
-        self.result
-    }
-
-    /// True when the dump was usable (the replay then exits 0).
-    pub fn is_usable(&self) -> bool {
-        self.result.is_ok()
-    }
-}
-
-impl fmt::Display for ReplaySummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl ReplaySummary {
+    fn fmt<W: fmt::Write>(&self, f: &mut W) -> fmt::Result {
         write!(
             f,
             "vendor={} invariant_tsc={} hypervisor={} ",
@@ -306,18 +313,6 @@ impl fmt::Display for ReplaySummary {
                 b.source().token()
             ),
             None => f.write_str("tsc_hz=none exact=false source=none"),
-        }
-    }
-}
-
-impl fmt::Display for ReplayLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.result {
-            Ok(s) => s.fmt(f),
-            Err(e @ DumpError::Malformed { line }) => {
-                write!(f, "error={} line={line}", e.token())
-            }
-            Err(e) => write!(f, "error={}", e.token()),
         }
     }
 }
@@ -675,23 +670,31 @@ x86
         assert_eq!(Dump::parse(big.as_bytes()), Err(DumpError::TooManyLeaves));
     }
 
+    /// The replay line for `text`, and whether it was usable.
+    pub(super) fn replay_line(text: &[u8]) -> (bool, String) {
+        let mut line = String::new();
+        let usable = write_replay_line(text, &mut line).unwrap();
+        (usable, line)
+    }
+
     #[test]
     fn replay_line_format() {
-        let line = ReplayLine::from_text(CPUID_R.as_bytes());
-        assert!(line.is_usable());
+        let (usable, line) = replay_line(CPUID_R.as_bytes());
+        assert!(usable);
         assert_eq!(
-            format!("{line}"),
+            line,
             "vendor=GenuineIntel invariant_tsc=true hypervisor=false tsc_hz=2208000000 \
 exact=false source=cpuid_15h_known_crystal"
         );
-        let line = ReplayLine::from_text(b"hello");
-        assert!(!line.is_usable());
-        assert_eq!(format!("{line}"), "error=not_cpuid");
-        let line = ReplayLine::from_text(b"CPUID 00000000: 1-2-3\n");
-        assert_eq!(format!("{line}"), "error=malformed line=1");
-        let line = ReplayLine::from_text(b"basic_cpuid[0]=00000000 20202020 20202020 20202020");
+        let (usable, line) = replay_line(b"hello");
+        assert!(!usable);
+        assert_eq!(line, "error=not_cpuid");
+        let (usable, line) = replay_line(b"CPUID 00000000: 1-2-3\n");
+        assert!(!usable);
+        assert_eq!(line, "error=malformed line=1");
+        let (_, line) = replay_line(b"basic_cpuid[0]=00000000 20202020 20202020 20202020");
         assert_eq!(
-            format!("{line}"),
+            line,
             "vendor=____________ invariant_tsc=false hypervisor=false tsc_hz=none exact=false \
 source=none"
         );
@@ -700,7 +703,6 @@ source=none"
     mod props {
         use super::*;
         use proptest::prelude::*;
-        use std::string::ToString;
         use std::vec::Vec;
 
         const FRAGMENTS: &[&str] = &[
@@ -755,7 +757,7 @@ source=none"
             /// Any bytes: a dump or a typed error, never a panic.
             #[test]
             fn any_bytes(b in proptest::collection::vec(any::<u8>(), 0..2048)) {
-                let line = ReplayLine::from_text(&b).to_string();
+                let (_, line) = replay_line(&b);
                 prop_assert!(line.starts_with("vendor=") || line.starts_with("error="));
             }
 

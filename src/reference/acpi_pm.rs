@@ -5,8 +5,8 @@
 //! the FADT's `Flags` (offset 112), `TMR_VAL_EXT`, says whether it has 32 bits instead of 24.
 //! QEMU's i440fx and q35 machines put it at port 0x608.
 
+use super::Reference;
 use crate::arch::x86_64::port::inl;
-use crate::calibrate::Reference;
 use crate::counter::Width;
 use crate::frequency::{Accuracy, Frequency, Source};
 use crate::reference::ACPI_PM_TOLERANCE_PPB;

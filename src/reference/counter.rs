@@ -1,6 +1,6 @@
 //! [`CounterReference`]: a [`Counter`] of known frequency used as a reference.
 
-use crate::calibrate::Reference;
+use super::Reference;
 use crate::counter::Counter;
 use crate::frequency::Frequency;
 

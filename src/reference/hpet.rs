@@ -7,7 +7,7 @@
 use core::fmt;
 use core::ptr;
 
-use crate::calibrate::Reference;
+use super::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
 use crate::reference::HPET_TOLERANCE_PPB;
 

@@ -4,8 +4,8 @@
 //! channel 2's output only reaches the PC speaker, behind the gate and enable bits of port
 //! 0x61. Linux's `pit_calibrate_tsc` and `quick_pit_calibrate` use the same channel.
 
+use super::Reference;
 use crate::arch::x86_64::port::{inb, outb};
-use crate::calibrate::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
 use crate::reference::PIT_TOLERANCE_PPB;
 

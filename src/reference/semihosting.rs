@@ -7,8 +7,8 @@
 
 use core::fmt;
 
+use super::Reference;
 use crate::arch::aarch64::semihosting::{call, SYS_ELAPSED, SYS_TICKFREQ};
-use crate::calibrate::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
 
 /// Why [`SemihostingElapsed::new`] could not use the host's clock.

@@ -1,6 +1,6 @@
 //! [`WithAccuracy`]: a reference whose rate is stated with the tolerance the caller knows.
 
-use crate::calibrate::Reference;
+use super::Reference;
 use crate::frequency::{Accuracy, Frequency};
 
 /// Wraps a [`Reference`] and replaces the [`Accuracy`] of its rate.

@@ -2,7 +2,7 @@
 
 use std::time::Instant;
 
-use crate::calibrate::Reference;
+use super::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
 
 /// 1 GHz, checked at compile time.

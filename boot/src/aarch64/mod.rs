@@ -1,18 +1,17 @@
 //! The aarch64 kernel: `virt` entry, PL011 output, semihosting exit, the scenarios.
 
 mod entry;
+mod semihosting;
 
 use core::fmt::{self, Write};
 
-use baretime::arch::aarch64::semihosting::{
-    call, ADP_STOPPED_APPLICATION_EXIT, SYS_EXIT_EXTENDED, SYS_GET_CMDLINE,
-};
 use baretime::arch::aarch64::{write_cntfrq_el0, GenericTimer};
 use baretime::discover::aarch64;
 use baretime::reference::SemihostingElapsed;
 use baretime::Clock;
 
 use crate::scenario::{self, Args};
+use semihosting::{call, ADP_STOPPED_APPLICATION_EXIT, SYS_EXIT_EXTENDED, SYS_GET_CMDLINE};
 
 /// The PL011 UART of QEMU's `virt` machine. (QEMU needs no set-up; real hardware would want
 /// the baud rate and UARTEN programmed first.)

@@ -2,11 +2,11 @@
 
 mod acpi;
 mod entry;
+mod port;
 mod serial;
 
 use core::fmt::Write;
 
-use baretime::arch::x86_64::port::outb;
 use baretime::arch::x86_64::Tsc;
 use baretime::calibrate::Reference;
 use baretime::discover::x86;
@@ -15,6 +15,7 @@ use baretime::{Accuracy, Clock, Frequency};
 use raw_cpuid::{CpuIdReader, CpuIdReaderNative, CpuIdResult};
 
 use crate::scenario::{self, Args};
+use port::outb;
 pub use serial::Serial;
 
 /// Ends QEMU through `-device isa-debug-exit,iobase=0xf4,iosize=4`: QEMU exits with status

@@ -1,6 +1,6 @@
 //! COM1, the first 16550 UART at port 0x3F8: 115200 baud, 8N1, polled.
 
-use baretime::arch::x86_64::port::{inb, outb};
+use super::port::{inb, outb};
 use core::fmt;
 
 const COM1: u16 = 0x3F8;

@@ -1,6 +1,6 @@
-//! x86_64: the time-stamp counter and port I/O.
+//! x86_64: the time-stamp counter.
 
-pub mod port;
+pub(crate) mod port;
 mod tsc;
 
 pub use tsc::{Tsc, TscUnordered};

@@ -1,8 +1,9 @@
-//! x86 port I/O: `IN` and `OUT` on bytes, words and doublewords.
+//! x86 port I/O: the `IN` and `OUT` instructions the legacy timers need (the PIT's ports
+//! 0x40–0x43 and 0x61, the ACPI PM timer's port from the FADT). Internal: a kernel has its
+//! own port I/O (as `boot/src/x86_64/port.rs` does) and hands ports to the references
+//! through their `unsafe` constructors.
 //!
-//! These are the raw instructions the legacy timers need (the PIT's ports 0x40–0x43 and 0x61,
-//! the ACPI PM timer's port from the FADT). They are `unsafe` because a port write can do
-//! anything to the machine (reprogram a timer an OS depends on, reset the CPU through 0xCF9),
+//! They are `unsafe` because a port write can do anything to the machine (reprogram a timer an OS depends on, reset the CPU through 0xCF9),
 //! and even a read has side effects on some devices (it acknowledges, latches or pops a FIFO).
 //! [`crate::reference`] wraps them in types whose construction carries the contract once.
 //!
@@ -20,24 +21,11 @@ use core::arch::asm;
 /// otherwise the instruction raises #GP), and reading `port` has no side effect that breaks an
 /// invariant of other code on the machine (some devices acknowledge or pop data on a read).
 #[inline]
-pub unsafe fn inb(port: u16) -> u8 {
+pub(crate) unsafe fn inb(port: u16) -> u8 {
     let v: u8;
     // SAFETY: the caller guarantees privilege and that the read is harmless (# Safety). IN
     // writes only AL (declared as the output), reads DX, touches neither stack nor flags.
     unsafe { asm!("in al, dx", out("al") v, in("dx") port, options(nostack, preserves_flags)) };
-    v
-}
-
-/// Reads a 16-bit word from I/O port `port` (`IN AX, DX`).
-///
-/// # Safety
-///
-/// As for [`inb`]: I/O privilege for the port, and the read does no harm.
-#[inline]
-pub unsafe fn inw(port: u16) -> u16 {
-    let v: u16;
-    // SAFETY: as in `inb`; writes only AX.
-    unsafe { asm!("in ax, dx", out("ax") v, in("dx") port, options(nostack, preserves_flags)) };
     v
 }
 
@@ -47,7 +35,7 @@ pub unsafe fn inw(port: u16) -> u16 {
 ///
 /// As for [`inb`]: I/O privilege for the port, and the read does no harm.
 #[inline]
-pub unsafe fn inl(port: u16) -> u32 {
+pub(crate) unsafe fn inl(port: u16) -> u32 {
     let v: u32;
     // SAFETY: as in `inb`; writes only EAX.
     unsafe { asm!("in eax, dx", out("eax") v, in("dx") port, options(nostack, preserves_flags)) };
@@ -62,32 +50,8 @@ pub unsafe fn inl(port: u16) -> u32 {
 /// means to do to that device: the compiler cannot check what a port write changes (a timer
 /// an OS relies on, an interrupt controller, a reset register).
 #[inline]
-pub unsafe fn outb(port: u16, value: u8) {
+pub(crate) unsafe fn outb(port: u16, value: u8) {
     // SAFETY: the caller guarantees privilege and the write's intended effect (# Safety). OUT
     // reads DX and AL only, touches neither stack nor flags.
     unsafe { asm!("out dx, al", in("dx") port, in("al") value, options(nostack, preserves_flags)) };
-}
-
-/// Writes a 16-bit word to I/O port `port` (`OUT DX, AX`).
-///
-/// # Safety
-///
-/// As for [`outb`]: I/O privilege, and the write is intended.
-#[inline]
-pub unsafe fn outw(port: u16, value: u16) {
-    // SAFETY: as in `outb`; reads DX and AX only.
-    unsafe { asm!("out dx, ax", in("dx") port, in("ax") value, options(nostack, preserves_flags)) };
-}
-
-/// Writes a 32-bit doubleword to I/O port `port` (`OUT DX, EAX`).
-///
-/// # Safety
-///
-/// As for [`outb`]: I/O privilege, and the write is intended.
-#[inline]
-pub unsafe fn outl(port: u16, value: u32) {
-    // SAFETY: as in `outb`; reads DX and EAX only.
-    unsafe {
-        asm!("out dx, eax", in("dx") port, in("eax") value, options(nostack, preserves_flags))
-    };
 }
