@@ -989,15 +989,3 @@ impl<C: Counter + fmt::Debug> fmt::Debug for Clock<C> {
             .finish()
     }
 }
-
-#[cfg(feature = "defmt")]
-impl<C: Counter + defmt::Format> defmt::Format for Clock<C> {
-    fn format(&self, f: defmt::Formatter) {
-        defmt::write!(
-            f,
-            "Clock {{ counter: {}, scale: {} }}",
-            self.counter,
-            self.scale()
-        )
-    }
-}

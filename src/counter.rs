@@ -179,14 +179,6 @@ impl<F: Fn() -> u64> FnCounter<F> {
     }
 }
 
-/// Prints the width only: the closure has nothing to show.
-#[cfg(feature = "defmt")]
-impl<F: Fn() -> u64> defmt::Format for FnCounter<F> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "FnCounter {{ bits: {=u32} }}", self.bits)
-    }
-}
-
 impl<F: Fn() -> u64> Counter for FnCounter<F> {
     #[inline(always)]
     fn ticks(&self) -> u64 {

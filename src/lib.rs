@@ -27,6 +27,8 @@ pub mod calibrate;
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
 pub mod clock;
 pub mod counter;
+#[cfg(feature = "defmt")]
+mod defmt;
 pub mod delay;
 pub mod diag;
 pub mod discover;

@@ -59,18 +59,6 @@ pub struct SimWorld {
     smis: Cell<u64>,
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for SimWorld {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "SimWorld {{ now_ps: {=u64}, smis: {=u64} }}",
-            self.now_ps.get(),
-            self.smis.get()
-        )
-    }
-}
-
 impl SimWorld {
     /// A world at true time 0 with PRNG `seed` and no stalls.
     pub fn new(seed: u64) -> Self {
@@ -409,13 +397,6 @@ pub struct SimCounter<'w> {
     spike_armed: Cell<bool>,
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for SimCounter<'_> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "SimCounter {{ timer: {} }}", self.timer)
-    }
-}
-
 impl<'w> SimCounter<'w> {
     /// A counter behaving as `timer` says.
     pub fn new(world: &'w SimWorld, timer: SimTimer) -> Self {
@@ -451,19 +432,6 @@ pub struct SimReference<'w> {
     name: &'static str,
     accuracy: Accuracy,
     spike_armed: Cell<bool>,
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for SimReference<'_> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "SimReference {{ name: {=str}, timer: {}, accuracy: {} }}",
-            self.name,
-            self.timer,
-            self.accuracy
-        )
-    }
 }
 
 impl<'w> SimReference<'w> {

@@ -25,13 +25,6 @@ bitflags::bitflags! {
     }
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for Aarch64Features {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "Aarch64Features({=u32:#x})", self.bits())
-    }
-}
-
 /// MIDR_EL1 decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -116,18 +116,6 @@ pub struct Dump {
     entries: heapless::Vec<DumpEntry, DUMP_CAPACITY>,
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for Dump {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "Dump {{ format: {}, entries: {=usize} }}",
-            self.format,
-            self.entries.len()
-        )
-    }
-}
-
 impl Dump {
     /// Parses a dump (any bytes: non-UTF-8 lines are simply not records).
     pub fn parse(text: &[u8]) -> Result<Dump, DumpError> {

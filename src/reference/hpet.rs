@@ -43,8 +43,7 @@ impl fmt::Display for HpetError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for HpetError {}
+impl core::error::Error for HpetError {}
 
 /// The HPET main counter as a 32-bit [`Reference`] at the rate its capabilities state.
 ///

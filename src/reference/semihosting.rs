@@ -33,8 +33,7 @@ impl fmt::Display for SemihostingError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for SemihostingError {}
+impl core::error::Error for SemihostingError {}
 
 /// The semihosting host's elapsed-time counter as a 64-bit [`Reference`].
 ///

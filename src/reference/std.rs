@@ -30,13 +30,6 @@ pub struct StdReference {
     base: Instant,
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for StdReference {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "StdReference")
-    }
-}
-
 impl StdReference {
     /// A reference counting from now.
     pub fn new() -> Self {
