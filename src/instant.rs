@@ -54,11 +54,6 @@ impl Instant {
         Duration::from_nanos(self.ns.saturating_sub(earlier.ns))
     }
 
-    /// `self - earlier`, or zero if `earlier` is later (as `std::time::Instant` since 1.60).
-    pub const fn duration_since(&self, earlier: Instant) -> Duration {
-        self.saturating_duration_since(earlier)
-    }
-
     /// `self + d`, or `None` past `u64::MAX` ns.
     pub const fn checked_add(&self, d: Duration) -> Option<Instant> {
         let d = d.as_nanos();

@@ -18,7 +18,7 @@
 //! use core::time::Duration;
 //!
 //! let world = SimWorld::new(7).with_smi(10, Duration::from_micros(100));
-//! let tsc = SimCounter::new(&world, SimTimer::tsc(2_300_000_000).error_ppb(12_000));
+//! let tsc = SimCounter::new(&world, SimTimer::new(2_300_000_000).error_ppb(12_000));
 //! let pit = SimReference::new(&world, SimTimer::pit(), "pit");
 //! let cal = calibrate(&tsc, pit, Config::new().with_max_duration(Duration::from_millis(20))).unwrap();
 //! let true_mhz = tsc.timer().true_millihz();
@@ -197,7 +197,8 @@ pub struct SimTimer {
 }
 
 impl SimTimer {
-    /// A 64-bit device at `hz` (clamped to ≥ 1 Hz) with no error, reads of 20 ns ± 2 ns.
+    /// A 64-bit device at `hz` (clamped to ≥ 1 Hz) with no error, reads of 20 ns ± 2 ns: a
+    /// CPU counter such as the TSC.
     pub const fn new(hz: u64) -> Self {
         SimTimer {
             nominal_millihz: if hz == 0 {
@@ -215,11 +216,6 @@ impl SimTimer {
             latch_permille: 500,
             fault: SimFault::None,
         }
-    }
-
-    /// A CPU counter: 64-bit at `hz`, reads of 20 ns ± 2 ns.
-    pub const fn tsc(hz: u64) -> Self {
-        Self::new(hz)
     }
 
     /// The PC's 8254 PIT: 1.193182 MHz, 16 bits, each read 1 µs ± 0.3 µs.
@@ -328,7 +324,7 @@ impl SimTimer {
             1_000_000_000,
         )
         .unwrap_or(u128::MAX);
-        u64::try_from(v).unwrap_or(u64::MAX)
+        saturate_u64(v)
     }
 
     /// The nominal rate as a [`Frequency`] (source [`Source::Reference`], exact), or `None`
@@ -355,8 +351,8 @@ impl SimTimer {
             .wrapping_add(u64::try_from(ticks).unwrap_or(u64::MAX))
     }
 
-    /// The value a read latched at true time `t_ps` returns; `spike` says whether this read
-    /// is the one a [`SimFault::SpikeAt`] hits.
+    /// The value a read latched at true time `t_ps` returns; `spike_armed` is set until the
+    /// one read that a [`SimFault::SpikeAt`] hits, which clears it.
     fn value(&self, t_ps: u64, spike_armed: &Cell<bool>) -> u64 {
         let mut v = match self.fault {
             SimFault::StuckAfter(at) => self.ideal(t_ps.min(ps_of(at))),

@@ -1,5 +1,5 @@
 //! Compile-time check that every public type implements `defmt::Format` with the `defmt`
-//! feature on (issue 2). Nothing here logs: no defmt macro is instantiated, so the test links
+//! feature on. Nothing here logs: no defmt macro is instantiated, so the test links
 //! on the host without a global logger or defmt's linker script.
 //!
 //! `cargo test --features defmt --test defmt_format`

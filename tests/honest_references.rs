@@ -80,7 +80,7 @@ fn run(
     claim: Frequency,
 ) -> (Verified, u64) {
     let world = SimWorld::new(seed);
-    let tsc = SimCounter::new(&world, SimTimer::tsc(tsc_hz));
+    let tsc = SimCounter::new(&world, SimTimer::new(tsc_hz));
     let reference = SimReference::new(&world, reference_timer, "sim").with_accuracy(accuracy);
     let v = calibrate_and_verify(&tsc, reference, Some(claim), Config::new()).unwrap();
     (v, tsc.timer().true_millihz())

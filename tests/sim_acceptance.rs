@@ -1,4 +1,4 @@
-//! Issue 3's acceptance scenario in simulation: a 2.3 GHz counter against a PIT-like
+//! The calibration's acceptance scenario in simulation: a 2.3 GHz counter against a PIT-like
 //! reference (1.193182 MHz, 16 bits, reads of 1 µs ± 0.3 µs) with 100 µs SMI-like stalls ten
 //! times a second. The true error must be ≤ 20 ppm after 50 ms and ≤ 1 ppm after 500 ms, and
 //! the reported bound must contain it.
@@ -11,7 +11,7 @@ use core::time::Duration;
 /// and its true error in ppb.
 fn pit_run(seed: u64, error_ppb: i64, ms: u64) -> (Calibration, i64, u64) {
     let world = SimWorld::new(seed).with_smi(10, Duration::from_micros(100));
-    let tsc = SimCounter::new(&world, SimTimer::tsc(2_300_000_000).error_ppb(error_ppb));
+    let tsc = SimCounter::new(&world, SimTimer::new(2_300_000_000).error_ppb(error_ppb));
     let pit = SimReference::new(
         &world,
         SimTimer::pit().start_at(seed.wrapping_mul(7919)),

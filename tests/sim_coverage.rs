@@ -19,7 +19,7 @@ fn run(seed: u64) -> Outcome {
         // PIT for a fixed 4 ms.
         0 => (
             SimTimer::pit(),
-            SimTimer::tsc(hz),
+            SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(4)),
@@ -27,7 +27,7 @@ fn run(seed: u64) -> Outcome {
         // PIT with early stop at 20 ppm.
         1 => (
             SimTimer::pit(),
-            SimTimer::tsc(hz),
+            SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(20_000)
                 .with_max_duration(Duration::from_millis(20)),
@@ -35,7 +35,7 @@ fn run(seed: u64) -> Outcome {
         // ACPI PM timer (24 bits), latched late in the read, for 3 ms.
         2 => (
             SimTimer::acpi_pm().latch_at_permille(900),
-            SimTimer::tsc(hz),
+            SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(3)),
@@ -44,7 +44,7 @@ fn run(seed: u64) -> Outcome {
         3 => (
             SimTimer::new(14_318_180)
                 .read_cost(Duration::from_nanos(500), Duration::from_nanos(200)),
-            SimTimer::tsc(hz),
+            SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(2_000)
                 .with_max_duration(Duration::from_millis(4)),
@@ -55,7 +55,7 @@ fn run(seed: u64) -> Outcome {
                 .bits(32)
                 .quantum(16)
                 .read_cost(Duration::from_nanos(300), Duration::from_nanos(100)),
-            SimTimer::tsc(hz),
+            SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(2)),

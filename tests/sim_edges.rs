@@ -125,7 +125,7 @@ fn hpet_32_bit_wraps_during_calibration() {
     // A 32-bit HPET at 14.318 MHz wraps every 300 s: start it 1 ms before the wrap.
     let worst = coverage("hpet32-wrap", 100, |seed| {
         (
-            SimTimer::tsc(2_000_000_000 + seed * 1_000_000)
+            SimTimer::new(2_000_000_000 + seed * 1_000_000)
                 .start_at(seed.wrapping_mul(u64::MAX / 101)),
             SimTimer::new(14_318_180)
                 .bits(32)

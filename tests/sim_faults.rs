@@ -1,4 +1,5 @@
-//! Every fault of issue 3 §3 yields its typed error or a correct bound — never a panic, never
+//! Every fault a reference or counter can show (stuck, backwards, jumps, implausible rates)
+//! yields its typed error or a correct bound — never a panic, never
 //! a wrong frequency without a warning. Simulated, so nothing here depends on the machine.
 
 use baretime::calibrate::{calibrate, calibrate_and_verify, Calibration, Config, Error, Verdict};
@@ -58,7 +59,7 @@ fn healthy_pit_calibration_is_bounded() {
     let (r, truth) = run(
         1,
         None,
-        SimTimer::tsc(TSC_HZ).error_ppb(40_000),
+        SimTimer::new(TSC_HZ).error_ppb(40_000),
         SimTimer::pit(),
         short(),
     );
@@ -74,13 +75,13 @@ fn healthy_pit_calibration_is_bounded() {
 fn reference_stuck() {
     let pit = SimTimer::pit().fault(SimFault::StuckAfter(ms(2)));
     assert_eq!(
-        run(2, None, SimTimer::tsc(TSC_HZ), pit, short()).0,
+        run(2, None, SimTimer::new(TSC_HZ), pit, short()).0,
         Err(Error::ReferenceStuck)
     );
     // Stuck from the very start: never warms up.
     let pit = SimTimer::pit().fault(SimFault::StuckAfter(Duration::ZERO));
     assert_eq!(
-        run(2, None, SimTimer::tsc(TSC_HZ), pit, short()).0,
+        run(2, None, SimTimer::new(TSC_HZ), pit, short()).0,
         Err(Error::ReferenceStuck)
     );
 }
@@ -88,7 +89,7 @@ fn reference_stuck() {
 #[test]
 fn reference_backwards_narrow_and_wide() {
     let pit = SimTimer::pit().fault(SimFault::BackwardsAt { at: ms(3), by: 100 });
-    let (r, _) = run(3, None, SimTimer::tsc(TSC_HZ), pit, short());
+    let (r, _) = run(3, None, SimTimer::new(TSC_HZ), pit, short());
     assert!(
         matches!(r, Err(Error::ReferenceBackwards { by_ticks }) if by_ticks > 90 && by_ticks <= 100),
         "{r:?}"
@@ -98,7 +99,7 @@ fn reference_backwards_narrow_and_wide() {
         at: Duration::from_micros(3),
         by: 1_000,
     });
-    let (r, _) = run(3, None, SimTimer::tsc(TSC_HZ), hpet, short());
+    let (r, _) = run(3, None, SimTimer::new(TSC_HZ), hpet, short());
     assert!(matches!(r, Err(Error::ReferenceBackwards { .. })), "{r:?}");
 }
 
@@ -110,7 +111,7 @@ fn reference_jumping_forward_is_inconsistent() {
         by: 0u64.wrapping_sub(1_000_000),
     });
     assert_eq!(
-        run(4, None, SimTimer::tsc(TSC_HZ), hpet, short()).0,
+        run(4, None, SimTimer::new(TSC_HZ), hpet, short()).0,
         Err(Error::Discontinuity)
     );
 }
@@ -124,7 +125,7 @@ fn a_single_reference_spike_is_rejected_and_bounded() {
     let (r, truth) = run(
         5,
         None,
-        SimTimer::tsc(TSC_HZ).error_ppb(-3_000),
+        SimTimer::new(TSC_HZ).error_ppb(-3_000),
         pit,
         short(),
     );
@@ -134,18 +135,18 @@ fn a_single_reference_spike_is_rejected_and_bounded() {
         at: ms(4),
         by: 1 << 40,
     });
-    let (r, truth) = run(5, None, SimTimer::tsc(TSC_HZ), hpet, short());
+    let (r, truth) = run(5, None, SimTimer::new(TSC_HZ), hpet, short());
     assert_bounded(r, truth);
 }
 
 #[test]
 fn counter_stuck() {
-    let tsc = SimTimer::tsc(TSC_HZ).fault(SimFault::StuckAfter(ms(1)));
+    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(ms(1)));
     assert_eq!(
         run(6, None, tsc, SimTimer::pit(), short()).0,
         Err(Error::CounterStuck)
     );
-    let tsc = SimTimer::tsc(TSC_HZ).fault(SimFault::StuckAfter(Duration::ZERO));
+    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(Duration::ZERO));
     assert_eq!(
         run(6, None, tsc, SimTimer::pit(), short()).0,
         Err(Error::CounterStuck)
@@ -154,7 +155,7 @@ fn counter_stuck() {
 
 #[test]
 fn both_stuck_ends_too() {
-    let tsc = SimTimer::tsc(TSC_HZ).fault(SimFault::StuckAfter(Duration::from_micros(50)));
+    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(Duration::from_micros(50)));
     let pit = SimTimer::pit()
         .read_cost(Duration::from_nanos(50), Duration::ZERO)
         .fault(SimFault::StuckAfter(Duration::from_micros(50)));
@@ -164,7 +165,7 @@ fn both_stuck_ends_too() {
 #[test]
 fn counter_backwards() {
     // A step back larger than the counter advances between reads is seen as such.
-    let tsc = SimTimer::tsc(TSC_HZ).fault(SimFault::BackwardsAt {
+    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::BackwardsAt {
         at: ms(2),
         by: 1_000_000,
     });
@@ -175,7 +176,7 @@ fn counter_backwards() {
     );
     // A smaller one (0.4 µs, less than a PIT tick) only slows the count once; no single
     // sample can tell, but the residuals do, and the bound covers the bias it causes.
-    let tsc = SimTimer::tsc(TSC_HZ).fault(SimFault::BackwardsAt {
+    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::BackwardsAt {
         at: ms(5),
         by: 1_000,
     });
@@ -190,7 +191,7 @@ fn reference_at_an_implausible_rate() {
     let (r, _) = run(
         9,
         None,
-        SimTimer::tsc(TSC_HZ),
+        SimTimer::new(TSC_HZ),
         slow,
         Config::new().with_max_duration(ms(2)),
     );
@@ -204,7 +205,7 @@ fn reference_at_an_implausible_rate() {
     let cfg = short()
         .with_max_duration(Duration::from_secs(10))
         .with_plausible_counter_hz(100_000_000, 10_000_000_000);
-    let (r, _) = run(9, None, SimTimer::tsc(TSC_HZ), fast, cfg);
+    let (r, _) = run(9, None, SimTimer::new(TSC_HZ), fast, cfg);
     assert!(matches!(r, Err(Error::ImplausibleRate { .. })), "{r:?}");
 }
 
@@ -213,7 +214,7 @@ fn too_few_samples() {
     let (r, _) = run(
         10,
         None,
-        SimTimer::tsc(TSC_HZ),
+        SimTimer::new(TSC_HZ),
         SimTimer::pit(),
         Config::new().with_max_duration(Duration::from_micros(20)),
     );
@@ -221,7 +222,7 @@ fn too_few_samples() {
     let cfg = Config::new()
         .with_max_duration(ms(1))
         .with_min_samples(1_000_000);
-    let (r, _) = run(10, None, SimTimer::tsc(TSC_HZ), SimTimer::pit(), cfg);
+    let (r, _) = run(10, None, SimTimer::new(TSC_HZ), SimTimer::pit(), cfg);
     assert!(
         matches!(r, Err(Error::TooFewSamples { used, .. }) if used > 500),
         "{r:?}"
@@ -235,7 +236,7 @@ fn smi_stalls_are_rejected() {
     let (r, truth) = run(
         11,
         smi,
-        SimTimer::tsc(TSC_HZ).error_ppb(77_000),
+        SimTimer::new(TSC_HZ).error_ppb(77_000),
         SimTimer::pit(),
         short().with_max_duration(ms(20)),
     );
@@ -250,7 +251,7 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
     let (r, truth) = run(
         12,
         smi,
-        SimTimer::tsc(TSC_HZ).error_ppb(5_000),
+        SimTimer::new(TSC_HZ).error_ppb(5_000),
         SimTimer::pit(),
         short().with_max_duration(ms(300)),
     );
@@ -260,7 +261,7 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
 #[test]
 fn narrow_counters_wrap() {
     // A 24-bit counter at 2.3 GHz wraps every 7.3 ms; a 32-bit one starting just before a wrap.
-    let c24 = SimTimer::tsc(TSC_HZ).bits(24).error_ppb(1_000);
+    let c24 = SimTimer::new(TSC_HZ).bits(24).error_ppb(1_000);
     let (r, truth) = run(
         13,
         None,
@@ -269,7 +270,7 @@ fn narrow_counters_wrap() {
         short().with_max_duration(ms(30)),
     );
     assert_bounded(r, truth);
-    let c32 = SimTimer::tsc(TSC_HZ)
+    let c32 = SimTimer::new(TSC_HZ)
         .bits(32)
         .start_at((1 << 32) - 1_000_000);
     let (r, truth) = run(
@@ -285,7 +286,7 @@ fn narrow_counters_wrap() {
 #[test]
 fn drift_is_averaged_and_bounded() {
     // +100 ppm/s drift over 100 ms: the rate moves by 10 ppm; the fit reports the mean.
-    let tsc = SimTimer::tsc(TSC_HZ).drift_ppb_per_s(100_000);
+    let tsc = SimTimer::new(TSC_HZ).drift_ppb_per_s(100_000);
     let world = SimWorld::new(14);
     let c = SimCounter::new(&world, tsc);
     let cal = calibrate(
@@ -310,7 +311,7 @@ fn coarse_reference_quantum() {
         .with_target_ppb(0)
         .with_max_duration(ms(200))
         .with_stuck_after(ms(5));
-    let (r, truth) = run(15, None, SimTimer::tsc(TSC_HZ), coarse, cfg);
+    let (r, truth) = run(15, None, SimTimer::new(TSC_HZ), coarse, cfg);
     let cal = assert_bounded(r, truth);
     assert!(
         cal.uncertainty_ppb > 100,
@@ -321,7 +322,7 @@ fn coarse_reference_quantum() {
 #[test]
 fn reference_tolerance_is_added_but_not_waited_for() {
     let world = SimWorld::new(16);
-    let c = SimCounter::new(&world, SimTimer::tsc(TSC_HZ));
+    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ));
     let pit = SimReference::new(&world, SimTimer::pit(), "pit").with_accuracy(Accuracy::Nominal {
         tolerance_ppb: 50_000,
     });
@@ -344,7 +345,7 @@ fn early_stop_meets_the_target() {
     let (r, truth) = run(
         17,
         None,
-        SimTimer::tsc(TSC_HZ),
+        SimTimer::new(TSC_HZ),
         SimTimer::pit(),
         Config::new()
             .with_target_ppb(5_000)
@@ -360,7 +361,7 @@ fn early_stop_meets_the_target() {
 #[test]
 fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
     let world = SimWorld::new(18);
-    let c = SimCounter::new(&world, SimTimer::tsc(TSC_HZ).error_ppb(150));
+    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).error_ppb(150));
     let exact = Frequency::from_millihz(
         c.timer().true_millihz(),
         Source::CpuidTscLeaf,
@@ -386,7 +387,7 @@ fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
 
     // A nominal claim (the TSC's "2.3 GHz" brand string) that is 500 ppm off.
     let world = SimWorld::new(19);
-    let c = SimCounter::new(&world, SimTimer::tsc(TSC_HZ).error_ppb(-500_000));
+    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).error_ppb(-500_000));
     let brand = Frequency::from_hz(TSC_HZ, Source::CpuidTscLeaf, Accuracy::Exact).unwrap();
     let v = calibrate_and_verify(
         &c,
@@ -425,12 +426,12 @@ fn random_faults_never_panic_nor_mislead() {
         let bits = [8u32, 16, 24, 32, 64][world.random_below(5) as usize];
         let (counter, reference) = if on_counter {
             (
-                SimTimer::tsc(TSC_HZ).fault(fault),
+                SimTimer::new(TSC_HZ).fault(fault),
                 SimTimer::pit().bits(bits.max(12)),
             )
         } else {
             (
-                SimTimer::tsc(TSC_HZ),
+                SimTimer::new(TSC_HZ),
                 SimTimer::pit().bits(bits.max(12)).fault(fault),
             )
         };

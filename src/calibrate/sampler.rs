@@ -7,6 +7,7 @@ use super::wide::{mul_div, mul_div_ceil};
 use super::{Calibration, Config, Error, Reference};
 use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
+use crate::scale::saturate_u64;
 
 /// Warm-up: at least this many samples...
 const WARMUP_SAMPLES: u32 = 8;
@@ -130,14 +131,14 @@ impl Engine {
     fn new<C: Counter, R: Reference>(counter: &C, reference: &R, cfg: Config) -> Self {
         let rmillihz = u128::from(reference.frequency().as_millihz());
         let to_ref_ticks = |ns: u64| {
-            mul_div(u128::from(ns), rmillihz, 1_000_000_000_000).map_or(u64::MAX, sat_u64)
+            mul_div(u128::from(ns), rmillihz, 1_000_000_000_000).map_or(u64::MAX, saturate_u64)
         };
         let stuck_c = mul_div(
             u128::from(cfg.stuck_after_ns),
             u128::from(cfg.max_counter_hz),
             1_000_000_000,
         )
-        .map_or(u64::MAX, sat_u64);
+        .map_or(u64::MAX, saturate_u64);
         let zero = Anchor {
             raw: 0,
             x: 0,
@@ -431,7 +432,7 @@ impl Engine {
         let back_miss = back_by.saturating_add(expected);
         if d != 0 && back_miss < forward_miss {
             return Err(Error::ReferenceBackwards {
-                by_ticks: sat_u64(back_by),
+                by_ticks: saturate_u64(back_by),
             });
         }
         // Tolerance: a quarter of the expected step (the rate is known to a few %), both
@@ -442,7 +443,7 @@ impl Engine {
             .saturating_add(mul_div_ceil(widths, big_r, big_m).unwrap_or(u128::MAX))
             .saturating_add(u128::from(self.floor().step).saturating_mul(2))
             .saturating_add(2);
-        let x = sat_u64(u128::from(a.x).saturating_add(forward));
+        let x = saturate_u64(u128::from(a.x).saturating_add(forward));
         if dy == 0 && d != 0 {
             // The reference moved and the counter did not: never chain such a sample, or a
             // stopped counter would creep along with the reference one tolerance at a time.
@@ -468,14 +469,14 @@ impl Engine {
         let ref_millihz = ref_freq.as_millihz();
         let rate = fit::rate_millihz(&fit, ref_millihz).unwrap_or(u128::MAX);
         let implausible = Error::ImplausibleRate {
-            counter_millihz: sat_u64(rate),
+            counter_millihz: saturate_u64(rate),
         };
         let lo = u128::from(self.cfg.min_counter_hz).saturating_mul(1000);
         let hi = u128::from(self.cfg.max_counter_hz).saturating_mul(1000);
         if rate < lo || rate > hi {
             return Err(implausible);
         }
-        let millihz = sat_u64(rate);
+        let millihz = saturate_u64(rate);
         // Rounding to the nearest mHz: at most 0.5 mHz, in ppb of the rate.
         let rounding = 500_000_000u64.div_ceil(millihz.max(1));
         let measurement_ppb = fit.uncertainty_ppb.saturating_add(rounding);
@@ -491,7 +492,7 @@ impl Engine {
             1_000_000_000_000,
             u128::from(ref_millihz.max(1)),
         )
-        .map_or(u64::MAX, sat_u64);
+        .map_or(u64::MAX, saturate_u64);
         Ok(Calibration {
             frequency,
             uncertainty_ppb,
@@ -503,10 +504,6 @@ impl Engine {
             reference: name,
         })
     }
-}
-
-fn sat_u64(v: u128) -> u64 {
-    u64::try_from(v).unwrap_or(u64::MAX)
 }
 
 #[cfg(test)]

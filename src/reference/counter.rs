@@ -33,11 +33,6 @@ impl<C: Counter> CounterReference<C> {
     pub fn with_name(self, name: &'static str) -> Self {
         CounterReference { name, ..self }
     }
-
-    /// The wrapped counter.
-    pub fn into_inner(self) -> C {
-        self.counter
-    }
 }
 
 impl<C: Counter> Reference for CounterReference<C> {

@@ -38,11 +38,6 @@ impl<R: Reference> WithAccuracy<R> {
             inner,
         }
     }
-
-    /// The wrapped reference.
-    pub fn into_inner(self) -> R {
-        self.inner
-    }
 }
 
 impl<R: Reference> Reference for WithAccuracy<R> {

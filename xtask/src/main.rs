@@ -154,7 +154,6 @@ fn setup() -> Vec<String> {
 struct Tally {
     passed: Vec<String>,
     failed: Vec<String>,
-    skipped: Vec<String>,
 }
 
 impl Tally {
@@ -217,7 +216,6 @@ fn test_all() -> bool {
     let mut tally = Tally {
         passed: vec![],
         failed: vec![],
-        skipped: vec![],
     };
 
     tally.record(
@@ -302,17 +300,13 @@ fn test_all() -> bool {
     for p in &tally.passed {
         println!("  ok      {p}");
     }
-    for s in &tally.skipped {
-        println!("  skipped {s}");
-    }
     for f in &tally.failed {
         println!("  FAILED  {f}");
     }
     println!(
-        "xtask: {} passed, {} failed, {} skipped",
+        "xtask: {} passed, {} failed",
         tally.passed.len(),
-        tally.failed.len(),
-        tally.skipped.len()
+        tally.failed.len()
     );
     tally.failed.is_empty()
 }
