@@ -56,6 +56,20 @@ impl<C: Counter> Delay<C> {
     }
 
     /// A delay on `counter` with precomputed constants.
+    ///
+    /// ```
+    /// use baretime::{Delay, FnCounter, Frequency, Scale};
+    /// use core::cell::Cell;
+    ///
+    /// let now = Cell::new(0u64);
+    /// let counter = FnCounter::new(|| { now.set(now.get() + 1); now.get() }, 64);
+    /// // One Scale, computed once (a few u128 divisions), shared by several delays.
+    /// let scale = Scale::new(Frequency::user_hz(1_000_000).unwrap());
+    /// let delay = Delay::with_scale(&counter, scale);
+    /// delay.wait_ticks(10); // at least 10 ticks after the counter's next change
+    /// assert!(now.get() >= 11);
+    /// assert_eq!(delay.scale().ns_to_ticks_ceil(1_500), 2); // 1.5 µs at 1 MHz, rounded up
+    /// ```
     pub const fn with_scale(counter: C, scale: Scale) -> Delay<C> {
         Delay { counter, scale }
     }
@@ -110,6 +124,29 @@ impl<C: Counter> Delay<C> {
     }
 }
 
+/// Drivers written against embedded-hal take a `Delay` as their delay provider (feature
+/// `embedded-hal`; every method waits at least the time asked, as [`Delay::wait_ns`] does).
+///
+/// ```
+/// # #[cfg(feature = "embedded-hal")] {
+/// use baretime::{Delay, FnCounter, Frequency};
+/// use embedded_hal::delay::DelayNs;
+/// use core::cell::Cell;
+///
+/// /// A driver that needs a 50 µs reset pulse, generic over the delay provider.
+/// fn reset_pulse(delay: &mut impl DelayNs) {
+///     // drive the pin low ...
+///     delay.delay_us(50);
+///     // ... and high again
+/// }
+///
+/// let now = Cell::new(0u64);
+/// let counter = FnCounter::new(|| { now.set(now.get() + 3); now.get() }, 32);
+/// let mut delay = Delay::new(counter, Frequency::user_hz(48_000_000).unwrap());
+/// reset_pulse(&mut delay);
+/// assert!(now.get() >= 50 * 48); // 2400 ticks at 48 MHz, at least
+/// # }
+/// ```
 #[cfg(feature = "embedded-hal")]
 impl<C: Counter> embedded_hal::delay::DelayNs for Delay<C> {
     fn delay_ns(&mut self, ns: u32) {

@@ -103,6 +103,30 @@ impl Accuracy {
 ///
 /// Equality compares rate, source and accuracy; compare [`Frequency::as_millihz`] to compare
 /// rates alone.
+///
+/// ```
+/// use baretime::{Accuracy, Frequency, Source};
+///
+/// // What a caller knows: a 24 MHz crystal of ±20 ppm.
+/// let hz = Frequency::from_hz(24_000_000, Source::User, Accuracy::Nominal { tolerance_ppb: 20_000 })
+///     .expect("in 1 kHz..=100 GHz");
+/// assert_eq!(hz.as_hz(), 24_000_000);
+/// assert_eq!(hz.accuracy().bound_ppb(), 20_000);
+///
+/// // A calibration's answer, to the millihertz, with its bound.
+/// let measured = Frequency::from_millihz(
+///     24_000_480_000,
+///     Source::Calibrated,
+///     Accuracy::Measured { uncertainty_ppb: 150 },
+/// )
+/// .unwrap();
+/// assert_eq!(measured.deviation_ppb_from(&hz), 20_000); // 20 ppm fast
+/// assert_eq!(measured.source().token(), "calibrated");
+///
+/// // `user_hz`: an exact figure the caller vouches for. Out of range is `None`, not a panic.
+/// assert!(Frequency::user_hz(10).is_none());
+/// assert!(Frequency::user_hz(1_000).unwrap().accuracy().is_exact());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Frequency {

@@ -11,6 +11,21 @@ use crate::scale::saturate_u64;
 /// Arithmetic with [`Duration`] follows `std::time::Instant`: `checked_*` return `None`
 /// where the result does not fit, `saturating_*` clamp, and the operators saturate rather
 /// than panic (a clock in a kernel must not bring it down).
+///
+/// ```
+/// use baretime::Instant;
+/// use core::time::Duration;
+///
+/// let boot = Instant::ZERO;
+/// let t = Instant::from_nanos(1_500_000);
+/// assert_eq!(t - boot, Duration::from_micros(1500));
+/// assert_eq!(boot - t, Duration::ZERO); // saturates instead of panicking
+/// assert_eq!(boot.checked_duration_since(t), None);
+/// let deadline = t + Duration::from_millis(10);
+/// assert_eq!(deadline.as_nanos(), 11_500_000);
+/// assert_eq!(Instant::from_nanos(u64::MAX).checked_add(Duration::from_nanos(1)), None);
+/// assert_eq!(deadline.since_epoch(), Duration::from_micros(11_500));
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Instant {
@@ -133,6 +148,21 @@ impl Sub<Instant> for Instant {
 /// [`crate::Clock::raw`] and convert only their difference with
 /// [`crate::Clock::delta`] (or a [`crate::Scale`]) when it is needed, as `quanta::Clock::raw`
 /// does.
+///
+/// ```
+/// use baretime::{Clock, FnCounter, Frequency, RawInstant};
+/// use core::cell::Cell;
+/// use core::time::Duration;
+///
+/// let now = Cell::new(0u64);
+/// let clock = Clock::new(FnCounter::new(|| now.get(), 64), Frequency::user_hz(1_000_000).unwrap());
+/// let a = clock.raw(); // one counter read, no conversion
+/// now.set(2_500);
+/// let b = clock.raw();
+/// assert_eq!(b.ticks_since(a), 2_500);
+/// assert_eq!(clock.delta(a, b), Duration::from_micros(2_500)); // converted when needed
+/// assert_eq!(RawInstant::from_ticks(7).as_ticks(), 7);
+/// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct RawInstant {

@@ -24,6 +24,27 @@ const NS_MILLIHZ: u128 = 1_000_000_000_000;
 
 /// Fixed-point constants for one [`Frequency`]: ticks → ns (rounded down) and
 /// ns → ticks (rounded up, for deadlines and delays).
+///
+/// Make one per rate (a few `u128` divisions) and convert as often as needed (multiplies and
+/// shifts only). A [`crate::Clock`] keeps one; use a `Scale` directly to convert raw tick
+/// counts, e.g. from a trace buffer.
+///
+/// ```
+/// use baretime::{Frequency, Scale};
+///
+/// let scale = Scale::new(Frequency::user_hz(2_300_000_000).unwrap()); // a 2.3 GHz TSC
+/// assert_eq!(scale.ticks_to_ns(2_300_000_000), 1_000_000_000); // one second
+/// assert_eq!(scale.ticks_to_ns(3), 1); // 1.304 ns, rounded down
+/// assert_eq!(scale.ns_to_ticks_ceil(1), 3); // 2.3 ticks, rounded up: never early
+/// // ⌊(2^64 - 1) / 2.3⌋ exactly: 254 years, no overflow on the way.
+/// assert_eq!(scale.ticks_to_ns(u64::MAX), 8_020_323_510_308_500_702);
+/// assert_eq!(scale.millihz(), 2_300_000_000_000);
+///
+/// // A 32 kHz RTC: the same code, no special case.
+/// let rtc = Scale::new(Frequency::user_hz(32_768).unwrap());
+/// assert_eq!(rtc.ticks_to_ns(32_768), 1_000_000_000);
+/// assert_eq!(rtc.checked_ticks_to_ns(u64::MAX), None); // past 584 years of ns
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Scale {
