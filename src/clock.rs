@@ -729,6 +729,43 @@ impl<C: Counter> Clock<C> {
     /// [`HANDOVER_NS`]); [`ClockError::Late`] if the deadline was missed (the new rate is
     /// applied all the same); [`ClockError::Behind`] if the counter reads behind the
     /// timeline (nothing changes).
+    ///
+    /// The three writers — `recalibrate`, [`Clock::update`], [`Clock::rebase`] — on a counter
+    /// the example moves by hand:
+    ///
+    /// ```
+    /// use baretime::{Clock, ClockError, FnCounter, Frequency, Instant};
+    /// use core::cell::Cell;
+    /// use core::time::Duration;
+    ///
+    /// let ticks = Cell::new(0u64);
+    /// let counter = FnCounter::new(|| ticks.get(), 64);
+    /// let hz = |hz| Frequency::user_hz(hz).unwrap();
+    /// let clock = Clock::new(&counter, hz(1_000_000)); // 1 tick = 1 µs
+    /// ticks.set(1_000_000);
+    /// let t1 = clock.now();
+    /// assert_eq!(t1, Instant::from_nanos(1_000_000_000));
+    ///
+    /// // A new calibration says the counter runs at 1.1 MHz: the timeline bends, no jump.
+    /// clock.recalibrate(hz(1_100_000)).unwrap();
+    /// assert!(clock.now() >= t1);
+    /// ticks.set(2_100_000); // 1.1 million ticks later: one second at the new rate
+    /// let t2 = clock.now();
+    /// assert!(t2 - t1 >= Duration::from_millis(999) && t2 - t1 <= Duration::from_millis(1001));
+    ///
+    /// // A 64-bit counter never needs `update`; it returns Ok (nothing to do).
+    /// clock.update().unwrap();
+    ///
+    /// // Resume from suspend: the counter restarted from 0. Time stands still instead of
+    /// // going back, and recalibrating from a counter behind the timeline is refused.
+    /// ticks.set(500);
+    /// assert!(clock.now() >= t2);
+    /// assert_eq!(clock.recalibrate(hz(1_100_000)), Err(ClockError::Behind));
+    /// // The kernel knows it slept 30 s: continue from there.
+    /// clock.rebase(t2 + Duration::from_secs(30), hz(1_100_000)).unwrap();
+    /// ticks.set(500 + 1_100_000); // one second after the resume
+    /// assert!(clock.now() - t2 >= Duration::from_millis(30_999)); // 30 s asleep + 1 s
+    /// ```
     pub fn recalibrate(&self, frequency: Frequency) -> Result<(), ClockError> {
         self.write(Write::Recalibrate(Scale::new(frequency)))
     }

@@ -99,6 +99,21 @@ pub use verify::{calibrate_and_verify, verify, Verdict, Verified};
 ///
 /// Defaults: target 1 ppm, at most 100 ms of reference time, at least 64 samples, a plausible
 /// counter between 1 kHz and 10 GHz, and a count that has not moved for 10 ms is stuck.
+///
+/// ```
+/// use baretime::calibrate::Config;
+/// use core::time::Duration;
+///
+/// // Early boot: 10 ppm is plenty, and boot must not wait more than 20 ms.
+/// const BOOT: Config = Config::new()
+///     .with_target_ppb(10_000)
+///     .with_max_duration(Duration::from_millis(20))
+///     .with_min_samples(32);
+/// assert_eq!(BOOT.target_ppb(), 10_000);
+/// assert_eq!(BOOT.max_duration(), Duration::from_millis(20));
+/// assert_eq!(BOOT.min_samples(), 32);
+/// assert_eq!(BOOT.stuck_after(), Config::new().stuck_after()); // untouched: the default
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Config {

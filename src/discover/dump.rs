@@ -109,7 +109,31 @@ pub struct DumpEntry {
     pub regs: [u32; 4],
 }
 
-/// The CPUID records of the first logical CPU of a dump. `&Dump` is a [`CpuIdReader`].
+/// The CPUID records of the first logical CPU of a dump. `&Dump` is a [`CpuIdReader`], so
+/// discovery runs on it exactly as on the live CPU, on any host:
+///
+/// ```
+/// use baretime::discover::dump::{Dump, DumpFormat};
+/// use baretime::discover::x86::discover_with;
+/// use baretime::Source;
+///
+/// // `cpuid -r` of an Intel part whose leaf 0x15 states all three fields.
+/// let text = b"CPU 0:
+///    0x00000000 0x00: eax=0x00000016 ebx=0x756e6547 ecx=0x6c65746e edx=0x49656e69
+///    0x00000001 0x00: eax=0x000906ea ebx=0x00100800 ecx=0x7ffafbff edx=0xbfebfbff
+///    0x00000015 0x00: eax=0x00000002 ebx=0x0000012c ecx=0x016e3600 edx=0x00000000";
+/// let dump = Dump::parse(text)?;
+/// assert_eq!(dump.format(), DumpFormat::CpuidTool);
+/// assert_eq!(dump.get(0x15, 0), Some([2, 300, 24_000_000, 0]));
+///
+/// let d = discover_with(&dump);
+/// let best = d.best().expect("leaf 0x15 is complete");
+/// assert_eq!(best.as_hz(), 3_600_000_000); // 24 MHz crystal × 300 / 2
+/// assert_eq!(best.source(), Source::CpuidTscLeaf);
+/// assert!(best.accuracy().is_exact());
+/// assert!(!d.invariant_tsc()); // no leaf 0x80000007 in this dump
+/// # Ok::<(), baretime::discover::dump::DumpError>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dump {
     format: DumpFormat,
@@ -233,18 +257,18 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
 ///
 /// let dump = b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69
 /// CPUID 00000001: 000906EA-00100800-7FFAFBFF-BFEBFBFF
-/// CPUID 00000015: 00000002-0000012C-00000000-00000000";
+/// CPUID 00000015: 00000002-0000012C-00000000-00000000"; // crystal field 0: from the model table
 /// let mut line = String::new();
 /// assert!(write_replay_line(dump, &mut line)?);
 /// assert_eq!(
 ///     line,
 ///     "vendor=GenuineIntel invariant_tsc=false hypervisor=false \
-///      tsc_hz=3600000000 exact=false source=cpuid_15h"
+///      tsc_hz=3600000000 exact=false source=cpuid_15h_known_crystal"
 /// );
 ///
 /// let mut line = String::new();
 /// assert!(!write_replay_line(b"not a dump", &mut line)?);
-/// assert_eq!(line, "error=no_records");
+/// assert_eq!(line, "error=not_cpuid");
 /// # Ok::<(), core::fmt::Error>(())
 /// ```
 pub fn write_replay_line<W: fmt::Write>(text: &[u8], out: &mut W) -> Result<bool, fmt::Error> {

@@ -11,6 +11,21 @@ use crate::frequency::Frequency;
 /// check a firmware's CNTFRQ. The reference's width is the counter's [`Counter::bits`] and
 /// its accuracy is whatever `frequency` says (an [`crate::Accuracy::Exact`] figure adds
 /// nothing to the calibration's uncertainty; a nominal one adds its tolerance).
+///
+/// ```
+/// use baretime::reference::{CounterReference, Reference};
+/// use baretime::{Accuracy, FnCounter, Frequency, Source};
+///
+/// # fn rtc_read() -> u32 { 12_345 }
+/// // A 32.768 kHz RTC counter, 32 bits, whose crystal is good to ±20 ppm.
+/// let rtc = FnCounter::new(|| u64::from(rtc_read()), 32);
+/// let rate = Frequency::from_hz(32_768, Source::Reference, Accuracy::Nominal { tolerance_ppb: 20_000 });
+/// let mut reference = CounterReference::new(rtc, rate.unwrap()).with_name("rtc");
+/// assert_eq!(reference.bits(), 32); // the counter's width: the calibrator unwraps it
+/// assert_eq!(reference.name(), "rtc");
+/// assert_eq!(reference.frequency().accuracy().bound_ppb(), 20_000); // added to the bound
+/// assert_eq!(reference.read(), 12_345);
+/// ```
 #[derive(Clone, Copy, Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CounterReference<C: Counter> {
