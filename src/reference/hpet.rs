@@ -60,6 +60,30 @@ impl core::error::Error for HpetError {}
 /// is nor overrules an exact CPUID 0x15 claim (Linux, too, trusts 0x15 over an HPET
 /// calibration). State a tighter tolerance with [`super::WithAccuracy`] when the board's
 /// is known.
+///
+/// A kernel takes the HPET where ACPI lists one and the PIT otherwise (`no_run`: both need
+/// ring 0 and the hardware):
+///
+/// ```no_run
+/// # #[cfg(target_arch = "x86_64")] {
+/// use baretime::arch::x86_64::Tsc;
+/// use baretime::calibrate::{calibrate, Calibration, Config, Error};
+/// use baretime::reference::{Hpet, Pit};
+///
+/// fn calibrate_tsc(tsc: Tsc, hpet_base: Option<usize>) -> Result<Calibration, Error> {
+///     let config = Config::new();
+///     // SAFETY: `base` is the ACPI HPET table's address, identity-mapped uncached, and this
+///     // kernel owns the HPET during boot.
+///     if let Some(Ok(hpet)) = hpet_base.map(|base| unsafe { Hpet::new(base) }) {
+///         return calibrate(tsc, hpet, config);
+///     }
+///     // SAFETY: ring 0, interrupts masked, and nothing else uses PIT channel 2.
+///     let pit = unsafe { Pit::new() };
+///     calibrate(tsc, pit, config)
+/// }
+/// # let _ = calibrate_tsc(Tsc::probe().unwrap(), Some(0xfed0_0000));
+/// # }
+/// ```
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Hpet {
