@@ -135,29 +135,9 @@ impl Scale {
         }
     }
 
-    /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
-    pub(crate) const fn inv_mult(&self) -> u64 {
-        self.inv_mult
-    }
-
-    /// The inverse shift.
-    pub(crate) const fn inv_shift(&self) -> u32 {
-        self.inv_shift
-    }
-
     /// The rate these constants convert for, in millihertz.
     pub const fn millihz(&self) -> u64 {
         self.millihz
-    }
-
-    /// The integer part of the tick length in ns (`ns = ticks × mult >> 64`).
-    pub(crate) const fn mult_int(&self) -> u64 {
-        self.mult_int
-    }
-
-    /// The fractional part of the tick length in ns, in units of 2^-64 ns.
-    pub(crate) const fn mult_frac(&self) -> u64 {
-        self.mult_frac
     }
 
     /// `ticks` in nanoseconds, rounded down; saturates at `u64::MAX` (584 years).
@@ -186,6 +166,34 @@ impl Scale {
         let mask = (1u128 << self.inv_shift) - 1;
         let ticks = (prod >> self.inv_shift) + if prod & mask != 0 { 1 } else { 0 };
         saturate_u64(ticks)
+    }
+}
+
+/// The parts, for the one user that takes a `Scale` apart: the Clock, which stores them in
+/// atomics (without atomics there is no Clock, and these go unused).
+#[cfg_attr(
+    not(any(loom, feature = "portable-atomic", target_has_atomic = "64")),
+    allow(dead_code)
+)]
+impl Scale {
+    /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
+    pub(crate) const fn inv_mult(&self) -> u64 {
+        self.inv_mult
+    }
+
+    /// The inverse shift.
+    pub(crate) const fn inv_shift(&self) -> u32 {
+        self.inv_shift
+    }
+
+    /// The integer part of the tick length in ns (`ns = ticks × mult >> 64`).
+    pub(crate) const fn mult_int(&self) -> u64 {
+        self.mult_int
+    }
+
+    /// The fractional part of the tick length in ns, in units of 2^-64 ns.
+    pub(crate) const fn mult_frac(&self) -> u64 {
+        self.mult_frac
     }
 }
 
