@@ -1,11 +1,5 @@
-//! [`Frequency`]: a counter rate with sub-Hz precision and where it came from.
-//!
-//! A rate is stored in millihertz (`u64`): 10 GHz is 10^13 mHz, far inside `u64`, and one
-//! millihertz is 0.4 ppt of a 2.5 GHz counter — finer than any calibration can resolve.
-//! Every `Frequency` carries its [`Source`] (which instruction, register or measurement said
-//! so) and its [`Accuracy`] (exact by construction, a nominal figure with a tolerance, or a
-//! measurement with an uncertainty), because "the TSC runs at 2.1 GHz" is only as good as
-//! whoever said it.
+//! [`Frequency`], with its [`Source`] and [`Accuracy`]. Private: all three are re-exported at
+//! the crate root.
 
 use core::fmt;
 
@@ -101,6 +95,13 @@ impl Accuracy {
 
 /// A counter rate in millihertz, with its provenance.
 ///
+/// A rate is stored in millihertz (`u64`): 10 GHz is 10^13 mHz, far inside `u64`, and one
+/// millihertz is 0.4 ppt of a 2.5 GHz counter — finer than any calibration can resolve.
+/// Every `Frequency` carries its [`Source`] (which instruction, register or measurement said
+/// so) and its [`Accuracy`] (exact by construction, a nominal figure with a tolerance, or a
+/// measurement with an uncertainty), because "the TSC runs at 2.1 GHz" is only as good as
+/// whoever said it.
+///
 /// Equality compares rate, source and accuracy; compare [`Frequency::as_millihz`] to compare
 /// rates alone.
 ///
@@ -136,7 +137,7 @@ pub struct Frequency {
 }
 
 /// Millihertz in one hertz.
-pub const MILLIHZ_PER_HZ: u64 = 1000;
+pub(crate) const MILLIHZ_PER_HZ: u64 = 1000;
 
 impl Frequency {
     /// The lowest rate the crate accepts: 1 kHz. Slower counters cannot time a delay.

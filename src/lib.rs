@@ -29,13 +29,13 @@ pub mod clock;
 pub mod counter;
 #[cfg(feature = "defmt")]
 mod defmt;
-pub mod delay;
+mod delay;
 pub mod diag;
 pub mod discover;
-pub mod frequency;
-pub mod instant;
+mod frequency;
+mod instant;
 pub mod reference;
-pub mod scale;
+mod scale;
 #[cfg(feature = "sim")]
 pub mod sim;
 // Without the Clock only `sync::target` (diag's atomics) is used.
@@ -47,6 +47,8 @@ mod sync;
 
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
 pub use clock::{Clock, ClockError, ClockHealth};
+// `delay`, `frequency`, `instant` and `scale` each hold one concept whose types are all
+// re-exported here: one path per type (as embassy-time keeps its modules private).
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};

@@ -1,21 +1,5 @@
-//! [`Scale`]: integer fixed-point conversion between ticks and nanoseconds.
-//!
-//! ticks → ns: `ns = (ticks × mult) >> 64`, where `mult` is the length of a tick in
-//! nanoseconds as a 64.64 fixed-point number (`mult_int` + `mult_frac` / 2^64). Both halves
-//! are multiplied by `ticks` in `u128` — two independent multiplies and an add, no variable
-//! shift, which keeps the dependency chain after the counter read short. Because every factor
-//! is a `u64`, no product can overflow `u128` for *any* input: there is no intermediate
-//! overflow to guard against, ever (Linux's "208-day bug" was a 64-bit product
-//! `cycles × mult` that overflowed once the cycle delta grew large enough). Only the result
-//! can exceed `u64` — past 584 years of nanoseconds — and that saturates.
-//!
-//! `mult` is rounded to the nearest 2^-64 ns, so its rounding adds at most `ticks × 2^-65` ns:
-//! at most 3 × 10^-18 of the value at 100 GHz (and less at lower rates). The conversion error
-//! is at most 1 ns (the final floor) plus that, at any rate from 1 kHz to 100 GHz.
-//!
-//! ns → ticks: `ticks = ⌈(ns × inv_mult) >> inv_shift⌉` with `inv_mult` in `[2^63, 2^64)`,
-//! rounded up, so a deadline or delay computed from it is never early.
-//! Computing the constants takes a few `u128` divisions, once; the conversions need none.
+//! [`Scale`]: integer fixed-point conversion between ticks and nanoseconds (the argument is in
+//! its docs). Private: `Scale` is re-exported at the crate root.
 
 use crate::frequency::Frequency;
 
@@ -24,6 +8,23 @@ const NS_MILLIHZ: u128 = 1_000_000_000_000;
 
 /// Fixed-point constants for one [`Frequency`]: ticks → ns (rounded down) and
 /// ns → ticks (rounded up, for deadlines and delays).
+///
+/// ticks → ns: `ns = (ticks × mult) >> 64`, where `mult` is the length of a tick in
+/// nanoseconds as a 64.64 fixed-point number (`mult_int` + `mult_frac` / 2^64). Both halves
+/// are multiplied by `ticks` in `u128` — two independent multiplies and an add, no variable
+/// shift, which keeps the dependency chain after the counter read short. Because every factor
+/// is a `u64`, no product can overflow `u128` for *any* input: there is no intermediate
+/// overflow to guard against, ever (Linux's "208-day bug" was a 64-bit product
+/// `cycles × mult` that overflowed once the cycle delta grew large enough). Only the result
+/// can exceed `u64` — past 584 years of nanoseconds — and that saturates.
+///
+/// `mult` is rounded to the nearest 2^-64 ns, so its rounding adds at most `ticks × 2^-65` ns:
+/// at most 3 × 10^-18 of the value at 100 GHz (and less at lower rates). The conversion error
+/// is at most 1 ns (the final floor) plus that, at any rate from 1 kHz to 100 GHz.
+///
+/// ns → ticks: `ticks = ⌈(ns × inv_mult) >> inv_shift⌉` with `inv_mult` in `[2^63, 2^64)`,
+/// rounded up, so a deadline or delay computed from it is never early.
+/// Computing the constants takes a few `u128` divisions, once; the conversions need none.
 ///
 /// Make one per rate (a few `u128` divisions) and convert as often as needed (multiplies and
 /// shifts only). A [`crate::Clock`] keeps one; use a `Scale` directly to convert raw tick

@@ -1,6 +1,6 @@
 //! What both kernels do with the crate, whatever the architecture: calibrate the CPU counter
 //! against a reference, verify what discovery claimed, build a [`Clock`], and time a
-//! [`baretime::delay::Delay`] with the reference. Results go out as `key=value` text.
+//! [`baretime::Delay`] with the reference. Results go out as `key=value` text.
 
 use core::fmt::{self, Write};
 use core::time::Duration;
