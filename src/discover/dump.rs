@@ -243,7 +243,7 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
 }
 
 /// Replays the dump `text` and writes the line `examples/cpuid_replay` prints after a dump's
-/// path (the replay contract the README's "Tests" section names), returning whether the dump
+/// path (the replay contract in the README's "Tests" section), returning whether the dump
 /// was usable (the replay exits 0 only if every dump was):
 ///
 /// `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token|none>`
