@@ -25,6 +25,22 @@ const ONE_GHZ: Frequency =
 ///
 /// A read costs one `Instant::now()` (tens of ns through the vDSO); the calibrator brackets
 /// it, so its cost only widens the brackets.
+///
+/// ```
+/// # #[cfg(target_arch = "x86_64")] {
+/// use baretime::arch::x86_64::Tsc;
+/// use baretime::calibrate::{calibrate, Config};
+/// use baretime::reference::StdReference;
+/// use core::time::Duration;
+///
+/// // This host's TSC against std's clock, for 20 ms at most.
+/// let tsc = Tsc::probe().expect("every x86_64 CPU has a TSC");
+/// let config = Config::new().with_max_duration(Duration::from_millis(20));
+/// let cal = calibrate(tsc, StdReference::new(), config).expect("a working TSC and clock");
+/// assert_eq!(cal.reference, "std");
+/// assert!(cal.frequency.as_hz() > 1_000_000); // whatever this machine's rate is
+/// # }
+/// ```
 #[derive(Clone, Copy, Debug)]
 pub struct StdReference {
     base: Instant,
