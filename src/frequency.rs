@@ -26,6 +26,12 @@ pub enum Source {
     HypervisorLeaf,
     /// The `@ x.xxGHz` suffix of the CPUID brand string.
     BrandString,
+    /// KVM's pvclock area (`tsc_to_system_mul`, `tsc_shift`), registered by a ring-0 kernel
+    /// through MSR_KVM_SYSTEM_TIME(_NEW): the hypervisor's figure, to the encoding's
+    /// resolution (see [`crate::discover::paravirt`]).
+    KvmPvclock,
+    /// Hyper-V's `HV_X64_MSR_TSC_FREQUENCY` (0x40000022), read by a ring-0 kernel: in Hz.
+    HyperVTscFrequencyMsr,
     /// aarch64 CNTFRQ_EL0, as programmed by firmware.
     Cntfrq,
     /// Measured by calibration against a reference timer.
@@ -46,6 +52,8 @@ impl Source {
             Source::CpuidBaseFrequency => "cpuid_16h",
             Source::HypervisorLeaf => "hypervisor_40000010h",
             Source::BrandString => "brand_string",
+            Source::KvmPvclock => "kvm_pvclock",
+            Source::HyperVTscFrequencyMsr => "hyperv_tsc_frequency_msr",
             Source::Cntfrq => "cntfrq_el0",
             Source::Calibrated => "calibrated",
             Source::Reference => "reference",

@@ -10,6 +10,9 @@
 //!   code runs on the live CPU and on a recorded dump ([`dump`]) on any host.
 //! - [`aarch64`]: CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1, decoded by a pure function of the
 //!   register values.
+//! - [`paravirt`]: the TSC rate a hypervisor tells a ring-0 guest kernel (KVM pvclock,
+//!   Hyper-V's frequency MSR) — decoding, the version protocol and trust placement; the
+//!   MSR and memory access is `crate::arch::x86_64::paravirt`.
 //! - [`dump`]: parses CPUID dumps in the three common text formats (`cpuid -r`, AIDA64 /
 //!   InstLatx64, libcpuid) into a fixed-capacity table that is itself a CPUID reader.
 //!
@@ -23,6 +26,7 @@
 
 pub mod aarch64;
 pub mod dump;
+pub mod paravirt;
 pub mod x86;
 
 /// Tolerance of a CPUID 0x15 figure whose crystal comes from the table of known models:
