@@ -13,6 +13,7 @@
 //! | `x86_64-tcg-pit`, `-hpet`, `-acpipm` | TCG | the TSC calibrated against each reference agrees with the other two and with the host's own measurement (below) |
 //! | `x86_64-kvm` | KVM, `-cpu host,+invtsc,+vmware-cpuid-freq` | the hypervisor leaf's exact kHz figure is confirmed by calibration against the HPET |
 //! | `x86_64-lying-cpuid` | TCG | discovery fed a leaf 0x15 that claims 25/24 of the real rate: verification rejects it and uses the measurement |
+//! | `x86_64-kvm-pvclock`, `x86_64-kvm-hyperv` | KVM | the hypervisor's paravirtual TSC rate (pvclock, Hyper-V's MSR) read in ring 0 and confirmed: see `qemu_hv.rs` |
 //! | `x86_64-tcg-delay` | TCG | a 10 ms `Delay` measured by the HPET lasts at least 10 ms and not much more |
 //! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
@@ -45,6 +46,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::{have, root};
+
+#[path = "qemu_hv.rs"]
+mod hv;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -537,6 +541,8 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "x86_64-kvm",
                 "x86_64-lying-cpuid",
                 "x86_64-tcg-delay",
+                hv::NAMES[0],
+                hv::NAMES[1],
             ],
             x86_scenarios,
         ),
@@ -748,6 +754,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             "reference=hpet",
         ));
     }
+    lines.extend(hv::scenarios(kernel, wanted));
     lines
 }
 

@@ -2,6 +2,7 @@
 
 mod acpi;
 mod entry;
+mod paravirt;
 mod serial;
 
 use core::fmt::Write;
@@ -79,7 +80,10 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         discovery.invariant_tsc(),
         discovery.hypervisor()
     );
-    let claim = discovery.best();
+    let claim = match args.mode {
+        "paravirt" => paravirt::claim(&mut out, &discovery),
+        _ => discovery.best(),
+    };
     scenario::print_claim(&mut out, claim);
 
     // 2. The reference timer, found through ACPI.
