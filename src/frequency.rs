@@ -24,6 +24,9 @@ pub enum Source {
     CpuidBaseFrequency,
     /// Hypervisor timing leaf 0x40000010 EAX: the TSC frequency in kHz (VMware, KVM, …).
     HypervisorLeaf,
+    /// Xen's time leaf (0x40000003 or 0x40000103, sub-leaf 0) ECX: the guest TSC frequency
+    /// in kHz, as Xen states it.
+    XenTimeLeaf,
     /// The `@ x.xxGHz` suffix of the CPUID brand string.
     BrandString,
     /// KVM's pvclock area (`tsc_to_system_mul`, `tsc_shift`), registered by a ring-0 kernel
@@ -51,6 +54,7 @@ impl Source {
             Source::CpuidTscLeafDerivedCrystal => "cpuid_15h_derived_crystal",
             Source::CpuidBaseFrequency => "cpuid_16h",
             Source::HypervisorLeaf => "hypervisor_40000010h",
+            Source::XenTimeLeaf => "xen_time_leaf",
             Source::BrandString => "brand_string",
             Source::KvmPvclock => "kvm_pvclock",
             Source::HyperVTscFrequencyMsr => "hyperv_tsc_frequency_msr",
@@ -58,6 +62,31 @@ impl Source {
             Source::Calibrated => "calibrated",
             Source::Reference => "reference",
             Source::User => "user",
+        }
+    }
+}
+
+impl Source {
+    /// The unit the source states its figure in, in Hz: a claim is exact only to within one
+    /// such unit (a hypervisor's kHz figure may be rounded or truncated). 0 where the unit is
+    /// finer than a millihertz or the source states no unit of its own.
+    ///
+    /// ```
+    /// use baretime::Source;
+    /// assert_eq!(Source::XenTimeLeaf.resolution_hz(), 1_000);
+    /// assert_eq!(Source::CpuidTscLeaf.resolution_hz(), 0);
+    /// ```
+    pub const fn resolution_hz(self) -> u64 {
+        match self {
+            Source::HypervisorLeaf | Source::XenTimeLeaf => 1_000,
+            Source::CpuidBaseFrequency | Source::CpuidTscLeafDerivedCrystal => 1_000_000,
+            Source::BrandString => 10_000_000,
+            Source::CpuidTscLeaf
+            | Source::CpuidTscLeafKnownCrystal
+            | Source::Cntfrq
+            | Source::Calibrated
+            | Source::Reference
+            | Source::User => 0,
         }
     }
 }

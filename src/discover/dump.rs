@@ -23,7 +23,8 @@ use core::fmt;
 
 use raw_cpuid::{CpuIdReader, CpuIdResult};
 
-use super::x86::{discover_with, Token, X86Discovery};
+use super::bytes::Token;
+use super::x86::{discover_with, X86Discovery};
 use crate::Frequency;
 
 /// Most CPUID records one logical CPU of a dump may hold.
@@ -139,7 +140,7 @@ impl Dump {
         let mut line_no: u32 = 0;
         for raw in text.split(|&c| c == b'\n') {
             line_no = line_no.saturating_add(1);
-            let line = trim(raw);
+            let line = raw.trim_ascii();
             if line.is_empty() {
                 continue;
             }
@@ -177,7 +178,7 @@ impl Dump {
         }
         match format {
             Some(f) => dump.format = f,
-            None if trim(text).is_empty() => return Err(DumpError::Empty),
+            None if text.trim_ascii().is_empty() => return Err(DumpError::Empty),
             None => return Err(DumpError::NotCpuid),
         }
         if !dump.entries.iter().any(|e| e.leaf == 0) {
@@ -387,7 +388,7 @@ fn parse_cpuid_tool(line: &[u8]) -> Option<Record> {
         *r = parse_hex(value)?;
         rest = next;
     }
-    if !trim(rest).is_empty() {
+    if !rest.trim_ascii().is_empty() {
         return None;
     }
     Some(((DumpFormat::CpuidTool, leaf, Some(subleaf)), regs))
@@ -430,7 +431,7 @@ fn parse_libcpuid(line: &[u8]) -> Option<Result<Record, ()>> {
             *r = parse_hex(tok)?;
             values = next;
         }
-        if !trim(values).is_empty() {
+        if !values.trim_ascii().is_empty() {
             return None;
         }
         let (leaf, subleaf) = if indexed_subleaf {
@@ -449,7 +450,7 @@ fn is_cpu_header(line: &[u8]) -> bool {
         return true;
     }
     match line.strip_prefix(b"CPU").and_then(|r| r.strip_suffix(b":")) {
-        Some(mid) => trim(mid).iter().all(u8::is_ascii_digit),
+        Some(mid) => mid.trim_ascii().iter().all(u8::is_ascii_digit),
         None => false,
     }
 }
@@ -459,7 +460,7 @@ fn is_dashes(line: &[u8]) -> bool {
 }
 
 fn split_token(s: &[u8]) -> (&[u8], &[u8]) {
-    let s = trim_start(s);
+    let s = s.trim_ascii_start();
     match s.iter().position(|c| c.is_ascii_whitespace()) {
         Some(end) => s.split_at_checked(end).unwrap_or((s, &[])),
         None => (s, &[]),
@@ -494,29 +495,6 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn trim_start(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if first.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let mut s = trim_start(s);
-    while let [rest @ .., last] = s {
-        if last.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
 }
 
 #[cfg(test)]
