@@ -78,7 +78,9 @@ impl Source {
     /// ```
     pub const fn resolution_hz(self) -> u64 {
         match self {
-            Source::HypervisorLeaf | Source::XenTimeLeaf => 1_000,
+            // pvclock encodes the hypervisor's kHz figure (KVM's tsc_khz).
+            Source::HypervisorLeaf | Source::XenTimeLeaf | Source::KvmPvclock => 1_000,
+            Source::HyperVTscFrequencyMsr => 1,
             Source::CpuidBaseFrequency | Source::CpuidTscLeafDerivedCrystal => 1_000_000,
             Source::BrandString => 10_000_000,
             Source::CpuidTscLeaf

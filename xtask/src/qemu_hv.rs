@@ -49,6 +49,7 @@ const PV_KEYS: &[&str] = &[
     "hyperv_tsc_hz",
     "hyperv_error",
     "candidates",
+    "disagreements",
 ];
 
 /// Runs the scenarios of [`NAMES`] that `wanted` selects.

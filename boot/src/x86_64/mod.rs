@@ -70,7 +70,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         let _ = writeln!(out, "error=no_tsc");
         exit(1);
     };
-    let discovery = match args.lie_hz {
+    let mut discovery = match args.lie_hz {
         None => x86::discover(),
         Some(hz) => x86::discover_with(lying_cpuid(hz)),
     };
@@ -81,7 +81,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         discovery.hypervisor()
     );
     let claim = match args.mode {
-        "paravirt" => paravirt::claim(&mut out, &discovery),
+        "paravirt" => paravirt::claim(&mut out, &mut discovery),
         _ => discovery.best(),
     };
     scenario::print_claim(&mut out, claim);

@@ -1,23 +1,21 @@
 //! `mode=paravirt`: the TSC rate the hypervisor tells a ring-0 guest, as a kernel on
 //! QEMU/KVM, Firecracker or Hyper-V would read it at boot.
 //!
-//! 1. Walk the hypervisor leaf ranges (0x40000000, 0x40000100, … as Linux's
-//!    `hypervisor_cpuid_base` does): with Hyper-V enlightenments QEMU puts Hyper-V at
-//!    0x40000000 and KVM at 0x40000100.
+//! 1. Take the hypervisor leaf ranges discovery walked (0x40000000, 0x40000100, …):
+//!    with Hyper-V enlightenments QEMU puts Hyper-V at 0x40000000 and KVM at 0x40000100.
 //! 2. Hyper-V with the frequency MSRs (leaf base+3: EAX bit 11 and EDX bit 8): read
 //!    `HV_X64_MSR_TSC_FREQUENCY`.
 //! 3. KVM with a clock source (leaf base+1 EAX bit 3 or 0): register the pvclock area, a
 //!    `static` here (the kernel is identity-mapped: its address is its physical address),
 //!    read the scale under the version protocol, derive the rate, and end the registration.
-//! 4. Put the claims into discovery's candidate list at their trust position; the first is
-//!    the claim calibration verifies.
+//! 4. Add the claims to discovery (`X86Discovery::add_claim`: at their trust position,
+//!    ahead of the CPUID claims); its best is the claim calibration verifies.
 
 use core::fmt::Write;
 
 use baretime::arch::x86_64::paravirt::{self as hw, KvmPvclock, PvclockArea};
 use baretime::discover::paravirt::{self, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT};
-use baretime::discover::x86::X86Discovery;
-use baretime::discover::Candidates;
+use baretime::discover::x86::{HypervisorKind, X86Discovery};
 use baretime::Frequency;
 use raw_cpuid::{CpuIdReader, CpuIdReaderNative};
 
@@ -26,40 +24,6 @@ use crate::scenario::Hz;
 
 /// The pvclock area KVM writes: 32 bytes, 32-byte aligned, in the kernel's `.bss`.
 static PVCLOCK: PvclockArea = PvclockArea::new();
-
-/// One hypervisor leaf range: its base leaf, its maximum leaf, its signature.
-#[derive(Clone, Copy)]
-struct Range {
-    base: u32,
-    max: u32,
-    signature: [u8; 12],
-}
-
-/// The hypervisor leaf ranges present, at most four (QEMU offers two at most).
-fn walk_ranges() -> ([Option<Range>; 4], usize) {
-    let mut ranges = [None; 4];
-    let mut n = 0;
-    for base in (0x4000_0000u32..0x4001_0000).step_by(0x100) {
-        let r = CpuIdReaderNative.cpuid2(base, 0);
-        let mut signature = [0u8; 12];
-        for (chunk, reg) in signature.chunks_exact_mut(4).zip([r.ebx, r.ecx, r.edx]) {
-            chunk.copy_from_slice(&reg.to_le_bytes());
-        }
-        // A range exists when its maximum leaf lies inside it (Hyper-V and KVM both report
-        // at least base + 1) and it has a signature.
-        if r.eax >= base && r.eax < base + 0x100 && signature != [0; 12] {
-            if let Some(slot) = ranges.get_mut(n) {
-                *slot = Some(Range {
-                    base,
-                    max: r.eax,
-                    signature,
-                });
-                n += 1;
-            }
-        }
-    }
-    (ranges, n)
-}
 
 /// The signature as one token: printable ASCII kept, everything else (NUL padding, spaces)
 /// dropped or turned into `_`.
@@ -74,31 +38,29 @@ fn signature_token(sig: &[u8; 12], out: &mut Serial) {
     }
 }
 
-/// Reads every paravirtual TSC rate this guest offers, prints the figures, and returns the
-/// most trusted claim of discovery's candidates with the paravirtual ones put in place.
-pub fn claim(out: &mut Serial, discovery: &X86Discovery) -> Option<Frequency> {
-    let mut list = Candidates::new();
-    let _ = list.extend_from_slice(discovery.candidates());
-
-    let (ranges, n) = walk_ranges();
-    let _ = write!(out, "hypervisor_ranges={n}");
-    for r in ranges.iter().flatten() {
+/// Reads every paravirtual TSC rate this guest offers, prints the figures, adds them to
+/// `discovery`, and returns its most trusted claim.
+pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency> {
+    let mut found: [Option<(u32, u32, HypervisorKind)>; 4] = [None; 4];
+    let _ = write!(out, "hypervisor_ranges={}", discovery.hypervisors().len());
+    for (slot, r) in found.iter_mut().zip(discovery.hypervisors()) {
         let _ = write!(out, " hv_{:#x}=", r.base);
         signature_token(&r.signature, out);
-        let _ = write!(out, ":{:#x}", r.max);
+        let _ = write!(out, ":{:#x}", r.max_leaf);
+        *slot = Some((r.base, r.max_leaf, r.kind));
     }
     let _ = writeln!(out);
 
     let mut hyperv_msr = false;
     let mut pvclock = false;
-    for r in ranges.iter().flatten() {
-        if &r.signature == b"Microsoft Hv" && r.max >= r.base + 3 {
-            let f = CpuIdReaderNative.cpuid2(r.base + 3, 0);
+    for (base, max, kind) in found.into_iter().flatten() {
+        if kind == HypervisorKind::HyperV && max >= base + 3 {
+            let f = CpuIdReaderNative.cpuid2(base + 3, 0);
             let available = paravirt::hyperv_frequency_msrs_available(f.eax, f.edx);
             let _ = writeln!(
                 out,
                 "hyperv_base={:#x} hyperv_features_eax={:#x} hyperv_features_edx={:#x} hyperv_frequency_msrs={available}",
-                r.base, f.eax, f.edx
+                base, f.eax, f.edx
             );
             if available && !hyperv_msr {
                 hyperv_msr = true;
@@ -109,7 +71,7 @@ pub fn claim(out: &mut Serial, discovery: &X86Discovery) -> Option<Frequency> {
                 match unsafe { hw::hyperv_tsc_frequency() } {
                     Ok(freq) => {
                         let _ = writeln!(out, "hyperv_tsc_hz={}", Hz(freq.as_millihz()));
-                        paravirt::insert_claim(&mut list, freq);
+                        discovery.add_claim(freq);
                     }
                     Err(e) => {
                         let _ = writeln!(out, "hyperv_error=\"{e}\"");
@@ -117,12 +79,11 @@ pub fn claim(out: &mut Serial, discovery: &X86Discovery) -> Option<Frequency> {
                 }
             }
         }
-        if &r.signature == b"KVMKVMKVM\0\0\0" && r.max > r.base {
-            let features = CpuIdReaderNative.cpuid2(r.base + 1, 0).eax;
+        if kind == HypervisorKind::Kvm && max > base {
+            let features = CpuIdReaderNative.cpuid2(base + 1, 0).eax;
             let _ = write!(
                 out,
-                "kvm_base={:#x} kvm_features={features:#x} kvm_stable_bit_offered={}",
-                r.base,
+                "kvm_base={base:#x} kvm_features={features:#x} kvm_stable_bit_offered={}",
                 features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0
             );
             let msr = match paravirt::kvm_clock_msr(features) {
@@ -167,7 +128,7 @@ pub fn claim(out: &mut Serial, discovery: &X86Discovery) -> Option<Frequency> {
                                 Hz(freq.as_millihz()),
                                 freq.accuracy().bound_ppb()
                             );
-                            paravirt::insert_claim(&mut list, freq);
+                            discovery.add_claim(freq);
                         }
                         Err(e) => {
                             let _ = writeln!(out, " pvclock_error=\"{e}\"");
@@ -184,12 +145,18 @@ pub fn claim(out: &mut Serial, discovery: &X86Discovery) -> Option<Frequency> {
         }
     }
     let _ = write!(out, "candidates=");
-    for (i, c) in list.iter().enumerate() {
+    for (i, c) in discovery.candidates().iter().enumerate() {
         let _ = write!(out, "{}{}", if i == 0 { "" } else { "," }, c.source());
     }
-    if list.is_empty() {
+    if discovery.candidates().is_empty() {
         let _ = write!(out, "none");
     }
-    let _ = writeln!(out);
-    list.first().copied()
+    let _ = write!(out, " disagreements=");
+    let mut any = false;
+    for d in discovery.disagreements() {
+        let _ = write!(out, "{}{}/{}", if any { "," } else { "" }, d.a, d.b);
+        any = true;
+    }
+    let _ = writeln!(out, "{}", if any { "" } else { "none" });
+    discovery.best()
 }

@@ -257,6 +257,44 @@ impl X86Discovery {
         })
     }
 
+    /// Adds a claim that a ring-0 kernel read from the hypervisor —
+    /// [`Source::KvmPvclock`], [`Source::HyperVTscFrequencyMsr`] (see
+    /// [`crate::discover::paravirt`]) — at its trust position: ahead of every CPUID claim,
+    /// the Hyper-V MSR before pvclock ([`crate::discover::paravirt::insert_claim`]). A claim
+    /// from any other source goes last. Like the CPUID claims, a rate outside
+    /// [`MIN_PLAUSIBLE_TSC_HZ`]..=[`MAX_PLAUSIBLE_TSC_HZ`] is no candidate: it is listed in
+    /// [`X86Discovery::implausible`] and `false` is returned. When the list is full (every
+    /// CPUID source and two ring-0 claims), its least trusted candidate makes room.
+    /// [`X86Discovery::best`] and [`X86Discovery::disagreements`] then include the claim.
+    ///
+    /// ```
+    /// use baretime::discover::dump::replay;
+    /// use baretime::discover::paravirt::PvclockTimeInfo;
+    /// use baretime::Source;
+    /// // A KVM guest with no TSC leaf (this project's machines), and what pvclock said.
+    /// let mut d = replay(b"CPUID 00000000: 00000016-68747541-444D4163-69746E65\n\
+    ///                      CPUID 00000001: 00A10F11-00000800-80202001-078BFBFF\n\
+    ///                      CPUID 40000000: 40000001-4B4D564B-564B4D56-0000004D\n").unwrap();
+    /// assert_eq!(d.best(), None);
+    /// let pv = PvclockTimeInfo { tsc_to_system_mul: 0xD15F_52CE, tsc_shift: -1, ..Default::default() };
+    /// assert!(d.add_claim(pv.tsc_frequency().unwrap()));
+    /// assert_eq!(d.best().unwrap().source(), Source::KvmPvclock);
+    /// assert_eq!(d.best().unwrap().as_hz(), 2_445_404_000);
+    /// ```
+    pub fn add_claim(&mut self, claim: Frequency) -> bool {
+        let hz = claim.as_hz();
+        if !(MIN_PLAUSIBLE_TSC_HZ..=MAX_PLAUSIBLE_TSC_HZ).contains(&hz) {
+            // A full list of implausible claims loses this one; the return says so anyway.
+            let _ = self.implausible.push(Implausible {
+                source: claim.source(),
+                hz,
+            });
+            return false;
+        }
+        crate::discover::paravirt::insert_claim(&mut self.candidates, claim);
+        true
+    }
+
     /// Claims dropped for a rate outside
     /// [`MIN_PLAUSIBLE_TSC_HZ`]..=[`MAX_PLAUSIBLE_TSC_HZ`], in trust order.
     pub fn implausible(&self) -> &[Implausible] {
