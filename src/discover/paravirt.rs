@@ -415,6 +415,30 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Every rate KVM could encode comes back within the tolerance the claim states:
+        /// the stated resolution is honest, not just for the hand-picked rates above.
+        #[test]
+        fn any_kvm_scale_inverts_within_its_stated_tolerance(hz in 1_000u64..=99_000_000_000) {
+            let (mul, shift) = kvm_scale(hz);
+            let f = info(mul, shift).tsc_frequency().unwrap();
+            let exact = Frequency::from_hz(hz, Source::User, Accuracy::Exact).unwrap();
+            let dev = f.deviation_ppb_from(&exact).unsigned_abs();
+            proptest::prop_assert!(dev <= f.accuracy().bound_ppb(), "{} Hz: {} ppb", hz, dev);
+        }
+
+        /// No (mul, shift) panics; a zero mul and shifts beyond ±32 are typed errors.
+        #[test]
+        fn any_scale_decodes_or_errs(mul: u32, shift: i8) {
+            let r = info(mul, shift).tsc_frequency();
+            if mul == 0 {
+                proptest::prop_assert_eq!(r, Err(ParavirtError::ZeroMultiplier));
+            } else if shift.unsigned_abs() > 32 {
+                proptest::prop_assert_eq!(r, Err(ParavirtError::ShiftOutOfRange { tsc_shift: shift }));
+            }
+        }
+    }
+
     #[test]
     fn documented_values_decode_like_linux_but_finer() {
         // 2.3 GHz: KVM shifts it once right (1.15 GHz ≤ 2 GHz) and writes
