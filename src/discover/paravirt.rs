@@ -227,7 +227,7 @@ pub fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtError> {
 /// snapshot. Gives up after `tries` reads with [`ParavirtError::Inconsistent`], so a stuck
 /// odd version cannot hang the caller; a version that stays 0 ends the wait early as
 /// [`ParavirtError::NeverWritten`] (KVM writes the area, with an even version ≥ 2, before
-/// the registering WRMSR returns).
+/// the guest resumes after the registering WRMSR).
 ///
 /// `read_version` and `read_fields` are the two halves of one read of the area: the hardware
 /// half passes volatile reads with a compiler barrier between them (x86 does not reorder

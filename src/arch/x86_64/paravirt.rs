@@ -119,7 +119,8 @@ impl<'a> KvmPvclock<'a> {
     /// Registers `area` with KVM: writes `phys_addr | 1` (enable) to `msr` — the MSR
     /// [`paravirt::kvm_clock_msr`] chose from KVM's feature leaf, MSR_KVM_SYSTEM_TIME_NEW
     /// (0x4b564d01) or the old MSR_KVM_SYSTEM_TIME (0x12). KVM fills the area before the
-    /// write returns and updates it whenever its scale changes.
+    /// guest runs on after the WRMSR (the write exits to KVM, which updates the clock on the
+    /// way back in), and updates it whenever its scale changes.
     ///
     /// A misaligned `phys_addr` is refused with [`ParavirtError::MisalignedArea`] before
     /// anything is written.
