@@ -752,6 +752,219 @@ mod tests {
         assert_eq!(d.hypervisor_timing, None);
     }
 
+    /// A guest (hypervisor bit) on an Intel part with 0x16 base 2200 MHz, plus `ranges`.
+    fn guest(ranges: &[(u32, [u32; 4])]) -> Table {
+        let mut t = Table::default()
+            .with(0, [0x16, GENU, NTEL, INEI])
+            .with(1, [0x906EA, 0, 1 << 31, 1 << 4])
+            .with(0x16, [2200, 0, 0, 0]);
+        for &(leaf, r) in ranges {
+            t = t.with(leaf, r);
+        }
+        t
+    }
+
+    /// EBX, ECX, EDX of a signature.
+    fn sig(s: &[u8; 12]) -> [u32; 3] {
+        let w = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
+        [w(0), w(4), w(8)]
+    }
+
+    fn range(eax: u32, s: &[u8; 12]) -> [u32; 4] {
+        let [b, c, d] = sig(s);
+        [eax, b, c, d]
+    }
+
+    #[test]
+    fn xen_time_leaf_at_either_base() {
+        // Xen's cpuid.h: base + 3 sub-leaf 0 = flags, tsc_mode, guest kHz, incarnation.
+        let xen_time = [0b10, 0, 2_893_437, 3];
+        let plain = guest(&[
+            (0x4000_0000, range(0x4000_0005, b"XenVMMXenVMM")),
+            (0x4000_0003, xen_time),
+        ]);
+        // With Viridian: Hyper-V's interface first, Xen's at 0x40000100.
+        let viridian = guest(&[
+            (0x4000_0000, range(0x4000_0006, b"Microsoft Hv")),
+            (0x4000_0003, [0, 0, 0, 0]),
+            (0x4000_0100, range(0x4000_0105, b"XenVMMXenVMM")),
+            (0x4000_0103, xen_time),
+        ]);
+        for (t, xen_base) in [(plain, 0x4000_0000), (viridian, 0x4000_0100)] {
+            let d = discover_with(t);
+            let f = d.best().unwrap();
+            assert_eq!(f.source(), Source::XenTimeLeaf);
+            assert_eq!(f.accuracy(), Accuracy::Exact);
+            assert_eq!(f.as_hz(), 2_893_437_000);
+            assert_eq!(d.xen_time.unwrap().incarnation, 3);
+            let xen = d
+                .hypervisors()
+                .iter()
+                .find(|r| r.kind == HypervisorKind::Xen);
+            assert_eq!(xen.unwrap().base, xen_base);
+            // 0x16's nominal base (2200 MHz) disagrees with Xen's 2893 MHz.
+            let x = d.disagreements().next().unwrap();
+            assert_eq!(
+                (x.a, x.b),
+                (Source::XenTimeLeaf, Source::CpuidBaseFrequency)
+            );
+            assert!(!d.hyperv_tsc_frequency_msr());
+        }
+    }
+
+    #[test]
+    fn xen_time_leaf_needs_its_range_and_a_rate() {
+        // Xen's range ends below base + 3: no time leaf.
+        let d = discover_with(guest(&[
+            (0x4000_0000, range(0x4000_0002, b"XenVMMXenVMM")),
+            (0x4000_0003, [0, 0, 2_893_437, 0]),
+        ]));
+        assert_eq!(d.xen_time, None);
+        assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
+        // A rate of 0: the leaf is recorded, no candidate.
+        let d = discover_with(guest(&[
+            (0x4000_0000, range(0x4000_0005, b"XenVMMXenVMM")),
+            (0x4000_0003, [0, 0, 0, 0]),
+        ]));
+        assert!(d.xen_time.is_some());
+        assert_eq!(d.candidate(Source::XenTimeLeaf), None);
+        // Xen's base + 0x10 is not VMware's timing leaf.
+        let d = discover_with(guest(&[
+            (0x4000_0000, range(0x4000_0010, b"XenVMMXenVMM")),
+            (0x4000_0010, [2_300_000, 0, 0, 0]),
+        ]));
+        assert_eq!(d.hypervisor_timing, None);
+        // The time leaf of a range that is not Xen's is not read as one.
+        let d = discover_with(guest(&[
+            (0x4000_0000, range(0x4000_0005, b"KVMKVMKVM\0\0\0")),
+            (0x4000_0003, [0, 0, 2_893_437, 0]),
+        ]));
+        assert_eq!(d.xen_time, None);
+    }
+
+    #[test]
+    fn hyperv_frequency_msr_is_noted_not_a_candidate() {
+        let hv = |eax: u32, edx: u32, max: u32| {
+            discover_with(guest(&[
+                (0x4000_0000, range(max, b"Microsoft Hv")),
+                (0x4000_0003, [eax, 0, 0, edx]),
+            ]))
+        };
+        let d = hv(1 << 11, 1 << 8, 0x4000_000A);
+        assert!(d.hyperv_tsc_frequency_msr());
+        assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
+        assert!(!hv(1 << 11, 0, 0x4000_000A).hyperv_tsc_frequency_msr());
+        assert!(!hv(0, 1 << 8, 0x4000_000A).hyperv_tsc_frequency_msr());
+        // The feature leaf above the range's maximum does not exist.
+        assert!(!hv(1 << 11, 1 << 8, 0x4000_0002).hyperv_tsc_frequency_msr());
+        // Without the hypervisor bit nothing is walked.
+        let mut t = guest(&[
+            (0x4000_0000, range(0x4000_000A, b"Microsoft Hv")),
+            (0x4000_0003, [1 << 11, 0, 0, 1 << 8]),
+        ]);
+        t = t.with(1, [0x906EA, 0, 0, 1 << 4]);
+        let d = discover_with(t);
+        assert!(d.hypervisors().is_empty());
+        assert!(!d.hyperv_tsc_frequency_msr());
+    }
+
+    #[test]
+    fn timing_leaf_is_found_through_the_walk() {
+        // KVM behind Hyper-V's interface, with its timing leaf at its own base + 0x10.
+        let d = discover_with(guest(&[
+            (0x4000_0000, range(0x4000_000A, b"Microsoft Hv")),
+            (0x4000_0010, [1_000_000, 0, 0, 0]),
+            (0x4000_0100, range(0x4000_0110, b"KVMKVMKVM\0\0\0")),
+            (0x4000_0110, [2_300_000, 1_000_000, 0, 0]),
+        ]));
+        let f = d.best().unwrap();
+        assert_eq!(f.source(), Source::HypervisorLeaf);
+        assert_eq!(f.as_hz(), 2_300_000_000);
+        // VMware, ACRN, TCG and unknown signatures: 0x40000010 as before.
+        for s in [
+            b"VMwareVMware",
+            b"ACRNACRNACRN",
+            b"TCGTCGTCGTCG",
+            b"VBoxVBoxVBox",
+        ] {
+            let d = discover_with(guest(&[
+                (0x4000_0000, range(0x4000_0010, s)),
+                (0x4000_0010, [2_300_000, 0, 0, 0]),
+            ]));
+            assert_eq!(d.best().unwrap().source(), Source::HypervisorLeaf, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn implausible_claims_are_no_candidates() {
+        // Leaf 0x16 = 0xFFFF MHz: not "65.5 GHz, nominal".
+        let d = discover_with(intel(0x16, 0x906EA).with(0x16, [0xFFFF, 0, 0, 0]));
+        assert_eq!(d.best(), None);
+        assert_eq!(
+            d.implausible(),
+            [Implausible {
+                source: Source::CpuidBaseFrequency,
+                hz: 65_535_000_000
+            }]
+        );
+        // Leaf 0x15 = 0xFFFFFFFF / 2 over a crystal derived from that base (Skylake-X: not in
+        // the table): 31 Hz × 2^31 = 66.6 GHz.
+        let d = discover_with(
+            intel(0x16, 0x50654)
+                .with(0x15, [2, u32::MAX, 0, 0])
+                .with(0x16, [0xFFFF, 0, 0, 0]),
+        );
+        assert_eq!(d.best(), None);
+        let sources: Vec<(Source, u64)> =
+            d.implausible().iter().map(|i| (i.source, i.hz)).collect();
+        assert_eq!(
+            sources,
+            [
+                (Source::CpuidTscLeafDerivedCrystal, 66_571_993_072),
+                (Source::CpuidBaseFrequency, 65_535_000_000)
+            ]
+        );
+        // The bounds themselves are plausible; one step past them is not.
+        for (khz, ok) in [
+            (10_000, true),
+            (9_999, false),
+            (10_000_000, true),
+            (10_000_001, false),
+        ] {
+            let d = discover_with(hypervisor_table(0x4000_0010, khz, true));
+            assert_eq!(d.candidate(Source::HypervisorLeaf).is_some(), ok, "{khz}");
+            assert_eq!(d.implausible().len(), usize::from(!ok), "{khz}");
+        }
+    }
+
+    #[test]
+    fn exact_claims_disagree_only_past_their_resolution() {
+        // Xen's 2 300 000 kHz against an exact 0x15 figure (25 MHz × n / 25 000).
+        let with_15 = |n: u32| {
+            discover_with(
+                guest(&[
+                    (0x4000_0000, range(0x4000_0005, b"XenVMMXenVMM")),
+                    (0x4000_0003, [0, 0, 2_300_000, 0]),
+                ])
+                .with(0x15, [25_000, n, 25_000_000, 0]),
+            )
+        };
+        // 1 kHz apart: within Xen's 1 kHz unit (435 ppb of 2.3 GHz) → no disagreement.
+        let d = with_15(2_300_001);
+        assert_eq!(d.candidates().len(), 3);
+        assert!(d.disagreements().all(|x| x.b == Source::CpuidBaseFrequency));
+        // 2 kHz apart → a disagreement between the two exact claims.
+        let d = with_15(2_300_002);
+        let x = d.disagreements().next().unwrap();
+        assert_eq!((x.a, x.b), (Source::XenTimeLeaf, Source::CpuidTscLeaf));
+        assert_eq!((x.apart_ppb, x.allowed_ppb), (869, 435));
+        assert_eq!(
+            d.best().unwrap().source(),
+            Source::XenTimeLeaf,
+            "still the first"
+        );
+    }
+
     #[test]
     fn feature_bits() {
         let t = Table::default()
