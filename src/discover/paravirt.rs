@@ -239,7 +239,11 @@ pub fn read_consistent(
     tries: u32,
 ) -> Result<PvclockTimeInfo, ParavirtError> {
     let mut zero_seen = 0u32;
-    for _ in 0..tries {
+    for attempt in 0..tries {
+        if attempt != 0 {
+            // Give a hypervisor (or another vCPU) in mid-update a moment, as a spin lock does.
+            core::hint::spin_loop();
+        }
         let before = read_version();
         if before == 0 {
             zero_seen = zero_seen.saturating_add(1);
