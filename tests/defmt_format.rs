@@ -13,8 +13,10 @@ use baretime::diag::{Histogram, ReadStats, WarpCheck, WarpReport};
 use baretime::discover::aarch64::{Aarch64Discovery, Aarch64Features, Midr};
 use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat, ReplayLine, ReplaySummary};
 use baretime::discover::x86::{
-    Crystal, CrystalSource, FrequencyLeaf, HypervisorTiming, TscLeaf, X86Discovery, X86Features,
+    Crystal, CrystalSource, FrequencyLeaf, HyperVFeatures, HypervisorKind, HypervisorRange,
+    HypervisorTiming, TscLeaf, X86Discovery, X86Features, XenTimeLeaf,
 };
+use baretime::discover::{Disagreement, Implausible};
 use baretime::reference::{CounterReference, StdReference};
 use baretime::sim::{SimCounter, SimFault, SimReference, SimTimer, SimWorld};
 use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
@@ -57,6 +59,12 @@ fn every_public_type_is_format() {
     is_format::<TscLeaf>();
     is_format::<FrequencyLeaf>();
     is_format::<HypervisorTiming>();
+    is_format::<XenTimeLeaf>();
+    is_format::<HyperVFeatures>();
+    is_format::<HypervisorKind>();
+    is_format::<HypervisorRange>();
+    is_format::<Disagreement>();
+    is_format::<Implausible>();
     is_format::<CrystalSource>();
     is_format::<Crystal>();
     is_format::<X86Discovery>();

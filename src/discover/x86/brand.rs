@@ -74,3 +74,82 @@ fn parse_number_before(s: &[u8], mult: u64) -> Option<u64> {
 fn digit(c: u8) -> Option<u64> {
     (c as char).to_digit(10).map(u64::from)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brand_string_parsing() {
+        let cases: &[(&str, Option<u64>)] = &[
+            (
+                "Intel(R) Core(TM) i3-10110U CPU @ 2.10GHz",
+                Some(2_100_000_000),
+            ),
+            ("@ 3.00GHz", Some(3_000_000_000)),
+            ("Intel(R) Pentium(R) 4 CPU 1700MHz", Some(1_700_000_000)),
+            (
+                "              Intel(R) Pentium(R) 4 CPU 3.00GHz",
+                Some(3_000_000_000),
+            ),
+            ("VIA C7-M Processor 1200MHz", Some(1_200_000_000)),
+            (
+                "Intel(R) Core(TM)2 CPU T7200 @ 2.00 GHz",
+                Some(2_000_000_000),
+            ),
+            (
+                "Genuine Intel(R) CPU 0000 @ 1.234567891234GHz",
+                Some(1_234_567_891),
+            ),
+            ("@ 1.GHz", Some(1_000_000_000)),
+            ("@ .5GHz", Some(500_000_000)),
+            ("@ 3.00ghz", Some(3_000_000_000)),
+            ("2.40GHz junk MHz", Some(2_400_000_000)),
+            ("Intel(R) Xeon(R) Processor", None),
+            ("AMD Ryzen 7 5800H with Radeon Graphics", None),
+            ("AMD Athlon(tm) 64 X2 Dual Core Processor 5200+", None),
+            ("", None),
+            ("GHz", None),
+            ("@ GHz", None),
+            ("@ . GHz", None),
+            ("@ 1.2.3GHz", None),
+            ("@ 0.00GHz", None),
+            ("@ 2.10GHzX", None),
+            ("@ 2.10KHz", None),
+            ("X2.10GHz", None),
+            ("@ 99999999999999999999GHz", None),
+            ("@ 18446744074GHz", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_brand_frequency(s.as_bytes()), *want, "{s:?}");
+        }
+        // Stops at NUL.
+        assert_eq!(
+            parse_brand_frequency(b"@ 2.00GHz\0@ 3.00GHz"),
+            Some(2_000_000_000)
+        );
+    }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// The brand parser takes any bytes.
+            #[test]
+            fn brand_parser_takes_any_bytes(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+                if let Some(hz) = parse_brand_frequency(&b) {
+                    prop_assert!(hz > 0);
+                }
+            }
+
+            /// `@ I.FFGHz` parses to I.FF × 10^9 exactly.
+            #[test]
+            fn brand_parser_round_trips(int in 0u64..100, frac in 0u64..100) {
+                let s = std::format!("Some CPU @ {int}.{frac:02}GHz");
+                let want = int * 1_000_000_000 + frac * 10_000_000;
+                prop_assert_eq!(parse_brand_frequency(s.as_bytes()), (want > 0).then_some(want));
+            }
+        }
+    }
+}
