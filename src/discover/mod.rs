@@ -20,8 +20,9 @@
 //! and calibration decides.
 //!
 //! Everything here is integer arithmetic, allocates nothing and does not panic on any input:
-//! a CPUID reader may return anything, and a dump may be any bytes. The crate's lints (in lib.rs) hold
-//! the code to that outside tests (no unchecked arithmetic, indexing, `unwrap` or `panic!`).
+//! a CPUID reader may return anything, and a dump may be any bytes. The crate's lints (in
+//! lib.rs) hold the code to that outside tests (no unchecked arithmetic, indexing, `unwrap`
+//! or `panic!`).
 //!
 //! [`Frequency`]: crate::Frequency
 //! [`Source`]: crate::Source
