@@ -25,7 +25,8 @@ pub enum Source {
     /// Hypervisor timing leaf 0x40000010 EAX: the TSC frequency in kHz (VMware, KVM, …).
     HypervisorLeaf,
     /// Xen's time leaf (0x40000003 or 0x40000103, sub-leaf 0) ECX: the guest TSC frequency
-    /// in kHz, as Xen states it.
+    /// in kHz, as Xen states it. [`Accuracy::Exact`] to its 1 kHz unit
+    /// ([`Source::resolution_hz`]): Xen sets the guest's rate and states it, rounded to kHz.
     XenTimeLeaf,
     /// The `@ x.xxGHz` suffix of the CPUID brand string.
     BrandString,

@@ -7,6 +7,10 @@
 //! the only vendor that defines it) or the hypervisor leaf is set; within 1 % of the 0x16 base where there is one; no exact claim
 //! without an exact source; invariant-TSC and hypervisor bits as the dump has them; ARM
 //! dumps and garbage give `error=`.
+//!
+//! Issue 10: Xen's time leaf gives a Xen guest's rate exactly; a Hyper-V guest's replay notes
+//! the TSC frequency MSR; the i7-7740X's claims that disagree are reported (the constructed
+//! guest dumps are described in tests/data/README.md).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

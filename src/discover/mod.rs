@@ -6,8 +6,9 @@
 //! trusted at all (invariant TSC, hypervisor, ECV). Calibration then checks the best claim
 //! against a reference timer.
 //!
-//! - [`x86`]: CPUID, decoded through an injectable [`raw_cpuid::CpuIdReader`], so the same
-//!   code runs on the live CPU and on a recorded dump ([`dump`]) on any host.
+//! - [`x86`]: CPUID, decoded through an injectable [`x86::CpuIdReader`] (raw-cpuid's,
+//!   re-exported), so the same code runs on the live CPU and on a recorded dump ([`dump`]) on
+//!   any host; in a guest it walks the hypervisor ranges (KVM, Xen, Hyper-V, VMware, …).
 //! - [`aarch64`]: CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1, decoded by a pure function of the
 //!   register values.
 //! - [`paravirt`]: the TSC rate a hypervisor tells a ring-0 guest kernel (KVM pvclock,
@@ -16,9 +17,15 @@
 //! - [`dump`]: parses CPUID dumps in the three common text formats (`cpuid -r`, AIDA64 /
 //!   InstLatx64, libcpuid) into a fixed-capacity table that is itself a CPUID reader.
 //!
+//! Claims are checked before anyone uses them: one outside any plausible rate is no
+//! candidate ([`Implausible`]), and candidates further apart than their stated accuracies are
+//! reported ([`Disagreement`]) without reordering them: the most trusted claim stays first,
+//! and calibration decides.
+//!
 //! Everything here is integer arithmetic, allocates nothing and does not panic on any input:
-//! a CPUID reader may return anything, and a dump may be any bytes. The lints below hold the
-//! code to that outside tests (no unchecked arithmetic, indexing, `unwrap` or `panic!`).
+//! a CPUID reader may return anything, and a dump may be any bytes. The crate's lints (in
+//! lib.rs) hold the code to that outside tests (no unchecked arithmetic, indexing, `unwrap`
+//! or `panic!`).
 //!
 //! [`Frequency`]: crate::Frequency
 //! [`Source`]: crate::Source
