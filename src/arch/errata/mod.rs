@@ -6,7 +6,7 @@
 //! closure: [`read_with`] (and [`read_counted`], which also says how many reads it took and
 //! whether the bound was hit). It is compiled on every target, so the logic is tested on any
 //! host against simulated faulty counters ([`FaultyRead`], feature `sim`); the register reads
-//! stay in [`crate::arch::aarch64`], whose `GenericTimer` applies the selected workaround in
+//! stay in `arch::aarch64` (aarch64 targets only), whose `GenericTimer` applies the selected workaround in
 //! its [`Counter`](crate::Counter) implementations.
 //!
 //! | [`Erratum`] | parts | the bug | the workaround (Linux's) | bound |
