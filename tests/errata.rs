@@ -226,3 +226,51 @@ fn sun50i_direction_test_would_miss_forward_glitches() {
     }
     assert!(untrue > 0 && back > 0, "untrue {untrue}, back {back}");
 }
+
+proptest::proptest! {
+    /// Whatever the raw reads are, a workaround read ends within its bound, counts its reads
+    /// exactly, returns one of the values it read, and when it says `settled` the rule held.
+    #[test]
+    fn any_raw_reads_are_bounded(
+        values in proptest::collection::vec(proptest::prelude::any::<u64>(), 1..64),
+        small in proptest::collection::vec(0u64..40, 1..64),
+        which in 0usize..4,
+        use_small: bool,
+    ) {
+        let erratum = Erratum::ALL[which];
+        // Small steps make the rules settle; arbitrary values mostly do not.
+        let values: Vec<u64> = if use_small {
+            small.iter().scan(1u64 << 32, |t, d| { *t += d; Some(*t) }).collect()
+        } else {
+            values
+        };
+        let seen = core::cell::RefCell::new(Vec::new());
+        let raw = || {
+            let mut s = seen.borrow_mut();
+            let v = values[s.len() % values.len()];
+            s.push(v);
+            v
+        };
+        let r = read_counted(erratum, raw);
+        let seen = seen.into_inner();
+        proptest::prop_assert!(r.reads >= 1 && r.reads <= erratum.max_reads());
+        proptest::prop_assert_eq!(r.reads as usize, seen.len());
+        proptest::prop_assert!(seen.contains(&r.ticks));
+        if r.settled {
+            let n = seen.len();
+            match erratum {
+                Erratum::FslA008585 => proptest::prop_assert_eq!(seen[n - 2], seen[n - 1]),
+                Erratum::Hisilicon161010101 => {
+                    proptest::prop_assert!(seen[n - 1].wrapping_sub(seen[n - 2]) < 32)
+                }
+                Erratum::Sun50iUnknown1 => {
+                    proptest::prop_assert!(r.ticks.wrapping_add(1) & 0x1FF > 1)
+                }
+                _ => proptest::prop_assert_eq!(n, 2),
+            }
+        } else {
+            proptest::prop_assert_eq!(r.reads, erratum.max_reads());
+            proptest::prop_assert_eq!(r.ticks, seen[seen.len() - 1]);
+        }
+    }
+}
