@@ -47,11 +47,11 @@
 //! The rules and bounds are Linux's; what Linux does around them (per-CPU selection through
 //! CPU capabilities, a `WARN_ON_ONCE`, the timer-value (`TVAL`) reads that need the same
 //! treatment) is the caller's. For the Allwinner erratum Linux has used three conditions over
-//! time: low 10 bits all ones or zeros (v5.1), low 9 bits (v5.13 and mainline since: some
+//! time: low 10 bits all ones or zeros (2019), low 9 bits (2021, mainline since: some
 //! chips were seen with only the low 9 bits anomalous), and in some trees "low 10 bits and
 //! the value went back". This module uses mainline's 9-bit rule without the direction test:
 //! a forward glitch (7ff → fff) does not go back, but the next correct read does, so a
-//! direction test lets half of the glitches through.
+//! direction test lets every forward glitch through (`tests/errata.rs` shows it).
 
 #[cfg(feature = "sim")]
 mod faulty;
