@@ -53,6 +53,9 @@ fn every_public_type_is_format() {
         is_format::<baretime::arch::aarch64::GenericTimerUnordered>();
         is_format::<Clock<baretime::arch::aarch64::GenericTimer>>();
     }
+    is_format::<baretime::arch::errata::Erratum>();
+    is_format::<baretime::arch::errata::ErratumRead>();
+    is_format::<baretime::arch::errata::FaultyRead>();
 
     // discover
     is_format::<X86Features>();
