@@ -63,9 +63,11 @@ pub const MAX_WARP_CPUS: u32 = 256;
 /// waking from idle); after that each one's latency is close to independent of the others, so
 /// if 1 % of handovers are fast ones, 1000 checks miss all of them with probability
 /// 0.99^1000 ≈ 4 × 10⁻⁵, and an offset that shows in 1 % of the handovers is missed as rarely.
-/// 1000 checks per ordered pair take well under a millisecond per pair of CPUs, so the bound
-/// costs a kernel nothing at boot; it is also what Linux's tsc_sync finds enough to
-/// call a 20 ms check of one pair conclusive in practice (it makes thousands there).
+/// 1000 checks per ordered pair take a millisecond or less per pair of CPUs (a handover is
+/// 0.1–2 µs), so the bound costs a kernel little at boot. For scale: Linux's tsc_sync checks
+/// each CPU that comes up against one CPU already up, for 2 ms (same package) or 20 ms
+/// (another package; `loop_timeout()`), by time rather than by count, which at those
+/// handover times is thousands to hundreds of thousands of reads in both directions mixed.
 pub const CONSISTENT_MIN_CHECKS_PER_PAIR: u32 = 1000;
 
 /// Words in the joined-CPU bit set.
