@@ -41,6 +41,28 @@
 //! only the checks that were made: its verdict is [`WarpVerdict::Inconclusive`] unless a warp
 //! was already seen.
 
+//!
+//! # In a kernel
+//!
+//! ```ignore
+//! use baretime::arch::x86_64::Tsc;
+//! use baretime::diag::{TickBudget, WarpCheck, WarpVerdict};
+//!
+//! static CHECK: WarpCheck = WarpCheck::new(4, 2000); // CPUs 0..4, 2000 checks each way
+//!
+//! // On each CPU `cpu` in 0..4, interrupts off; give up on a partner after ~1 s of TSC
+//! // (a slow AP bring-up counts: the wait for a CPU's first turn is one wait too).
+//! let tsc = Tsc::BASELINE;
+//! let mine = CHECK.participate(cpu, &tsc, &mut TickBudget::new(&tsc, 3_000_000_000));
+//!
+//! // On the boot CPU, once CHECK.finished() == 4:
+//! match CHECK.report().verdict() {
+//!     WarpVerdict::Consistent => { /* one Clock for all CPUs */ }
+//!     WarpVerdict::Warped { max_warp_ticks, from_cpu, to_cpu } => { /* TSC_ADJUST, guard */ }
+//!     WarpVerdict::Inconclusive => { /* too few checks, or a CPU missing */ }
+//! }
+//! ```
+
 use core::hint::spin_loop;
 
 use crate::counter::Width;
@@ -393,7 +415,7 @@ impl WarpReport {
 /// `0..cpus`. See the [module docs](self) for the schedule.
 ///
 /// A check runs once: each CPU joins it once, and the token only moves forward. To check
-/// again (after repairing `TSC_ADJUST`, say) use another `WarpCheck`: each is 76 bytes.
+/// again (after repairing `TSC_ADJUST`, say) use another `WarpCheck`: each is 80 bytes.
 ///
 /// ```
 /// use baretime::diag::{Spins, WarpCheck, WarpVerdict};
@@ -440,6 +462,8 @@ pub struct WarpCheck {
     warp_to: AtomicU32,
     /// The CPU waited for when the first participant timed out, or `NO_TIMEOUT`.
     timeout: AtomicU32,
+    /// Participants that returned (done, timed out or aborted).
+    finished: AtomicU32,
     joined: [AtomicU32; JOINED_WORDS],
 }
 
@@ -479,6 +503,7 @@ impl WarpCheck {
             warp_from: AtomicU32::new(0),
             warp_to: AtomicU32::new(0),
             timeout: AtomicU32::new(NO_TIMEOUT),
+            finished: AtomicU32::new(0),
             joined: [const { AtomicU32::new(0) }; JOINED_WORDS],
         }
     }
@@ -535,6 +560,26 @@ impl WarpCheck {
             return Err(WarpError::AlreadyJoined { cpu });
         }
 
+        let result = self.turns(cpu, counter, patience);
+        // Release: whoever sees the count sees every result this participant wrote.
+        self.finished.fetch_add(1, Ordering::Release);
+        result
+    }
+
+    /// Participants that have returned from [`WarpCheck::participate`] after joining (done,
+    /// timed out or aborted). When it reaches [`WarpCheck::cpus`], [`WarpCheck::report`] is
+    /// final; a kernel's boot CPU can wait for that (bounded, as it likes) before reading it.
+    pub fn finished(&self) -> u32 {
+        self.finished.load(Ordering::Acquire)
+    }
+
+    /// `cpu`'s turns, in order.
+    fn turns<C: Counter + ?Sized, P: Patience + ?Sized>(
+        &self,
+        cpu: u32,
+        counter: &C,
+        patience: &mut P,
+    ) -> Result<Participation, WarpError> {
         let width = Width::of(counter);
         let phase_steps = self.phase_steps();
         let mut done = Participation::default();
@@ -659,10 +704,13 @@ impl WarpCheck {
         last
     }
 
-    /// What the check found so far. Exact once every participant has returned (the step
-    /// number is read with acquire ordering, and each result was written before the step
-    /// that followed it); while participants run, the figures may be a check apart.
+    /// What the check found so far. Exact once every participant has returned
+    /// ([`WarpCheck::finished`]; the step number is read with acquire ordering, and each
+    /// result was written before the step that followed it); while participants run, the
+    /// figures may be a check apart.
     pub fn report(&self) -> WarpReport {
+        // Acquire: synchronise with the participants that have returned.
+        let _ = self.finished.load(Ordering::Acquire);
         let k = self.checks_per_pair;
         let phase_steps = self.phase_steps();
         let phases = pairs_of(self.cpus);
@@ -1020,6 +1068,7 @@ mod tests {
             .filter(|r| matches!(r, Err(WarpError::Aborted { waiting_for: 2 })))
             .count();
         assert_eq!((timeouts, aborts), (1, 1), "{results:?}");
+        assert_eq!(w.finished(), 2);
         let r = w.report();
         assert_eq!(r.timed_out_waiting_for, Some(2));
         // (0, 1) done both ways; CPU 0 made the first read of (0, 2), compared with nothing.
@@ -1062,7 +1111,7 @@ mod tests {
         assert!(steps <= u64::from(u32::MAX));
         assert!(w.checks_per_pair() >= 1 << 15);
         assert_eq!(WarpCheck::new(2, 0).checks_per_pair(), 1);
-        assert_eq!(core::mem::size_of::<WarpCheck>(), 76); // as the docs say
+        assert_eq!(core::mem::size_of::<WarpCheck>(), 80); // as the docs say
         assert!(WarpCheck::new(2, u32::MAX).checks_per_pair() >= 1 << 30);
         // The holder schedule: (0,1) then (0,2), (1,2); i on even positions.
         let w = WarpCheck::new(3, 2);
