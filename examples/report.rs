@@ -347,6 +347,8 @@ fn main() {
         },
     );
 
+    paravirt::section(&r);
+
     r.section("What the hardware claims");
     if found.candidates.is_empty() {
         r.note("(no frequency candidate)");
@@ -672,4 +674,160 @@ fn main() {
             w.checks
         ),
     );
+}
+
+/// The hypervisor's paravirtual TSC sources: which it offers, which only a ring-0 kernel can
+/// read, and what to configure to expose more. Keys: `hypervisor_ranges`,
+/// `paravirt_sources`, `ring0_only_sources`, `kernel_source` (README, "Report keys").
+#[cfg(target_arch = "x86_64")]
+mod paravirt {
+    use super::Report;
+    use baretime::discover::paravirt::{
+        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
+    };
+    use baretime::discover::x86::{self, CpuIdReader, HypervisorKind};
+    use baretime::Source;
+
+    /// `a,b,c`, or `none` for an empty list.
+    fn list(items: &[String]) -> String {
+        if items.is_empty() {
+            "none".into()
+        } else {
+            items.join(",")
+        }
+    }
+
+    pub fn section(r: &Report) {
+        let d = x86::discover();
+        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
+        let ranges: Vec<String> = d
+            .hypervisors()
+            .iter()
+            .map(|h| format!("{:#x}:{}", h.base, h.kind.token()))
+            .collect();
+        r.item(
+            "hypervisor_ranges",
+            list(&ranges),
+            if d.hypervisors().is_empty() {
+                "none (not a guest, or the hypervisor hides itself)".to_string()
+            } else {
+                d.hypervisors()
+                    .iter()
+                    .map(|h| {
+                        let sig = String::from_utf8_lossy(&h.signature);
+                        let sig = sig.trim_end_matches(['\0', ' ']);
+                        format!(
+                            "{:#x}..={:#x} {sig:?} ({})",
+                            h.base,
+                            h.max_leaf,
+                            h.kind.token()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            },
+        );
+
+        // What each range offers. CPUID is readable from user space; the MSRs are not.
+        let mut offered: Vec<String> = Vec::new();
+        let mut ring0: Vec<String> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        for h in d.hypervisors() {
+            match h.kind {
+                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
+                    let features = raw_cpuid::CpuIdReaderNative
+                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
+                        .eax;
+                    if let Ok(msr) = kvm_clock_msr(features) {
+                        offered.push(Source::KvmPvclock.token().into());
+                        ring0.push(Source::KvmPvclock.token().into());
+                        notes.push(format!(
+                            "KVM at {:#x} offers pvclock (feature bits {features:#x}: clock MSR {msr:#x}, stable bit {}): a kernel registers a pvclock area through WRMSR and reads tsc_to_system_mul/tsc_shift (baretime::arch::x86_64::paravirt::KvmPvclock)",
+                            h.base,
+                            if features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0 { "offered" } else { "not offered" }
+                        ));
+                    }
+                }
+                HypervisorKind::HyperV if d.hyperv_tsc_frequency_msr() => {
+                    offered.push(Source::HyperVTscFrequencyMsr.token().into());
+                    ring0.push(Source::HyperVTscFrequencyMsr.token().into());
+                    notes.push(format!(
+                        "Hyper-V at {:#x} offers HV_X64_MSR_TSC_FREQUENCY (0x40000022, Hz): a kernel reads it with RDMSR (baretime::arch::x86_64::paravirt::hyperv_tsc_frequency)",
+                        h.base
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for c in d.candidates() {
+            if matches!(c.source(), Source::HypervisorLeaf | Source::XenTimeLeaf) {
+                offered.push(c.source().token().into());
+                notes.push(format!(
+                    "{} states {} kHz in CPUID: any process reads it (discovery's candidate)",
+                    c.source(),
+                    c.as_hz() / 1000
+                ));
+            }
+        }
+        // A ring-0 kernel adds its claims ahead of CPUID's (X86Discovery::add_claim).
+        let kernel = [Source::HyperVTscFrequencyMsr, Source::KvmPvclock]
+            .into_iter()
+            .find(|s| ring0.iter().any(|t| t == s.token()))
+            .or_else(|| d.best().map(|f| f.source()));
+        r.item("paravirt_sources", list(&offered), list(&offered));
+        r.item(
+            "ring0_only_sources",
+            list(&ring0),
+            if ring0.is_empty() {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} (RDMSR/WRMSR need CPL 0: this process cannot read them)",
+                    ring0.join(", ")
+                )
+            },
+        );
+        let token = kernel.map_or("none", |s| s.token());
+        r.item(
+            "kernel_source",
+            token,
+            match kernel {
+                Some(s) if ring0.iter().any(|t| t == s.token()) => format!(
+                    "{token}: a kernel here would take the hypervisor's rate from {token}, which a user process cannot read"
+                ),
+                Some(_) => format!("{token}: a kernel here has no better source than this process"),
+                None => "none: nothing states the rate; a kernel must calibrate".into(),
+            },
+        );
+        for n in &notes {
+            r.note(n);
+        }
+        if d.hypervisor() {
+            let has = |s: Source| offered.iter().any(|t| t == s.token());
+            if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
+                r.note("to expose the rate to every process: QEMU/KVM -cpu host,+invtsc,+vmware-cpuid-freq (CPUID 0x40000010; add tsc-frequency=HZ where QEMU does not know the host's rate); where the VMM has no such option (Firecracker), a kernel's pvclock is the hypervisor's only statement of the rate");
+            }
+            if !has(Source::HyperVTscFrequencyMsr) {
+                r.note("QEMU/KVM -cpu ...,hv-frequencies adds Hyper-V's TSC-frequency MSR (ring 0 only; needs a KVM with Hyper-V emulation)");
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod paravirt {
+    use super::Report;
+
+    /// No paravirtual TSC sources off x86_64: the keys say `none`.
+    pub fn section(r: &Report) {
+        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
+        for key in [
+            "hypervisor_ranges",
+            "paravirt_sources",
+            "ring0_only_sources",
+            "kernel_source",
+        ] {
+            r.item(key, "none", "none (x86_64 only)");
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! The aarch64 kernel: `virt` entry, PL011 output, semihosting exit, the scenarios.
 
 mod entry;
+mod errata;
 
 use core::fmt::{self, Write};
 
@@ -96,6 +97,16 @@ extern "C" fn kernel_main() -> ! {
         // and may write CNTFRQ_EL0; nothing else in this kernel has read it yet.
         unsafe { write_cntfrq_el0(hz) };
         let _ = writeln!(out, "cntfrq_written={hz}");
+    }
+
+    // The counter errata's workarounds against faulty-read models of the real counter.
+    if args.mode == "errata" {
+        let timer = GenericTimer::new();
+        let erratum = timer.erratum().map_or("none", |e| e.token());
+        let _ = writeln!(out, "midr_erratum={erratum}");
+        let ok = errata::run(&mut out, timer);
+        let _ = writeln!(out, "done=1");
+        exit(if ok { 0 } else { 1 });
     }
 
     // 1. The counter, and what CNTFRQ_EL0 claims about it.

@@ -2,6 +2,7 @@
 
 mod acpi;
 mod entry;
+mod paravirt;
 mod serial;
 
 use core::fmt::Write;
@@ -69,7 +70,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         let _ = writeln!(out, "error=no_tsc");
         exit(1);
     };
-    let discovery = match args.lie_hz {
+    let mut discovery = match args.lie_hz {
         None => x86::discover(),
         Some(hz) => x86::discover_with(lying_cpuid(hz)),
     };
@@ -79,7 +80,10 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         discovery.invariant_tsc(),
         discovery.hypervisor()
     );
-    let claim = discovery.best();
+    let claim = match args.mode {
+        "paravirt" => paravirt::claim(&mut out, &mut discovery),
+        _ => discovery.best(),
+    };
     scenario::print_claim(&mut out, claim);
 
     // 2. The reference timer, found through ACPI.

@@ -1,7 +1,8 @@
-//! x86_64: the time-stamp counter, port I/O, and (ring 0) model-specific registers with the
-//! TSC_ADJUST check and repair.
+//! x86_64: the time-stamp counter, port I/O, and (ring 0) model-specific registers: the
+//! paravirtual TSC rates, and the TSC_ADJUST check and repair.
 
 pub mod msr;
+pub mod paravirt;
 pub mod port;
 mod tsc;
 pub mod tsc_adjust;
