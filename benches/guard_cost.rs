@@ -5,7 +5,7 @@
 //!
 //! Each thread times chunks of [`CHUNK`] calls, the two kinds of clock measured alternately.
 //! With several threads only *overlapped* chunks count: those during which every other
-//! thread made about as many calls (¾ to 4/3 of a chunk), so that the threads really ran at
+//! thread made about as many calls (½ to 2 chunks), so that the threads really ran at
 //! once (on a loaded machine they are often time-sliced on one CPU, and then nothing
 //! contends; a chunk in which this thread was preempted sees the others make many more).
 //! The figures are the median and the minimum over those chunks of all threads.
@@ -23,7 +23,7 @@ use std::time::Instant as StdInstant;
 use baretime::{Clock, Counter, Frequency, MonotonicClock};
 
 const CHUNK: u32 = 20_000;
-const CHUNKS: u32 = 50;
+const CHUNKS: u32 = 100;
 const ROUNDS: u32 = 5;
 
 /// A thread's call count, alone on its cache line.
@@ -34,8 +34,8 @@ struct Progress(AtomicU64);
 /// Calls another thread must make during a chunk for it to count as overlapped: about as many
 /// as this thread (a thread preempted in its chunk sees the others make many more; one whose
 /// partner was preempted sees it make fewer).
-const CHUNK_LO: u64 = CHUNK as u64 * 3 / 4;
-const CHUNK_HI: u64 = CHUNK as u64 * 4 / 3;
+const CHUNK_LO: u64 = CHUNK as u64 / 2;
+const CHUNK_HI: u64 = CHUNK as u64 * 2;
 
 /// Calls between two updates of a thread's [`Progress`].
 const STRIDE: u32 = 250;

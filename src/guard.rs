@@ -53,13 +53,13 @@ use crate::{Clock, Counter, Instant};
 ///
 /// | threads reading | `Clock::now` | `MonotonicClock::now` | ratio |
 /// | --- | --- | --- | --- |
-/// | 1 | 27–29 ns | 26–30 ns | 1.0–1.05× |
-/// | 2 (all CPUs), both in a tight loop | 27–29 ns | 67–100 ns | 2.5–3.7× |
+/// | 1 | 27–28 ns | 27–30 ns | 1.0–1.06× |
+/// | 2 (all CPUs), both in a tight loop | 27–28 ns | 71–84 ns | 2.5–3.1× |
 ///
-/// (Minimum and median over chunks of 20 000 calls in three runs; with two threads only
-/// chunks during which both threads ran count, and the medians of those varied from 99 to
-/// 670 ns on that machine, which other jobs kept at a load of 12. The plain clock's reads
-/// share nothing written, so they do not slow each other down.)
+/// (Medians over chunks of 20 000 calls, three runs; with two threads only chunks during
+/// which both threads ran count. The fastest such chunks of the guard took 44–56 ns per
+/// call, 1.7–2.2×. Other jobs kept that machine at a load of about 5. The plain clock's
+/// reads share nothing that is written often, so they do not slow each other down.)
 ///
 /// A tight loop on every CPU is the worst case; readers that do work between reads contend
 /// less.
