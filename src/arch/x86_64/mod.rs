@@ -1,7 +1,11 @@
-//! x86_64: the time-stamp counter, port I/O, and the paravirtual TSC rates (ring 0).
+//! x86_64: the time-stamp counter, port I/O, and (ring 0) model-specific registers: the
+//! paravirtual TSC rates, and the TSC_ADJUST check and repair.
 
+pub mod msr;
 pub mod paravirt;
 pub mod port;
 mod tsc;
+pub mod tsc_adjust;
 
 pub use tsc::{Tsc, TscUnordered};
+pub use tsc_adjust::{TscAdjust, TscAdjustTable};
