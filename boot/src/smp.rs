@@ -246,9 +246,9 @@ fn offset(f: Frequency, ppm: i64) -> Frequency {
     Frequency::from_millihz(moved, f.source(), f.accuracy()).unwrap_or(f)
 }
 
-/// The read phase on CPU 0: checked reads, and between bursts of them a `recalibrate` to
-/// `base` ±50 ppm (alternating) or an `update`, spaced at least `2 × HANDOVER_NS` of clock
-/// time apart (a write within `HANDOVER_NS` of the last one returns `Busy`, or for `update`
+/// The read phase on CPU 0: checked reads, and between them a `recalibrate` to `base`
+/// +50 ppm, an `update`, a `recalibrate` to −50 ppm, an `update`, …, spaced at least
+/// `2 × HANDOVER_NS` of clock time apart (a write within `HANDOVER_NS` of the last one returns `Busy`, or for `update`
 /// does nothing), until `params.writes` of each succeeded — or `limit_ns` of clock time
 /// passed. Then tells the other CPUs to stop.
 pub fn bsp_reads<C: Counter>(
@@ -274,14 +274,15 @@ pub fn bsp_reads<C: Counter>(
         if t < next {
             continue;
         }
-        let result = match step % 3 {
-            0 => clock.recalibrate(up).map(|()| 0),
-            1 => clock.update().map(|()| 1),
-            _ => clock.recalibrate(down).map(|()| 0),
+        // Even steps recalibrate (up, down, up, …), odd steps update.
+        let result = match step % 4 {
+            0 => clock.recalibrate(up).map(|()| true),
+            2 => clock.recalibrate(down).map(|()| true),
+            _ => clock.update().map(|()| false),
         };
         match result {
-            Ok(0) => w.recalibrations += 1,
-            Ok(_) => w.updates += 1,
+            Ok(true) => w.recalibrations += 1,
+            Ok(false) => w.updates += 1,
             Err(ClockError::Busy) => w.busy += 1,
             Err(e) => {
                 w.errors += 1;
@@ -289,7 +290,7 @@ pub fn bsp_reads<C: Counter>(
             }
         }
         step = step.wrapping_add(1);
-        next = reader.read(now_ns) + spacing_ns;
+        next = t + spacing_ns;
     }
     // Back to the calibrated rate, so that later phases (delays) use it.
     let _ = clock.recalibrate(base);

@@ -137,6 +137,7 @@ extern "C" fn smp_secondary_main(cpu: u64) -> ! {
     let cpu = cpu as u32;
     smp::arrive(at::ONLINE);
     smp::rendezvous(at::START);
+    let t_read = clock.now();
     smp::ap_reads(cpu, &|| clock.now().as_nanos());
     smp::rendezvous(at::READ_DONE);
     smp::warp(0, cpu, clock.counter(), &p);
@@ -211,8 +212,15 @@ pub fn main(out: &mut Serial, clock: &Clock<GenericTimer>, rate: Frequency, cmdl
     smp::rendezvous(at::READ_DONE);
     let totals = smp::totals(out, p.cpus);
     smp::print_reads(out, p.cpus, &writes, &totals, "");
+    let t_warp = clock.now();
     smp::warp(0, 0, clock.counter(), &p);
     smp::rendezvous(at::WARP1_DONE);
+    let _ = writeln!(
+        out,
+        "read_ms={} warp_ms={}",
+        t_warp.duration_since(t_read).as_millis(),
+        clock.elapsed(t_warp).as_millis()
+    );
     smp::print_warp(out, 0, "", rate.as_hz());
     let _ = writeln!(out, "done=1");
     super::exit(0)
