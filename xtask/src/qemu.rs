@@ -17,6 +17,7 @@
 //! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
+//! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
 //!
@@ -45,6 +46,10 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::{have, root};
+
+/// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
+#[path = "qemu_smp.rs"]
+mod smp;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -127,6 +132,7 @@ struct Run {
     stderr: String,
     wall: Duration,
     timed_out: bool,
+    timeout: Duration,
 }
 
 impl Run {
@@ -139,7 +145,7 @@ impl Run {
     /// Why the run as a whole is unusable, if it is.
     fn broken(&self) -> Option<String> {
         if self.timed_out {
-            return Some(format!("timed out after {}s", TIMEOUT.as_secs()));
+            return Some(format!("timed out after {}s", self.timeout.as_secs()));
         }
         if let Some(p) = self.get("panic") {
             return Some(format!("kernel panicked: {p}"));
@@ -174,6 +180,17 @@ impl Run {
 
 /// Boots `kernel` with `qemu_args` and the kernel command line `cmdline`.
 fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<Run, String> {
+    boot_within(arch, kernel, qemu_args, cmdline, TIMEOUT)
+}
+
+/// [`boot`] with a timeout of its own.
+fn boot_within(
+    arch: Arch,
+    kernel: &Path,
+    qemu_args: &[&str],
+    cmdline: &str,
+    timeout: Duration,
+) -> Result<Run, String> {
     let mut cmd = Command::new(arch.qemu());
     cmd.args([
         "-display",
@@ -225,7 +242,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > TIMEOUT => {
+            Ok(None) if start.elapsed() > timeout => {
                 timed_out = true;
                 let _ = child.kill();
                 let _ = child.wait();
@@ -244,6 +261,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
         stderr,
         wall,
         timed_out,
+        timeout,
     })
 }
 
@@ -537,12 +555,21 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "x86_64-kvm",
                 "x86_64-lying-cpuid",
                 "x86_64-tcg-delay",
+                "x86_64-smp",
+                "x86_64-smp-kvm",
+                "x86_64-smp-tsc-skew",
+                "x86_64-calibration-fault",
             ],
             x86_scenarios,
         ),
         (
             Arch::Aarch64,
-            &["aarch64-virt", "aarch64-bad-cntfrq", "aarch64-delay"],
+            &[
+                "aarch64-virt",
+                "aarch64-bad-cntfrq",
+                "aarch64-delay",
+                "aarch64-smp",
+            ],
             aarch64_scenarios,
         ),
     ];
@@ -748,6 +775,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             "reference=hpet",
         ));
     }
+    lines.extend(smp::x86(kernel, wanted));
     lines
 }
 
@@ -813,5 +841,6 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
             "",
         ));
     }
+    lines.extend(smp::aarch64(kernel, wanted));
     lines
 }

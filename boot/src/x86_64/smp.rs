@@ -23,11 +23,11 @@
 
 use core::arch::{asm, global_asm};
 use core::fmt::Write;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use baretime::arch::x86_64::Tsc;
 use baretime::reference::{Hpet, WithAccuracy};
-use baretime::{Accuracy, Clock, Frequency};
+use baretime::{Accuracy, Clock, Counter, Frequency};
 
 use super::{acpi, entry, Serial};
 use crate::scenario;
@@ -190,31 +190,137 @@ fn install_trampoline() -> Result<usize, usize> {
 extern "C" fn smp_ap_main(cpu: u64) -> ! {
     let p = Params::shared();
     let cpu = cpu as u32;
+    percpu::init(cpu);
     if cpu == p.skew_cpu && p.skew_us != 0 {
-        skew::apply(SKEW_TICKS.load(Ordering::SeqCst));
+        let ticks = SKEW_TICKS.load(Ordering::SeqCst);
+        match SKEW_HOW.load(Ordering::SeqCst) {
+            SKEW_SIMULATED => percpu::set_offset(ticks),
+            how => skew::apply(ticks, how == SKEW_TSC_WRITE),
+        }
     }
     skew::record(cpu);
     smp::arrive(at::ONLINE);
+    if simulated() {
+        ap_work(cpu, &SIM_CLOCK, &p)
+    } else {
+        ap_work(cpu, &super::CLOCK, &p)
+    }
+}
+
+/// What an AP does once online, on the clock the scenario uses.
+fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, p: &Params) -> ! {
     smp::rendezvous(at::START);
-    smp::ap_reads(cpu, &|| read_ns(&p));
+    smp::ap_reads(cpu, &|| read_ns(clock, p));
     smp::rendezvous(at::READ_DONE);
-    smp::warp(0, cpu, super::CLOCK.counter(), &p);
+    smp::warp(0, cpu, clock.counter(), p);
     smp::rendezvous(at::WARP1_DONE);
     if p.skew_us != 0 {
         smp::rendezvous(at::REPAIR);
-        skew::repair();
+        repair();
         skew::record(cpu);
         smp::rendezvous(at::REPAIRED);
-        smp::warp(1, cpu, super::CLOCK.counter(), &p);
+        smp::warp(1, cpu, clock.counter(), p);
         smp::rendezvous(at::WARP2_DONE);
     }
     park()
 }
 
+/// The repair on this CPU: TSC_ADJUST back to CPU 0's value (a simulated skew: offset 0).
+fn repair() {
+    if simulated() {
+        percpu::set_offset(0);
+    } else {
+        skew::repair();
+    }
+}
+
 /// One read of the shared clock: plain, or through the monotonic guard (`guard=1`).
-fn read_ns(p: &Params) -> u64 {
+fn read_ns<C: Counter>(clock: &Clock<C>, p: &Params) -> u64 {
     let _ = p.guard;
-    super::CLOCK.now().as_nanos()
+    clock.now().as_nanos()
+}
+
+/// How the skew scenario moves a TSC: IA32_TSC_ADJUST where CPUID has it (else IA32_TSC),
+/// IA32_TSC (`skew_method=tsc_write`), or in software (`skew_method=simulated`: the clock
+/// runs on [`SkewedTsc`], which adds a per-CPU offset; for machines whose TSC cannot be
+/// moved, such as QEMU's TCG).
+static SKEW_HOW: AtomicU32 = AtomicU32::new(SKEW_MSR);
+const SKEW_MSR: u32 = 0;
+const SKEW_TSC_WRITE: u32 = 1;
+const SKEW_SIMULATED: u32 = 2;
+
+fn simulated() -> bool {
+    SKEW_HOW.load(Ordering::SeqCst) == SKEW_SIMULATED
+}
+
+/// The TSC plus this CPU's software offset (from the per-CPU area): a TSC that is off on one
+/// CPU, as far as everything above the counter can tell.
+pub struct SkewedTsc;
+
+impl Counter for SkewedTsc {
+    #[inline(always)]
+    fn ticks(&self) -> u64 {
+        // The offset load comes before LFENCE;RDTSC, which orders the read after it.
+        let offset = percpu::offset();
+        Tsc::BASELINE.ticks().wrapping_add(offset)
+    }
+    fn bits(&self) -> u32 {
+        64
+    }
+}
+
+/// The clock of `skew_method=simulated`.
+static SIM_CLOCK: Clock<SkewedTsc> = Clock::uninit(SkewedTsc);
+
+/// A per-CPU area reached through GS (IA32_GS_BASE), as kernels keep theirs: one load finds
+/// this CPU's simulated TSC offset without knowing which CPU this is.
+mod percpu {
+    use core::arch::asm;
+    use core::sync::atomic::AtomicU64;
+
+    use crate::smp::MAX_CPUS;
+
+    #[repr(C, align(64))]
+    struct Area {
+        offset: AtomicU64,
+    }
+
+    static AREAS: [Area; MAX_CPUS] = [const {
+        Area {
+            offset: AtomicU64::new(0),
+        }
+    }; MAX_CPUS];
+
+    const IA32_GS_BASE: u32 = 0xC000_0101;
+
+    /// Points this CPU's GS base at its area.
+    pub fn init(cpu: u32) {
+        let Some(area) = AREAS.get(cpu as usize) else {
+            return;
+        };
+        let base = area as *const Area as u64;
+        // SAFETY: ring 0; IA32_GS_BASE exists in long mode; nothing else in this kernel uses GS.
+        unsafe {
+            asm!("wrmsr", in("ecx") IA32_GS_BASE, in("eax") base as u32, in("edx") (base >> 32) as u32, options(nostack, preserves_flags))
+        };
+    }
+
+    /// This CPU's offset (`init` must have run on this CPU).
+    #[inline(always)]
+    pub fn offset() -> u64 {
+        let v: u64;
+        // SAFETY: GS points at this CPU's `Area` (`init` ran on every CPU before any clock
+        // read through `SkewedTsc`); its first field is the AtomicU64 offset, read as one
+        // aligned 8-byte load, which is atomic.
+        unsafe { asm!("mov {}, gs:[0]", out(reg) v, options(nostack, preserves_flags, readonly)) };
+        v
+    }
+
+    /// Sets this CPU's offset.
+    pub fn set_offset(ticks: u64) {
+        // SAFETY: as `offset`: one aligned 8-byte store to this CPU's own area.
+        unsafe { asm!("mov gs:[0], {}", in(reg) ticks, options(nostack, preserves_flags)) };
+    }
 }
 
 fn park() -> ! {
@@ -292,6 +398,15 @@ pub fn main(
 ) -> ! {
     let p = Params::parse(cmdline);
     p.share();
+    let how = if cmdline.contains("skew_method=simulated") {
+        SKEW_SIMULATED
+    } else if cmdline.contains("skew_method=tsc_write") {
+        SKEW_TSC_WRITE
+    } else {
+        SKEW_MSR
+    };
+    SKEW_HOW.store(how, Ordering::SeqCst);
+    percpu::init(0);
     let timers = acpi::find_timers(info.rsdp_paddr);
     let base = timers.hpet.unwrap_or(0xFED0_0000);
     // SAFETY: the HPET's base from ACPI (or the PC default), mapped uncached; only user.
@@ -309,11 +424,12 @@ pub fn main(
     ) else {
         fail(out, format_args!("calibration_failed"))
     };
-    let clock = &super::CLOCK;
-    if let Err(e) = clock.start(verified.chosen) {
-        fail(out, format_args!("clock_start detail=\"{e}\""));
-    }
     let rate = verified.chosen;
+    for started in [super::CLOCK.start(rate), SIM_CLOCK.start(rate)] {
+        if let Err(e) = started {
+            fail(out, format_args!("clock_start detail=\"{e}\""));
+        }
+    }
     SKEW_TICKS.store(
         (u128::from(p.skew_us) * u128::from(rate.as_hz()) / 1_000_000) as u64,
         Ordering::SeqCst,
@@ -326,35 +442,47 @@ pub fn main(
     {
         fail(out, format_args!("trampoline_page_in_use"));
     }
-    if p.skew_us != 0 {
-        let _ = writeln!(
-            out,
-            "skew_cpu={} skew_us={} skew_ticks={} skew_method={}",
-            p.skew_cpu,
-            p.skew_us,
-            SKEW_TICKS.load(Ordering::SeqCst),
-            skew::method()
-        );
-    }
     smp::arrive(at::ONLINE);
-    let online_ms = start_aps(out, clock, p.cpus);
+    let online_ms = start_aps(out, &super::CLOCK, p.cpus);
     let _ = writeln!(
         out,
         "cpus_online={} online_ms={online_ms}",
         smp::arrived(at::ONLINE)
     );
+    if p.skew_us != 0 {
+        let method = match how {
+            SKEW_SIMULATED => "simulated",
+            _ => skew::method(),
+        };
+        let _ = writeln!(
+            out,
+            "skew_cpu={} skew_us={} skew_ticks={} skew_method={method} skew_observed_ticks={}",
+            p.skew_cpu,
+            p.skew_us,
+            SKEW_TICKS.load(Ordering::SeqCst),
+            skew::observed()
+        );
+    }
     skew::record(0);
+    if simulated() {
+        bsp_work(out, &SIM_CLOCK, rate, &p)
+    } else {
+        bsp_work(out, &super::CLOCK, rate, &p)
+    }
+}
+
+/// CPU 0's part once every CPU is online, on the clock the scenario uses. Ends QEMU.
+fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: &Params) -> ! {
     smp::rendezvous(at::START);
     let t_read = clock.now();
-    let now_ns = || read_ns(&p);
-    let writes = smp::bsp_reads(clock, rate, &p, 60_000_000_000, &now_ns);
+    let writes = smp::bsp_reads(clock, rate, p, 60_000_000_000, &|| read_ns(clock, p));
     smp::rendezvous(at::READ_DONE);
     let totals = smp::totals(out, p.cpus);
     smp::print_reads(out, p.cpus, &writes, &totals, "");
     let _ = writeln!(out, "guard={}", u8::from(p.guard));
     skew::print(out, p.cpus, "");
     let t_warp = clock.now();
-    smp::warp(0, 0, clock.counter(), &p);
+    smp::warp(0, 0, clock.counter(), p);
     smp::rendezvous(at::WARP1_DONE);
     let _ = writeln!(
         out,
@@ -369,11 +497,11 @@ pub fn main(
         // package's first CPU; then the warp check runs again.
         skew::store_reference();
         smp::rendezvous(at::REPAIR);
-        skew::repair();
+        repair();
         skew::record(0);
         smp::rendezvous(at::REPAIRED);
         skew::print(out, p.cpus, "repaired_");
-        smp::warp(1, 0, clock.counter(), &p);
+        smp::warp(1, 0, clock.counter(), p);
         smp::rendezvous(at::WARP2_DONE);
         smp::print_warp(out, 1, "repaired_", rate.as_hz());
     }
@@ -387,6 +515,7 @@ mod skew {
     use core::fmt::Write;
     use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
+    use baretime::arch::x86_64::Tsc;
     use raw_cpuid::CpuId;
 
     use crate::smp::MAX_CPUS;
@@ -429,8 +558,20 @@ mod skew {
 
     /// Moves this CPU's TSC forward by `ticks`: through IA32_TSC_ADJUST where CPUID has it
     /// (the TSC moves with it), else by writing IA32_TSC.
-    pub fn apply(ticks: u64) {
-        if has_tsc_adjust() {
+    pub fn apply(ticks: u64, force_tsc_write: bool) {
+        let before = Tsc::BASELINE.read_ordered();
+        apply_by(ticks, force_tsc_write);
+        let after = Tsc::BASELINE.read_ordered();
+        OBSERVED.store(after.wrapping_sub(before) as i64, Ordering::SeqCst);
+    }
+
+    /// How far this CPU's TSC moved across `apply` (the skew plus the time `apply` took).
+    pub fn observed() -> i64 {
+        OBSERVED.load(Ordering::SeqCst)
+    }
+
+    fn apply_by(ticks: u64, force_tsc_write: bool) {
+        if has_tsc_adjust() && !force_tsc_write {
             let v = rdmsr(IA32_TSC_ADJUST);
             // SAFETY: ring 0, the MSR exists (CPUID); the skew is the scenario's fault.
             unsafe { wrmsr(IA32_TSC_ADJUST, v.wrapping_add(ticks)) };
@@ -442,6 +583,8 @@ mod skew {
             METHOD.store(2, Ordering::SeqCst);
         }
     }
+
+    static OBSERVED: AtomicI64 = AtomicI64::new(0);
 
     /// How `apply` moved the TSC (`tsc_adjust`, `tsc_write`; `none` before).
     pub fn method() -> &'static str {

@@ -1,0 +1,334 @@
+//! The SMP scenarios of `cargo xtask qemu` (a child module of `qemu`, so it shares its
+//! `boot`, `Line` and `Run`).
+//!
+//! | scenario | machine | what is checked |
+//! | --- | --- | --- |
+//! | `aarch64-smp` | `virt -smp 4`, MTTCG | 4 CPUs up (PSCI CPU_ON); every CPU reads one `Clock` while CPU 0 makes ≥ 1000 recalibrations (±50 ppm) and ≥ 1000 updates: no read below the same CPU's last, none below a read another CPU had finished; the warp check across the 4 CPUs finds no warp |
+//! | `x86_64-smp` | `pc -smp 4`, MTTCG | the same with APs started by INIT-SIPI-SIPI |
+//! | `x86_64-smp-kvm` | `pc -smp 4`, KVM | the same under KVM (SKIP without /dev/kvm) |
+//! | `x86_64-smp-tsc-skew` | `pc -smp 4`, KVM | one AP moves its TSC ahead through IA32_TSC_ADJUST: without the monotonic guard the order check sees inversions (so it can fail), with it none; the warp check finds the CPU and the size within 10 %; after writing CPU 0's TSC_ADJUST back, no warp |
+//! | `x86_64-calibration-fault` | `pc`, TCG | calibration against a PIT that sticks, then one that steps back, mid-way: `ReferenceStuck` and `ReferenceBackwards`, each within the configured bound |
+//!
+//! The skew scenario needs KVM: QEMU's TCG has no IA32_TSC_ADJUST and ignores writes to
+//! IA32_TSC for RDTSC (the kernel tries and the TSC does not move), so there is nothing to
+//! find there.
+
+use std::path::Path;
+use std::time::Duration;
+
+use super::{boot_within, kvm_usable, Arch, Line, Run, KVM_ARGS};
+
+/// CPUs in every SMP scenario.
+const CPUS: u32 = 4;
+/// Recalibrations and updates CPU 0 must make (each).
+const WRITES: u32 = 1000;
+/// µs worth of ticks the skew scenario moves its AP by. The issue asks for at least 100 µs;
+/// under this project's software KVM every TSC read costs tens of µs and a warp-check
+/// handover between vCPUs (4 on 2 host CPUs) hundreds, which hides a 200 µs warp entirely
+/// (seen: 0 warps in 506 handovers), so the fault is made large enough to be seen there.
+const SKEW_US: u64 = 20_000;
+/// Which AP moves its TSC.
+const SKEW_CPU: u32 = 2;
+/// The TCG runs take seconds; KVM here (a software KVM, 4 vCPUs on 2 host CPUs) a minute
+/// or two.
+const TCG_TIMEOUT: Duration = Duration::from_secs(120);
+const KVM_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Keys every SMP run reports, copied to the result line.
+const SMP_KEYS: &[&str] = &[
+    "cpus",
+    "cpus_online",
+    "online_ms",
+    "reads",
+    "reads_per_cpu",
+    "recalibrations",
+    "updates",
+    "busy",
+    "write_errors",
+    "own_inversions",
+    "cross_inversions",
+    "inversions",
+    "max_back_ns",
+    "read_ms",
+    "warp_ms",
+    "warp_cpus",
+    "warp_pairs",
+    "warp_checks",
+    "warp_handovers",
+    "warp_warps",
+    "warp_max_ticks",
+    "warp_max_ns",
+    "warp_cpu",
+    "warp_verdict",
+];
+
+/// The x86_64 SMP scenarios `wanted` selects.
+pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    let smp = format!("-smp {CPUS}");
+    let smp: Vec<&str> = smp.split(' ').collect();
+    let tcg: Vec<&str> = smp
+        .iter()
+        .copied()
+        .chain(["-accel", "tcg,thread=multi"])
+        .collect();
+    let kvm: Vec<&str> = smp.iter().copied().chain(KVM_ARGS.iter().copied()).collect();
+    let cmdline = format!("mode=smp cpus={CPUS} writes={WRITES}");
+
+    if wanted("x86_64-smp") {
+        let mut line = Line::new("x86_64-smp");
+        let run = boot_within(Arch::X86_64, kernel, &tcg, &cmdline, TCG_TIMEOUT);
+        check_run(&mut line, run, |line, run| check_smp(line, run));
+        line.print();
+        lines.push(line);
+    }
+    if wanted("x86_64-smp-kvm") {
+        let line = match kvm_usable() {
+            Err(why) => Line::skip("x86_64-smp-kvm", why),
+            Ok(()) => {
+                let mut line = Line::new("x86_64-smp-kvm");
+                let cmdline = format!("{cmdline} max_ms=1000 warp_checks=2000");
+                let run = boot_within(Arch::X86_64, kernel, &kvm, &cmdline, KVM_TIMEOUT);
+                check_run(&mut line, run, |line, run| check_smp(line, run));
+                line
+            }
+        };
+        line.print();
+        lines.push(line);
+    }
+    if wanted("x86_64-smp-tsc-skew") {
+        let line = match kvm_usable() {
+            Err(why) => Line::skip("x86_64-smp-tsc-skew", why),
+            Ok(()) => skew(kernel, &kvm, &cmdline),
+        };
+        line.print();
+        lines.push(line);
+    }
+    if wanted("x86_64-calibration-fault") {
+        let mut line = Line::new("x86_64-calibration-fault");
+        let run = boot_within(
+            Arch::X86_64,
+            kernel,
+            &["-accel", "tcg"],
+            "mode=calfault max_ms=200",
+            TCG_TIMEOUT,
+        );
+        check_run(&mut line, run, check_calfault);
+        line.print();
+        lines.push(line);
+    }
+    lines
+}
+
+/// The aarch64 SMP scenario, if `wanted`.
+pub fn aarch64(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    if wanted("aarch64-smp") {
+        let mut line = Line::new("aarch64-smp");
+        let cpus = CPUS.to_string();
+        let args = ["-smp", &cpus, "-accel", "tcg,thread=multi"];
+        let cmdline = format!("mode=smp cpus={CPUS} writes={WRITES}");
+        let run = boot_within(Arch::Aarch64, kernel, &args, &cmdline, TCG_TIMEOUT);
+        check_run(&mut line, run, |line, run| check_smp(line, run));
+        line.print();
+        lines.push(line);
+    }
+    lines
+}
+
+/// Fails `line` if the run could not start or is unusable, else checks it with `check`.
+fn check_run(line: &mut Line, run: Result<Run, String>, check: impl FnOnce(&mut Line, &Run)) {
+    match run {
+        Err(e) => line.fail(e),
+        Ok(run) => match run.broken() {
+            Some(why) => {
+                line.copy(&run, SMP_KEYS);
+                line.fail(why);
+            }
+            None => check(line, &run),
+        },
+    }
+}
+
+/// The checks of a run without a fault: all CPUs up and reading, enough writes, no
+/// inversion, no warp.
+fn check_smp(line: &mut Line, run: &Run) {
+    line.copy(run, SMP_KEYS);
+    check_workload(line, run, "");
+    if run.num("warp_warps") != Some(0.0) {
+        line.fail(format!(
+            "the warp check found {} warps (largest {} ticks)",
+            run.get("warp_warps").unwrap_or("?"),
+            run.get("warp_max_ticks").unwrap_or("?")
+        ));
+    }
+    match run.get("warp_verdict") {
+        Some("consistent") => {}
+        v => line.fail(format!("warp verdict {v:?}, not consistent")),
+    }
+}
+
+/// CPUs, reads, writes, inversions of the read phase (keys prefixed by `label`).
+fn check_workload(line: &mut Line, run: &Run, label: &str) {
+    let num = |k: &str| run.num(&format!("{label}{k}"));
+    let cpus = f64::from(CPUS);
+    if run.num("cpus_online") != Some(cpus) || num("cpus") != Some(cpus) {
+        line.fail(format!("not all {CPUS} CPUs came online and read"));
+    }
+    let per_cpu: Vec<u64> = run
+        .get(&format!("{label}reads_per_cpu"))
+        .unwrap_or("")
+        .split(',')
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    if per_cpu.len() != CPUS as usize || per_cpu.contains(&0) {
+        line.fail(format!("a CPU made no reads: {per_cpu:?}"));
+    }
+    let writes = f64::from(WRITES);
+    if num("recalibrations").unwrap_or(0.0) < writes || num("updates").unwrap_or(0.0) < writes {
+        line.fail(format!(
+            "CPU 0 made fewer than {WRITES} recalibrations or updates"
+        ));
+    }
+    if num("write_errors") != Some(0.0) {
+        line.fail("a recalibration or update returned an error other than Busy");
+    }
+    if num("inversions") != Some(0.0) {
+        line.fail(format!(
+            "{} inversions (own {}, cross-CPU {}), up to {} ns back",
+            num("inversions").unwrap_or(f64::NAN),
+            num("own_inversions").unwrap_or(f64::NAN),
+            num("cross_inversions").unwrap_or(f64::NAN),
+            num("max_back_ns").unwrap_or(f64::NAN),
+        ));
+    }
+}
+
+/// `x86_64-smp-tsc-skew`: one boot without the guard (the fault must show as inversions), one
+/// with it (none; the warp check finds the CPU and the size; the repair removes the warp).
+fn skew(kernel: &Path, kvm: &[&str], cmdline: &str) -> Line {
+    let mut line = Line::new("x86_64-smp-tsc-skew");
+    let fault = format!("{cmdline} max_ms=1000 warp_checks=2000 skew_cpu={SKEW_CPU} skew_us={SKEW_US}");
+    line.key("skew_cpu", SKEW_CPU);
+    line.key("skew_us", SKEW_US);
+
+    // 1. Without the guard: the plain clock on a warped counter must show inversions.
+    let plain = boot_within(
+        Arch::X86_64,
+        kernel,
+        kvm,
+        &format!("{fault} guard=0"),
+        KVM_TIMEOUT,
+    );
+    match plain {
+        Err(e) => line.fail(format!("unguarded run: {e}")),
+        Ok(run) => match run.broken() {
+            Some(why) => line.fail(format!("unguarded run: {why}")),
+            None => {
+                let inv = run.num("inversions").unwrap_or(0.0);
+                line.key("unguarded_inversions", inv);
+                line.key(
+                    "unguarded_max_back_ns",
+                    run.get("max_back_ns").unwrap_or("?"),
+                );
+                if inv == 0.0 {
+                    line.fail("without the guard the skew caused no inversion: the order check could not have failed");
+                }
+            }
+        },
+    }
+
+    // 2. With the guard.
+    let guarded = boot_within(
+        Arch::X86_64,
+        kernel,
+        kvm,
+        &format!("{fault} guard=1"),
+        KVM_TIMEOUT,
+    );
+    check_run(&mut line, guarded, |line, run| {
+        line.copy(run, SMP_KEYS);
+        line.copy(
+            run,
+            &[
+                "skew_method",
+                "skew_ticks",
+                "skew_observed_ticks",
+                "tsc_adjust",
+                "repaired_tsc_adjust",
+                "repaired_warp_checks",
+                "repaired_warp_warps",
+                "repaired_warp_max_ticks",
+                "repaired_warp_verdict",
+            ],
+        );
+        check_workload(line, run, "");
+        if run.get("skew_method") != Some("tsc_adjust") {
+            line.fail("the AP could not use IA32_TSC_ADJUST");
+        }
+        let skew_ticks = run.num("skew_ticks").unwrap_or(0.0);
+        let found = run.num("warp_max_ticks").unwrap_or(0.0);
+        if run.get("warp_verdict") != Some("warp") {
+            line.fail(format!(
+                "the warp check did not find the warp (verdict {:?})",
+                run.get("warp_verdict")
+            ));
+        } else if (found - skew_ticks).abs() > skew_ticks / 10.0 {
+            line.fail(format!(
+                "the warp found ({found} ticks) is not within 10 % of the skew ({skew_ticks})"
+            ));
+        }
+        if let Some(cpu) = run.get("warp_cpu") {
+            if cpu != SKEW_CPU.to_string() {
+                line.fail(format!("the warp check blamed CPU {cpu}, not {SKEW_CPU}"));
+            }
+        } else {
+            line.fail("the warp check did not say which CPU warped");
+        }
+        if run.get("repaired_tsc_adjust_unequal") != Some("0") {
+            line.fail("TSC_ADJUST still differs across CPUs after the repair");
+        }
+        if run.get("repaired_warp_verdict") != Some("consistent") {
+            line.fail(format!(
+                "after the repair the warp check says {:?}",
+                run.get("repaired_warp_verdict")
+            ));
+        }
+    });
+    line
+}
+
+/// `x86_64-calibration-fault`: each fault ends in its typed error within the bound the
+/// calibrator documents for a stuck reference (`max_duration + 2 × stuck_after`).
+fn check_calfault(line: &mut Line, run: &Run) {
+    line.copy(
+        run,
+        &[
+            "max_ms",
+            "stuck_ms",
+            "fault_after_reads",
+            "fault_stuck_error",
+            "fault_stuck_elapsed_ms",
+            "fault_backwards_error",
+            "fault_backwards_detail",
+            "fault_backwards_elapsed_ms",
+        ],
+    );
+    let bound = run.num("max_ms").unwrap_or(0.0) + 2.0 * run.num("stuck_ms").unwrap_or(0.0);
+    line.key("bound_ms", bound);
+    for (fault, want) in [
+        ("stuck", "reference_stuck"),
+        ("backwards", "reference_backwards"),
+    ] {
+        let got = run.get(&format!("fault_{fault}_error")).unwrap_or("missing");
+        if got != want {
+            line.fail(format!("the {fault} reference ended in {got}, not {want}"));
+        }
+        let ms = run.num(&format!("fault_{fault}_elapsed_ms")).unwrap_or(f64::MAX);
+        if ms > bound {
+            line.fail(format!(
+                "the {fault} reference took {ms} ms to fail (bound {bound} ms)"
+            ));
+        }
+    }
+}
