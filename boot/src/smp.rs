@@ -131,6 +131,8 @@ struct Figures {
     cross_inversions: AtomicU64,
     /// Largest step below the floor (cross) or below the CPU's own last read, in ns.
     max_back_ns: AtomicU64,
+    /// Largest step forward between two of the CPU's own consecutive reads, in ns.
+    max_step_ns: AtomicU64,
 }
 
 static FIGURES: [Figures; MAX_CPUS] = [const {
@@ -139,6 +141,7 @@ static FIGURES: [Figures; MAX_CPUS] = [const {
         own_inversions: AtomicU64::new(0),
         cross_inversions: AtomicU64::new(0),
         max_back_ns: AtomicU64::new(0),
+        max_step_ns: AtomicU64::new(0),
     }
 }; MAX_CPUS];
 
@@ -170,6 +173,7 @@ struct Reader {
     own: u64,
     cross: u64,
     max_back_ns: u64,
+    max_step_ns: u64,
 }
 
 impl Reader {
@@ -181,6 +185,7 @@ impl Reader {
             own: 0,
             cross: 0,
             max_back_ns: 0,
+            max_step_ns: 0,
         }
     }
 
@@ -192,6 +197,8 @@ impl Reader {
         if t < self.last_ns {
             self.own += 1;
             self.max_back_ns = self.max_back_ns.max(self.last_ns - t);
+        } else if self.reads != 0 {
+            self.max_step_ns = self.max_step_ns.max(t - self.last_ns);
         }
         if t < floor {
             self.cross += 1;
@@ -211,6 +218,7 @@ impl Reader {
         f.own_inversions.store(self.own, Ordering::SeqCst);
         f.cross_inversions.store(self.cross, Ordering::SeqCst);
         f.max_back_ns.store(self.max_back_ns, Ordering::SeqCst);
+        f.max_step_ns.store(self.max_step_ns, Ordering::SeqCst);
     }
 }
 
@@ -310,6 +318,8 @@ pub struct Totals {
     pub cross_inversions: u64,
     /// Largest step back seen, ns.
     pub max_back_ns: u64,
+    /// Largest step forward between two consecutive reads of one CPU, ns.
+    pub max_step_ns: u64,
 }
 
 /// Sums the figures of CPUs `0..cpus` and prints `reads_per_cpu=a,b,…`.
@@ -323,17 +333,18 @@ pub fn totals(out: &mut impl Write, cpus: u32) -> Totals {
         t.own_inversions += f.own_inversions.load(Ordering::SeqCst);
         t.cross_inversions += f.cross_inversions.load(Ordering::SeqCst);
         t.max_back_ns = t.max_back_ns.max(f.max_back_ns.load(Ordering::SeqCst));
+        t.max_step_ns = t.max_step_ns.max(f.max_step_ns.load(Ordering::SeqCst));
     }
     let _ = writeln!(out);
     t
 }
 
 /// Prints the read phase's figures: `cpus reads recalibrations updates busy write_errors
-/// own_inversions cross_inversions inversions max_back_ns`.
+/// own_inversions cross_inversions inversions max_back_ns max_step_ns`.
 pub fn print_reads(out: &mut impl Write, cpus: u32, w: &Writes, t: &Totals, label: &str) {
     let _ = writeln!(
         out,
-        "{label}cpus={cpus} {label}reads={} {label}recalibrations={} {label}updates={} {label}busy={} {label}write_errors={} {label}own_inversions={} {label}cross_inversions={} {label}inversions={} {label}max_back_ns={}",
+        "{label}cpus={cpus} {label}reads={} {label}recalibrations={} {label}updates={} {label}busy={} {label}write_errors={} {label}own_inversions={} {label}cross_inversions={} {label}inversions={} {label}max_back_ns={} {label}max_step_ns={}",
         t.reads,
         w.recalibrations,
         w.updates,
@@ -343,6 +354,7 @@ pub fn print_reads(out: &mut impl Write, cpus: u32, w: &Writes, t: &Totals, labe
         t.cross_inversions,
         t.own_inversions + t.cross_inversions,
         t.max_back_ns,
+        t.max_step_ns,
     );
     if let Some(e) = w.last_error {
         let _ = writeln!(out, "{label}last_write_error=\"{e}\"");

@@ -34,6 +34,9 @@ const SKEW_CPU: u32 = 2;
 const TCG_TIMEOUT: Duration = Duration::from_secs(120);
 const KVM_TIMEOUT: Duration = Duration::from_secs(300);
 
+/// The largest forward step between two reads of one CPU that a busy host explains.
+const MAX_STEP_NS: f64 = 10e9;
+
 /// Keys every SMP run reports, copied to the result line.
 const SMP_KEYS: &[&str] = &[
     "cpus",
@@ -49,6 +52,7 @@ const SMP_KEYS: &[&str] = &[
     "cross_inversions",
     "inversions",
     "max_back_ns",
+    "max_step_ns",
     "read_ms",
     "warp_ms",
     "warp_cpus",
@@ -192,6 +196,14 @@ fn check_workload(line: &mut Line, run: &Run, label: &str) {
     }
     if num("write_errors") != Some(0.0) {
         line.fail("a recalibration or update returned an error other than Busy");
+    }
+    // A reader preempted by the host sees the time its vCPU lost (hundreds of ms on a busy
+    // host); a clock that jumps by more than this has left its timeline.
+    if num("max_step_ns").unwrap_or(0.0) > MAX_STEP_NS {
+        line.fail(format!(
+            "the clock jumped forward by {} ns between two reads of one CPU",
+            num("max_step_ns").unwrap_or(f64::NAN)
+        ));
     }
     if num("inversions") != Some(0.0) {
         line.fail(format!(
