@@ -9,7 +9,9 @@
 #![cfg(feature = "defmt")]
 
 use baretime::calibrate::{Calibration, Config, Error as CalibrationError, Verdict, Verified};
-use baretime::diag::{Histogram, ReadStats, WarpCheck, WarpReport};
+use baretime::diag::{
+    Histogram, Participation, ReadStats, Spins, WarpCheck, WarpError, WarpReport, WarpVerdict,
+};
 use baretime::discover::aarch64::{Aarch64Discovery, Aarch64Features, Midr};
 use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat, ReplayLine, ReplaySummary};
 use baretime::discover::x86::{
@@ -75,6 +77,10 @@ fn every_public_type_is_format() {
     is_format::<ReadStats>();
     is_format::<WarpReport>();
     is_format::<WarpCheck>();
+    is_format::<WarpVerdict>();
+    is_format::<WarpError>();
+    is_format::<Participation>();
+    is_format::<Spins>();
 
     // calibrate
     is_format::<Config>();
