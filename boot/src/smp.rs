@@ -13,9 +13,11 @@
 //! atomics order the load before the clock's own loads and its ordered counter read), so a
 //! value below it is a real inversion between two CPUs, not an artefact of the check.
 
+use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
+use baretime::diag::warp::{TickBudget, WarpCheck, WarpError, WarpVerdict};
 use baretime::{Clock, ClockError, Counter, Frequency};
 
 /// The most CPUs a scenario may use (stacks and per-CPU figures are sized for it).
@@ -48,7 +50,7 @@ pub struct Params {
     pub cpus: u32,
     /// Successful `recalibrate` calls and successful `update` calls CPU 0 makes, each.
     pub writes: u32,
-    /// Checks per CPU in each warp check.
+    /// Checks per ordered pair of CPUs in each warp check (1000 for a `consistent` verdict).
     pub warp_checks: u32,
     /// Skew scenario: the CPU that moves its own counter, and by how many µs.
     pub skew_cpu: u32,
@@ -64,7 +66,7 @@ impl Params {
         let mut p = Params {
             cpus: 4,
             writes: 1000,
-            warp_checks: 20_000,
+            warp_checks: 1000,
             skew_cpu: 2,
             skew_us: 0,
             guard: false,
@@ -361,42 +363,105 @@ pub fn print_reads(out: &mut impl Write, cpus: u32, w: &Writes, t: &Totals, labe
     }
 }
 
+/// A warp check that CPU 0 sets up (the number of CPUs and checks per pair are only known
+/// from the command line) before any other CPU starts, and every CPU then shares.
+struct WarpSlot(UnsafeCell<Option<WarpCheck>>);
+
+// SAFETY: written only by CPU 0 in `init_warps`, before it starts the other CPUs (the
+// start, PSCI CPU_ON or INIT-SIPI, and their arrival at `at::ONLINE` order the write before
+// every other CPU's reads); read-only afterwards, and `WarpCheck` itself is `Sync`.
+unsafe impl Sync for WarpSlot {}
+
 /// The first and second warp checks (one participant per CPU each).
-pub static WARP: [baretime::diag::WarpCheck; 2] = [
-    baretime::diag::WarpCheck::new(),
-    baretime::diag::WarpCheck::new(),
+static WARP: [WarpSlot; 2] = [
+    WarpSlot(UnsafeCell::new(None)),
+    WarpSlot(UnsafeCell::new(None)),
 ];
 
-/// Runs warp check `which` (0 or 1) on this CPU.
-pub fn warp<C: Counter + ?Sized>(which: usize, cpu: u32, counter: &C, params: &Params) {
-    if let Some(check) = WARP.get(which) {
-        check.participate(
-            cpu,
-            CPUS.load(Ordering::SeqCst),
-            counter,
-            params.warp_checks,
-        );
+/// CPU 0, before it starts any other CPU: sets up both warp checks for `params.cpus` CPUs
+/// and `params.warp_checks` checks per ordered pair.
+pub fn init_warps(params: &Params) {
+    for slot in &WARP {
+        // SAFETY: see `WarpSlot`: no other CPU runs yet, and nothing borrows the slot.
+        unsafe { *slot.0.get() = Some(WarpCheck::new(params.cpus, params.warp_checks)) };
     }
 }
 
-/// Prints warp check `which`'s report with keys prefixed by `label`: `warp_cpus warp_checks
-/// warp_handovers warp_warps warp_max_ticks warp_max_ns warp_verdict`.
-pub fn print_warp(out: &mut impl Write, which: usize, label: &str, hz: u64) {
-    let Some(check) = WARP.get(which) else {
+fn warp_check(which: usize) -> Option<&'static WarpCheck> {
+    // SAFETY: see `WarpSlot`: the slot is no longer written once other CPUs run.
+    WARP.get(which).and_then(|slot| unsafe { (*slot.0.get()).as_ref() })
+}
+
+/// How long a participant waits for its turn: 60 s of TSC/generic-timer time per wait at
+/// the calibrated rate, set by CPU 0. A CPU outside the pair being compared waits for the
+/// whole phase (2K + 1 handovers), and under QEMU on a busy 2-core host a handover between
+/// vCPU threads takes 1–5 ms (seen: a 10 s patience ran out during a 2001-step phase).
+static PATIENCE_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
+
+/// CPU 0: sets the per-wait patience from the counter's rate.
+pub fn set_patience(hz: u64) {
+    PATIENCE_TICKS.store(hz.saturating_mul(60), Ordering::SeqCst);
+}
+
+/// Runs warp check `which` (0 or 1) on this CPU, timing its waits with `patience_counter`
+/// (the raw CPU counter: under a simulated skew not the skewed one).
+pub fn warp<C: Counter + ?Sized, P: Counter>(which: usize, cpu: u32, counter: &C, patience_counter: &P) {
+    if let Some(check) = warp_check(which) {
+        let mut patience = TickBudget::new(patience_counter, PATIENCE_TICKS.load(Ordering::SeqCst));
+        let result = check.participate(cpu, counter, &mut patience);
+        if let (Err(e), Some(slot)) = (result, WARP_ERRORS.get(which)) {
+            slot.store(error_code(&e), Ordering::SeqCst);
+        }
+    }
+}
+
+/// The first error any participant of each warp check met (0: none).
+static WARP_ERRORS: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
+
+fn error_code(e: &WarpError) -> u32 {
+    match e {
+        WarpError::Timeout { .. } => 1,
+        WarpError::Aborted { .. } => 2,
+        WarpError::CpuOutOfRange { .. } => 3,
+        WarpError::AlreadyJoined { .. } => 4,
+        _ => 5,
+    }
+}
+
+/// Prints warp check `which`'s report with keys prefixed by `label`: `warp_cpus warp_pairs
+/// warp_checks warp_min_checks_per_pair warp_warps warp_max_ticks warp_max_ns warp_from
+/// warp_to warp_verdict` (and `warp_error`, `warp_timed_out_waiting_for` if a wait ran out).
+pub fn print_warp(out: &mut impl Write, which: usize, label: &str, rate: &Frequency) {
+    let Some(check) = warp_check(which) else {
+        let _ = writeln!(out, "{label}warp_verdict=not_run");
         return;
     };
     let r = check.report();
-    let ns = u128::from(r.max_warp_ticks) * 1_000_000_000 / u128::from(hz.max(1));
-    let verdict = if r.warps != 0 {
-        "warp"
-    } else if r.handovers == 0 {
-        "inconclusive"
-    } else {
-        "consistent"
+    let (from, to) = match r.verdict() {
+        WarpVerdict::Warped {
+            from_cpu, to_cpu, ..
+        } => (i64::from(from_cpu), i64::from(to_cpu)),
+        _ => (-1, -1),
     };
     let _ = writeln!(
         out,
-        "{label}warp_cpus={} {label}warp_checks={} {label}warp_handovers={} {label}warp_warps={} {label}warp_max_ticks={} {label}warp_max_ns={ns} {label}warp_verdict={verdict}",
-        r.participants, r.checks, r.handovers, r.warps, r.max_warp_ticks,
+        "{label}warp_cpus={} {label}warp_pairs={}/{} {label}warp_checks={} {label}warp_min_checks_per_pair={} {label}warp_warps={} {label}warp_max_ticks={} {label}warp_max_ns={} {label}warp_from={from} {label}warp_to={to} {label}warp_verdict={}",
+        r.cpus_covered,
+        r.pairs_compared,
+        r.pairs,
+        r.checks,
+        r.min_checks_per_pair,
+        r.warps,
+        r.max_warp_ticks,
+        r.max_warp_ns(rate),
+        r.verdict().token(),
     );
+    let code = WARP_ERRORS.get(which).map_or(0, |e| e.load(Ordering::SeqCst));
+    if code != 0 || r.timed_out_waiting_for.is_some() {
+        let _ = writeln!(
+            out,
+            "{label}warp_error={code} {label}warp_timed_out_waiting_for={}",
+            r.timed_out_waiting_for.map_or(-1, i64::from)
+        );
+    }
 }

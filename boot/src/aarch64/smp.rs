@@ -133,14 +133,12 @@ fn psci_cpu_on(mpidr: u64, entry: u64, context: u64) -> i64 {
 #[no_mangle]
 extern "C" fn smp_secondary_main(cpu: u64) -> ! {
     let clock = &super::CLOCK;
-    let p = Params::shared();
     let cpu = cpu as u32;
     smp::arrive(at::ONLINE);
     smp::rendezvous(at::START);
-    let t_read = clock.now();
     smp::ap_reads(cpu, &|| clock.now().as_nanos());
     smp::rendezvous(at::READ_DONE);
-    smp::warp(0, cpu, clock.counter(), &p);
+    smp::warp(0, cpu, clock.counter(), clock.counter());
     smp::rendezvous(at::WARP1_DONE);
     loop {
         // SAFETY: WFE only waits for an event; this CPU has nothing more to do.
@@ -157,6 +155,8 @@ fn now_ns(clock: &Clock<GenericTimer>) -> u64 {
 pub fn main(out: &mut Serial, clock: &Clock<GenericTimer>, rate: Frequency, cmdline: &str) -> ! {
     let p = Params::parse(cmdline);
     p.share();
+    smp::init_warps(&p);
+    smp::set_patience(rate.as_hz());
     let b = &SMP_BOOT;
     b.stacks
         .store(core::ptr::addr_of!(STACKS) as u64, Ordering::SeqCst);
@@ -208,12 +208,13 @@ pub fn main(out: &mut Serial, clock: &Clock<GenericTimer>, rate: Frequency, cmdl
         (now_ns(clock) - t0) / 1_000_000
     );
     smp::rendezvous(at::START);
+    let t_read = clock.now();
     let writes = smp::bsp_reads(clock, rate, &p, 60_000_000_000, &|| now_ns(clock));
     smp::rendezvous(at::READ_DONE);
     let totals = smp::totals(out, p.cpus);
     smp::print_reads(out, p.cpus, &writes, &totals, "");
     let t_warp = clock.now();
-    smp::warp(0, 0, clock.counter(), &p);
+    smp::warp(0, 0, clock.counter(), clock.counter());
     smp::rendezvous(at::WARP1_DONE);
     let _ = writeln!(
         out,
@@ -221,7 +222,7 @@ pub fn main(out: &mut Serial, clock: &Clock<GenericTimer>, rate: Frequency, cmdl
         t_warp.duration_since(t_read).as_millis(),
         clock.elapsed(t_warp).as_millis()
     );
-    smp::print_warp(out, 0, "", rate.as_hz());
+    smp::print_warp(out, 0, "", &rate);
     let _ = writeln!(out, "done=1");
     super::exit(0)
 }

@@ -212,14 +212,14 @@ fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, p: &Params) -> ! {
     smp::rendezvous(at::START);
     smp::ap_reads(cpu, &|| read_ns(clock, p));
     smp::rendezvous(at::READ_DONE);
-    smp::warp(0, cpu, clock.counter(), p);
+    smp::warp(0, cpu, clock.counter(), &Tsc::BASELINE);
     smp::rendezvous(at::WARP1_DONE);
     if p.skew_us != 0 {
         smp::rendezvous(at::REPAIR);
         repair();
         skew::record(cpu);
         smp::rendezvous(at::REPAIRED);
-        smp::warp(1, cpu, clock.counter(), p);
+        smp::warp(1, cpu, clock.counter(), &Tsc::BASELINE);
         smp::rendezvous(at::WARP2_DONE);
     }
     park()
@@ -398,6 +398,7 @@ pub fn main(
 ) -> ! {
     let p = Params::parse(cmdline);
     p.share();
+    smp::init_warps(&p);
     let how = if cmdline.contains("skew_method=simulated") {
         SKEW_SIMULATED
     } else if cmdline.contains("skew_method=tsc_write") {
@@ -425,6 +426,7 @@ pub fn main(
         fail(out, format_args!("calibration_failed"))
     };
     let rate = verified.chosen;
+    smp::set_patience(rate.as_hz());
     for started in [super::CLOCK.start(rate), SIM_CLOCK.start(rate)] {
         if let Err(e) = started {
             fail(out, format_args!("clock_start detail=\"{e}\""));
@@ -482,7 +484,7 @@ fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: 
     let _ = writeln!(out, "guard={}", u8::from(p.guard));
     skew::print(out, p.cpus, "");
     let t_warp = clock.now();
-    smp::warp(0, 0, clock.counter(), p);
+    smp::warp(0, 0, clock.counter(), &Tsc::BASELINE);
     smp::rendezvous(at::WARP1_DONE);
     let _ = writeln!(
         out,
@@ -490,7 +492,7 @@ fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: 
         t_warp.duration_since(t_read).as_millis(),
         clock.elapsed(t_warp).as_millis()
     );
-    smp::print_warp(out, 0, "", rate.as_hz());
+    smp::print_warp(out, 0, "", &rate);
     if p.skew_us != 0 {
         // The repair: every CPU writes CPU 0's TSC_ADJUST into its own, as Linux's
         // tsc_store_and_check_tsc_adjust does for a CPU whose value differs from its
@@ -501,9 +503,9 @@ fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: 
         skew::record(0);
         smp::rendezvous(at::REPAIRED);
         skew::print(out, p.cpus, "repaired_");
-        smp::warp(1, 0, clock.counter(), p);
+        smp::warp(1, 0, clock.counter(), &Tsc::BASELINE);
         smp::rendezvous(at::WARP2_DONE);
-        smp::print_warp(out, 1, "repaired_", rate.as_hz());
+        smp::print_warp(out, 1, "repaired_", &rate);
     }
     let _ = writeln!(out, "done=1");
     super::exit(0)
