@@ -17,7 +17,7 @@
 //! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
-//! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
+//! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
 //!
@@ -558,6 +558,7 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "x86_64-smp",
                 "x86_64-smp-kvm",
                 "x86_64-smp-tsc-skew",
+                "x86_64-smp-tsc-skew-sim",
                 "x86_64-calibration-fault",
             ],
             x86_scenarios,

@@ -6,12 +6,17 @@
 //! | `aarch64-smp` | `virt -smp 4`, MTTCG | 4 CPUs up (PSCI CPU_ON); every CPU reads one `Clock` while CPU 0 makes ≥ 1000 recalibrations (±50 ppm) and ≥ 1000 updates: no read below the same CPU's last, none below a read another CPU had finished; the warp check across the 4 CPUs finds no warp |
 //! | `x86_64-smp` | `pc -smp 4`, MTTCG | the same with APs started by INIT-SIPI-SIPI |
 //! | `x86_64-smp-kvm` | `pc -smp 4`, KVM | the same under KVM (SKIP without /dev/kvm) |
-//! | `x86_64-smp-tsc-skew` | `pc -smp 4`, KVM | one AP moves its TSC ahead through IA32_TSC_ADJUST: without the monotonic guard the order check sees inversions (so it can fail), with it none; the warp check finds the CPU and the size within 10 %; after writing CPU 0's TSC_ADJUST back, no warp |
+//! | `x86_64-smp-tsc-skew` | `pc -smp 4`, KVM | one AP moves its TSC 1 ms ahead through IA32_TSC_ADJUST (and reads its TSC across the write to show it moved): with the monotonic guard the order check sees no inversion; the warp check finds the CPU and the size within 10 %; after writing CPU 0's TSC_ADJUST back, no warp; without the guard the order check sees inversions (so it can fail) |
+//! | `x86_64-smp-tsc-skew-sim` | `pc -smp 4`, MTTCG | the same with the skew simulated under the clock (a per-CPU offset added to the TSC, found through GS), for hosts whose TSC cannot be moved |
 //! | `x86_64-calibration-fault` | `pc`, TCG | calibration against a PIT that sticks, then one that steps back, mid-way: `ReferenceStuck` and `ReferenceBackwards`, each within the configured bound |
 //!
-//! The skew scenario needs KVM: QEMU's TCG has no IA32_TSC_ADJUST and ignores writes to
-//! IA32_TSC for RDTSC (the kernel tries and the TSC does not move), so there is nothing to
-//! find there.
+//! The real skew needs KVM: QEMU's TCG has no IA32_TSC_ADJUST and ignores writes to
+//! IA32_TSC for RDTSC (the kernel tries and the TSC does not move: 0 ticks across the
+//! write). The software KVM of this project's machine (`kvm_pvm`) reports TSC_ADJUST, keeps
+//! the value written, and does not move the TSC either (seen: 48 908 080 ticks written, the
+//! TSC moved 560 878 ticks, the write's own time, across it); there `x86_64-smp-tsc-skew`
+//! fails with that evidence, and `x86_64-smp-tsc-skew-sim` checks everything above the
+//! counter.
 
 use std::path::Path;
 use std::time::Duration;
@@ -22,11 +27,10 @@ use super::{boot_within, kvm_usable, Arch, Line, Run, KVM_ARGS};
 const CPUS: u32 = 4;
 /// Recalibrations and updates CPU 0 must make (each).
 const WRITES: u32 = 1000;
-/// µs worth of ticks the skew scenario moves its AP by. The issue asks for at least 100 µs;
-/// under this project's software KVM every TSC read costs tens of µs and a warp-check
-/// handover between vCPUs (4 on 2 host CPUs) hundreds, which hides a 200 µs warp entirely
-/// (seen: 0 warps in 506 handovers), so the fault is made large enough to be seen there.
-const SKEW_US: u64 = 20_000;
+/// µs worth of ticks the skew scenarios move their AP by (the issue asks for at least 100):
+/// 1 ms, so that the size is found within 10 % even where the fastest handover between two
+/// vCPUs takes tens of µs (the warp seen is the skew less that handover).
+const SKEW_US: u64 = 1000;
 /// Which AP moves its TSC.
 const SKEW_CPU: u32 = 2;
 /// The TCG runs take 10–20 s on a busy 2-core host (most of it the warp check: 12 000
@@ -59,12 +63,15 @@ const SMP_KEYS: &[&str] = &[
     "warp_cpus",
     "warp_pairs",
     "warp_checks",
-    "warp_handovers",
+    "warp_min_checks_per_pair",
     "warp_warps",
     "warp_max_ticks",
     "warp_max_ns",
-    "warp_cpu",
+    "warp_from",
+    "warp_to",
     "warp_verdict",
+    "warp_error",
+    "warp_timed_out_waiting_for",
 ];
 
 /// The x86_64 SMP scenarios `wanted` selects.
@@ -92,7 +99,7 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             Err(why) => Line::skip("x86_64-smp-kvm", why),
             Ok(()) => {
                 let mut line = Line::new("x86_64-smp-kvm");
-                let cmdline = format!("{cmdline} max_ms=1000 warp_checks=2000");
+                let cmdline = format!("{cmdline} max_ms=1000");
                 let run = boot_within(Arch::X86_64, kernel, &kvm, &cmdline, KVM_TIMEOUT);
                 check_run(&mut line, run, |line, run| check_smp(line, run));
                 line
@@ -102,10 +109,18 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         lines.push(line);
     }
     if wanted("x86_64-smp-tsc-skew") {
+        let name = "x86_64-smp-tsc-skew";
         let line = match kvm_usable() {
-            Err(why) => Line::skip("x86_64-smp-tsc-skew", why),
-            Ok(()) => skew(kernel, &kvm, &cmdline),
+            Err(why) => Line::skip(name, why),
+            Ok(()) => skew(name, kernel, &kvm, &format!("{cmdline} max_ms=1000"), KVM_TIMEOUT),
         };
+        line.print();
+        lines.push(line);
+    }
+    if wanted("x86_64-smp-tsc-skew-sim") {
+        let name = "x86_64-smp-tsc-skew-sim";
+        let cmdline = format!("{cmdline} skew_method=simulated");
+        let line = skew(name, kernel, &tcg, &cmdline, TCG_TIMEOUT);
         line.print();
         lines.push(line);
     }
@@ -217,69 +232,67 @@ fn check_workload(line: &mut Line, run: &Run, label: &str) {
     }
 }
 
-/// `x86_64-smp-tsc-skew`: one boot without the guard (the fault must show as inversions), one
-/// with it (none; the warp check finds the CPU and the size; the repair removes the warp).
-fn skew(kernel: &Path, kvm: &[&str], cmdline: &str) -> Line {
-    let mut line = Line::new("x86_64-smp-tsc-skew");
-    let fault = format!("{cmdline} max_ms=1000 warp_checks=2000 skew_cpu={SKEW_CPU} skew_us={SKEW_US}");
+/// `x86_64-smp-tsc-skew` (KVM, the TSC moved through IA32_TSC_ADJUST) and
+/// `x86_64-smp-tsc-skew-sim` (TCG, a per-CPU software offset under the clock): one boot with
+/// the monotonic guard (no inversion; the warp check finds the CPU and the size; the repair
+/// removes the warp), one without (the fault must show as inversions, so the order check
+/// can fail). On a machine whose hypervisor does not move the TSC the first boot says so and
+/// the scenario fails with that evidence.
+fn skew(name: &'static str, kernel: &Path, qemu: &[&str], cmdline: &str, timeout: Duration) -> Line {
+    let mut line = Line::new(name);
+    let simulated = cmdline.contains("skew_method=simulated");
+    let fault = format!("{cmdline} skew_cpu={SKEW_CPU} skew_us={SKEW_US}");
     line.key("skew_cpu", SKEW_CPU);
     line.key("skew_us", SKEW_US);
 
-    // 1. Without the guard: the plain clock on a warped counter must show inversions.
-    let plain = boot_within(
-        Arch::X86_64,
-        kernel,
-        kvm,
-        &format!("{fault} guard=0"),
-        KVM_TIMEOUT,
-    );
-    match plain {
-        Err(e) => line.fail(format!("unguarded run: {e}")),
-        Ok(run) => match run.broken() {
-            Some(why) => line.fail(format!("unguarded run: {why}")),
-            None => {
-                let inv = run.num("inversions").unwrap_or(0.0);
-                line.key("unguarded_inversions", inv);
-                line.key(
-                    "unguarded_max_back_ns",
-                    run.get("max_back_ns").unwrap_or("?"),
-                );
-                if inv == 0.0 {
-                    line.fail("without the guard the skew caused no inversion: the order check could not have failed");
-                }
-            }
-        },
-    }
-
-    // 2. With the guard.
-    let guarded = boot_within(
-        Arch::X86_64,
-        kernel,
-        kvm,
-        &format!("{fault} guard=1"),
-        KVM_TIMEOUT,
-    );
+    // 1. With the guard: the full check.
+    let guarded = boot_within(Arch::X86_64, kernel, qemu, &format!("{fault} guard=1"), timeout);
+    let mut moved = false;
     check_run(&mut line, guarded, |line, run| {
         line.copy(run, SMP_KEYS);
         line.copy(
             run,
             &[
+                "guard",
                 "skew_method",
                 "skew_ticks",
                 "skew_observed_ticks",
                 "tsc_adjust",
+                "tsc_adjust_unequal",
+                "tsc_adjust_worst_cpu",
                 "repaired_tsc_adjust",
+                "repaired_tsc_adjust_unequal",
+                "repaired_tsc_adjust_unfixed",
+                "repaired_warp_pairs",
                 "repaired_warp_checks",
                 "repaired_warp_warps",
                 "repaired_warp_max_ticks",
                 "repaired_warp_verdict",
             ],
         );
-        check_workload(line, run, "");
-        if run.get("skew_method") != Some("tsc_adjust") {
-            line.fail("the AP could not use IA32_TSC_ADJUST");
-        }
         let skew_ticks = run.num("skew_ticks").unwrap_or(0.0);
+        if !simulated {
+            if run.get("skew_method") != Some("tsc_adjust") {
+                line.fail("the AP could not use IA32_TSC_ADJUST");
+            }
+            // The AP reads its TSC just before and after the write: it must have jumped.
+            let observed = run.num("skew_observed_ticks").unwrap_or(0.0);
+            if observed < skew_ticks * 0.9 {
+                line.fail(format!(
+                    "the hypervisor did not move the TSC: {} wrote {skew_ticks} ticks, the TSC moved {observed} across the write",
+                    run.get("skew_method").unwrap_or("?")
+                ));
+                return;
+            }
+            if run.get("tsc_adjust_worst_cpu") != Some(&SKEW_CPU.to_string()) {
+                line.fail("TSC_ADJUST did not single out the skewed CPU");
+            }
+        }
+        moved = true;
+        if run.get("guard") != Some("1") {
+            line.fail("the kernel did not read through the guard");
+        }
+        check_workload(line, run, "");
         let found = run.num("warp_max_ticks").unwrap_or(0.0);
         if run.get("warp_verdict") != Some("warp") {
             line.fail(format!(
@@ -291,14 +304,14 @@ fn skew(kernel: &Path, kvm: &[&str], cmdline: &str) -> Line {
                 "the warp found ({found} ticks) is not within 10 % of the skew ({skew_ticks})"
             ));
         }
-        if let Some(cpu) = run.get("warp_cpu") {
-            if cpu != SKEW_CPU.to_string() {
-                line.fail(format!("the warp check blamed CPU {cpu}, not {SKEW_CPU}"));
-            }
-        } else {
-            line.fail("the warp check did not say which CPU warped");
+        // A CPU ahead of the others shows as the earlier read of a warped pair.
+        if run.get("warp_from") != Some(&SKEW_CPU.to_string()) {
+            line.fail(format!(
+                "the warp check blamed CPU {:?}, not {SKEW_CPU}",
+                run.get("warp_from")
+            ));
         }
-        if run.get("repaired_tsc_adjust_unequal") != Some("0") {
+        if !simulated && run.get("repaired_tsc_adjust_unequal") != Some("0") {
             line.fail("TSC_ADJUST still differs across CPUs after the repair");
         }
         if run.get("repaired_warp_verdict") != Some("consistent") {
@@ -308,6 +321,25 @@ fn skew(kernel: &Path, kvm: &[&str], cmdline: &str) -> Line {
             ));
         }
     });
+    if !moved {
+        return line;
+    }
+
+    // 2. Without the guard: the plain clock on the warped counter must show inversions.
+    match boot_within(Arch::X86_64, kernel, qemu, &format!("{fault} guard=0"), timeout) {
+        Err(e) => line.fail(format!("unguarded run: {e}")),
+        Ok(run) => match run.broken() {
+            Some(why) => line.fail(format!("unguarded run: {why}")),
+            None => {
+                let inv = run.num("inversions").unwrap_or(0.0);
+                line.key("unguarded_inversions", inv);
+                line.key("unguarded_max_back_ns", run.get("max_back_ns").unwrap_or("?"));
+                if inv == 0.0 {
+                    line.fail("without the guard the skew caused no inversion: the order check could not have failed");
+                }
+            }
+        },
+    }
     line
 }
 

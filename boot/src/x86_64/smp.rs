@@ -497,7 +497,6 @@ fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: 
         // The repair: every CPU writes CPU 0's TSC_ADJUST into its own, as Linux's
         // tsc_store_and_check_tsc_adjust does for a CPU whose value differs from its
         // package's first CPU; then the warp check runs again.
-        skew::store_reference();
         smp::rendezvous(at::REPAIR);
         repair();
         skew::record(0);
@@ -511,141 +510,103 @@ fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: 
     super::exit(0)
 }
 
-/// The fault of `x86_64-smp-tsc-skew`: one AP moves its own TSC, and the repair.
+/// The fault of `x86_64-smp-tsc-skew`: one AP moves its own TSC, and the repair, on the
+/// crate's `TscAdjust` / `TscAdjustTable` (what a kernel would use).
 mod skew {
-    use core::arch::asm;
     use core::fmt::Write;
     use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
-    use baretime::arch::x86_64::Tsc;
-    use raw_cpuid::CpuId;
+    use baretime::arch::x86_64::msr::{rdmsr, wrmsr, IA32_TSC};
+    use baretime::arch::x86_64::{Tsc, TscAdjust, TscAdjustTable};
 
     use crate::smp::MAX_CPUS;
 
-    const IA32_TSC: u32 = 0x10;
-    const IA32_TSC_ADJUST: u32 = 0x3B;
-
-    /// Each CPU's IA32_TSC_ADJUST as it last recorded it (0 where there is none).
-    static ADJUST: [AtomicI64; MAX_CPUS] = [const { AtomicI64::new(0) }; MAX_CPUS];
-    /// CPU 0's value, which the repair writes everywhere.
-    static REFERENCE: AtomicI64 = AtomicI64::new(0);
+    /// Each CPU's IA32_TSC_ADJUST as it last recorded it; CPU 0 is the reference.
+    static TABLE: TscAdjustTable<MAX_CPUS> = TscAdjustTable::new(0);
     /// How the skew was applied: 0 none, 1 TSC_ADJUST, 2 a write to IA32_TSC.
     static METHOD: AtomicU32 = AtomicU32::new(0);
+    /// How far the skewed CPU's TSC moved across the write (skew + the write's own time).
+    static OBSERVED: AtomicI64 = AtomicI64::new(0);
+    /// Repairs whose read-back was not the reference (a hypervisor that ignores the write).
+    static UNFIXED: AtomicU32 = AtomicU32::new(0);
 
-    fn has_tsc_adjust() -> bool {
-        CpuId::new()
-            .get_extended_feature_info()
-            .is_some_and(|f| f.has_tsc_adjust_msr())
-    }
-
-    fn rdmsr(msr: u32) -> u64 {
-        let (lo, hi): (u32, u32);
-        // SAFETY: ring 0; only MSRs CPUID says exist (IA32_TSC always, TSC_ADJUST when
-        // CPUID.7.0:EBX[1]) are read.
-        unsafe {
-            asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nomem, nostack))
-        };
-        (u64::from(hi) << 32) | u64::from(lo)
-    }
-
-    /// # Safety
-    ///
-    /// Ring 0; `msr` exists; moving this CPU's TSC is the intent.
-    unsafe fn wrmsr(msr: u32, value: u64) {
-        // SAFETY: the caller's contract.
-        unsafe {
-            asm!("wrmsr", in("ecx") msr, in("eax") value as u32, in("edx") (value >> 32) as u32, options(nostack))
-        };
+    fn tsc_adjust() -> Option<TscAdjust> {
+        // SAFETY: the kernel runs at ring 0 on every CPU, and so does every user of the token.
+        unsafe { TscAdjust::probe() }
     }
 
     /// Moves this CPU's TSC forward by `ticks`: through IA32_TSC_ADJUST where CPUID has it
-    /// (the TSC moves with it), else by writing IA32_TSC.
-    pub fn apply(ticks: u64, force_tsc_write: bool) {
+    /// (unless `tsc_write`), else by writing IA32_TSC.
+    pub fn apply(ticks: u64, tsc_write: bool) {
         let before = Tsc::BASELINE.read_ordered();
-        apply_by(ticks, force_tsc_write);
+        match tsc_adjust() {
+            Some(adjust) if !tsc_write => {
+                adjust.write(adjust.read().wrapping_add(ticks as i64));
+                METHOD.store(1, Ordering::SeqCst);
+            }
+            _ => {
+                // SAFETY: ring 0; IA32_TSC exists on every x86_64 CPU; moving this CPU's TSC
+                // is the scenario's fault.
+                unsafe { wrmsr(IA32_TSC, rdmsr(IA32_TSC).wrapping_add(ticks)) };
+                METHOD.store(2, Ordering::SeqCst);
+            }
+        }
         let after = Tsc::BASELINE.read_ordered();
         OBSERVED.store(after.wrapping_sub(before) as i64, Ordering::SeqCst);
     }
 
-    /// How far this CPU's TSC moved across `apply` (the skew plus the time `apply` took).
+    /// How far the skewed CPU's TSC moved across `apply`.
     pub fn observed() -> i64 {
         OBSERVED.load(Ordering::SeqCst)
     }
 
-    fn apply_by(ticks: u64, force_tsc_write: bool) {
-        if has_tsc_adjust() && !force_tsc_write {
-            let v = rdmsr(IA32_TSC_ADJUST);
-            // SAFETY: ring 0, the MSR exists (CPUID); the skew is the scenario's fault.
-            unsafe { wrmsr(IA32_TSC_ADJUST, v.wrapping_add(ticks)) };
-            METHOD.store(1, Ordering::SeqCst);
-        } else {
-            let t = rdmsr(IA32_TSC);
-            // SAFETY: ring 0, IA32_TSC always exists; the skew is the scenario's fault.
-            unsafe { wrmsr(IA32_TSC, t.wrapping_add(ticks)) };
-            METHOD.store(2, Ordering::SeqCst);
-        }
-    }
-
-    static OBSERVED: AtomicI64 = AtomicI64::new(0);
-
-    /// How `apply` moved the TSC (`tsc_adjust`, `tsc_write`; `none` before).
+    /// How `apply` moved the TSC (`tsc_adjust`, `tsc_write`).
     pub fn method() -> &'static str {
         match METHOD.load(Ordering::SeqCst) {
             1 => "tsc_adjust",
             2 => "tsc_write",
-            _ if has_tsc_adjust() => "tsc_adjust",
+            _ if tsc_adjust().is_some() => "tsc_adjust",
             _ => "tsc_write",
         }
     }
 
-    /// Records this CPU's TSC_ADJUST.
+    /// Records this CPU's TSC_ADJUST (where it exists).
     pub fn record(cpu: u32) {
-        if let Some(slot) = ADJUST.get(cpu as usize) {
-            let v = if has_tsc_adjust() {
-                rdmsr(IA32_TSC_ADJUST) as i64
-            } else {
-                0
-            };
-            slot.store(v, Ordering::SeqCst);
+        if let Some(adjust) = tsc_adjust() {
+            let _ = TABLE.record(cpu as usize, adjust.read());
         }
     }
 
-    /// CPU 0: keeps its own TSC_ADJUST as the value to repair to.
-    pub fn store_reference() {
-        let v = if has_tsc_adjust() {
-            rdmsr(IA32_TSC_ADJUST) as i64
-        } else {
-            0
-        };
-        REFERENCE.store(v, Ordering::SeqCst);
-    }
-
-    /// Writes CPU 0's TSC_ADJUST into this CPU's, where it differs.
+    /// Linux's repair on this CPU: CPU 0's recorded value written back where this CPU's
+    /// differs (`TscAdjust::restore`); counts a write that did not take.
     pub fn repair() {
-        if !has_tsc_adjust() {
-            return;
-        }
-        let want = REFERENCE.load(Ordering::SeqCst);
-        if rdmsr(IA32_TSC_ADJUST) as i64 != want {
-            // SAFETY: ring 0, the MSR exists; writing the boot CPU's value is the repair.
-            unsafe { wrmsr(IA32_TSC_ADJUST, want as u64) };
+        if let (Some(adjust), Some(reference)) = (tsc_adjust(), TABLE.boot_value()) {
+            if !adjust.restore(reference).is_fixed() {
+                UNFIXED.fetch_add(1, Ordering::SeqCst);
+            }
         }
     }
 
-    /// Prints `tsc_adjust=a,b,…` (as recorded) and `tsc_adjust_unequal=0|1`.
+    /// Prints `tsc_adjust_msr=0|1 tsc_adjust=a,b,… tsc_adjust_nonzero=N
+    /// tsc_adjust_unequal=0|1 tsc_adjust_worst_cpu=N` (and `tsc_adjust_unfixed=N`).
     pub fn print(out: &mut impl Write, cpus: u32, label: &str) {
         let _ = write!(
             out,
             "{label}tsc_adjust_msr={} {label}tsc_adjust=",
-            u8::from(has_tsc_adjust())
+            u8::from(tsc_adjust().is_some())
         );
-        let mut unequal = false;
-        let first = ADJUST[0].load(Ordering::SeqCst);
-        for (i, a) in ADJUST.iter().take(cpus as usize).enumerate() {
-            let v = a.load(Ordering::SeqCst);
-            unequal |= v != first;
-            let _ = write!(out, "{}{v}", if i == 0 { "" } else { "," });
+        for cpu in 0..cpus as usize {
+            let v = TABLE.value(cpu).unwrap_or(0);
+            let _ = write!(out, "{}{v}", if cpu == 0 { "" } else { "," });
         }
-        let _ = writeln!(out, " {label}tsc_adjust_unequal={}", u8::from(unequal));
+        let s = TABLE.summary();
+        let _ = writeln!(
+            out,
+            " {label}tsc_adjust_nonzero={} {label}tsc_adjust_unequal={} {label}tsc_adjust_worst_cpu={} {label}tsc_adjust_unfixed={}",
+            s.nonzero,
+            u8::from(s.differing != 0),
+            s.worst.map_or(-1, |(cpu, _)| cpu as i64),
+            UNFIXED.load(Ordering::SeqCst),
+        );
     }
 }
