@@ -34,10 +34,13 @@ pub mod at {
     /// Every CPU has finished the first warp check.
     pub const WARP1_DONE: usize = 3;
     /// CPU 0 asked for a repair (skew scenario): each CPU repairs its own counter.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // the skew scenario is x86 only
     pub const REPAIR: usize = 4;
     /// Every CPU has repaired.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // the skew scenario is x86 only
     pub const REPAIRED: usize = 5;
     /// Every CPU has finished the second warp check.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // the skew scenario is x86 only
     pub const WARP2_DONE: usize = 6;
     /// How many points there are.
     pub const COUNT: usize = 7;
@@ -108,6 +111,7 @@ impl Params {
     }
 
     /// The parameters CPU 0 published.
+    #[cfg_attr(target_arch = "aarch64", allow(dead_code))] // aarch64's CPUs need none
     pub fn shared() -> Params {
         let v = |i: usize| SHARED[i].load(Ordering::SeqCst);
         Params {
@@ -389,7 +393,8 @@ pub fn init_warps(params: &Params) {
 
 fn warp_check(which: usize) -> Option<&'static WarpCheck> {
     // SAFETY: see `WarpSlot`: the slot is no longer written once other CPUs run.
-    WARP.get(which).and_then(|slot| unsafe { (*slot.0.get()).as_ref() })
+    WARP.get(which)
+        .and_then(|slot| unsafe { (*slot.0.get()).as_ref() })
 }
 
 /// How long a participant waits for its turn: 60 s of TSC/generic-timer time per wait at
@@ -405,7 +410,12 @@ pub fn set_patience(hz: u64) {
 
 /// Runs warp check `which` (0 or 1) on this CPU, timing its waits with `patience_counter`
 /// (the raw CPU counter: under a simulated skew not the skewed one).
-pub fn warp<C: Counter + ?Sized, P: Counter>(which: usize, cpu: u32, counter: &C, patience_counter: &P) {
+pub fn warp<C: Counter + ?Sized, P: Counter>(
+    which: usize,
+    cpu: u32,
+    counter: &C,
+    patience_counter: &P,
+) {
     if let Some(check) = warp_check(which) {
         let mut patience = TickBudget::new(patience_counter, PATIENCE_TICKS.load(Ordering::SeqCst));
         let result = check.participate(cpu, counter, &mut patience);
@@ -456,7 +466,9 @@ pub fn print_warp(out: &mut impl Write, which: usize, label: &str, rate: &Freque
         r.max_warp_ns(rate),
         r.verdict().token(),
     );
-    let code = WARP_ERRORS.get(which).map_or(0, |e| e.load(Ordering::SeqCst));
+    let code = WARP_ERRORS
+        .get(which)
+        .map_or(0, |e| e.load(Ordering::SeqCst));
     if code != 0 || r.timed_out_waiting_for.is_some() {
         let _ = writeln!(
             out,

@@ -84,7 +84,11 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         .copied()
         .chain(["-accel", "tcg,thread=multi"])
         .collect();
-    let kvm: Vec<&str> = smp.iter().copied().chain(KVM_ARGS.iter().copied()).collect();
+    let kvm: Vec<&str> = smp
+        .iter()
+        .copied()
+        .chain(KVM_ARGS.iter().copied())
+        .collect();
     let cmdline = format!("mode=smp cpus={CPUS} writes={WRITES}");
 
     if wanted("x86_64-smp") {
@@ -112,7 +116,13 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         let name = "x86_64-smp-tsc-skew";
         let line = match kvm_usable() {
             Err(why) => Line::skip(name, why),
-            Ok(()) => skew(name, kernel, &kvm, &format!("{cmdline} max_ms=1000"), KVM_TIMEOUT),
+            Ok(()) => skew(
+                name,
+                kernel,
+                &kvm,
+                &format!("{cmdline} max_ms=1000"),
+                KVM_TIMEOUT,
+            ),
         };
         line.print();
         lines.push(line);
@@ -238,7 +248,13 @@ fn check_workload(line: &mut Line, run: &Run, label: &str) {
 /// removes the warp), one without (the fault must show as inversions, so the order check
 /// can fail). On a machine whose hypervisor does not move the TSC the first boot says so and
 /// the scenario fails with that evidence.
-fn skew(name: &'static str, kernel: &Path, qemu: &[&str], cmdline: &str, timeout: Duration) -> Line {
+fn skew(
+    name: &'static str,
+    kernel: &Path,
+    qemu: &[&str],
+    cmdline: &str,
+    timeout: Duration,
+) -> Line {
     let mut line = Line::new(name);
     let simulated = cmdline.contains("skew_method=simulated");
     let fault = format!("{cmdline} skew_cpu={SKEW_CPU} skew_us={SKEW_US}");
@@ -246,7 +262,13 @@ fn skew(name: &'static str, kernel: &Path, qemu: &[&str], cmdline: &str, timeout
     line.key("skew_us", SKEW_US);
 
     // 1. With the guard: the full check.
-    let guarded = boot_within(Arch::X86_64, kernel, qemu, &format!("{fault} guard=1"), timeout);
+    let guarded = boot_within(
+        Arch::X86_64,
+        kernel,
+        qemu,
+        &format!("{fault} guard=1"),
+        timeout,
+    );
     let mut moved = false;
     check_run(&mut line, guarded, |line, run| {
         line.copy(run, SMP_KEYS);
@@ -326,14 +348,23 @@ fn skew(name: &'static str, kernel: &Path, qemu: &[&str], cmdline: &str, timeout
     }
 
     // 2. Without the guard: the plain clock on the warped counter must show inversions.
-    match boot_within(Arch::X86_64, kernel, qemu, &format!("{fault} guard=0"), timeout) {
+    match boot_within(
+        Arch::X86_64,
+        kernel,
+        qemu,
+        &format!("{fault} guard=0"),
+        timeout,
+    ) {
         Err(e) => line.fail(format!("unguarded run: {e}")),
         Ok(run) => match run.broken() {
             Some(why) => line.fail(format!("unguarded run: {why}")),
             None => {
                 let inv = run.num("inversions").unwrap_or(0.0);
                 line.key("unguarded_inversions", inv);
-                line.key("unguarded_max_back_ns", run.get("max_back_ns").unwrap_or("?"));
+                line.key(
+                    "unguarded_max_back_ns",
+                    run.get("max_back_ns").unwrap_or("?"),
+                );
                 if inv == 0.0 {
                     line.fail("without the guard the skew caused no inversion: the order check could not have failed");
                 }
@@ -365,11 +396,15 @@ fn check_calfault(line: &mut Line, run: &Run) {
         ("stuck", "reference_stuck"),
         ("backwards", "reference_backwards"),
     ] {
-        let got = run.get(&format!("fault_{fault}_error")).unwrap_or("missing");
+        let got = run
+            .get(&format!("fault_{fault}_error"))
+            .unwrap_or("missing");
         if got != want {
             line.fail(format!("the {fault} reference ended in {got}, not {want}"));
         }
-        let ms = run.num(&format!("fault_{fault}_elapsed_ms")).unwrap_or(f64::MAX);
+        let ms = run
+            .num(&format!("fault_{fault}_elapsed_ms"))
+            .unwrap_or(f64::MAX);
         if ms > bound {
             line.fail(format!(
                 "the {fault} reference took {ms} ms to fail (bound {bound} ms)"
