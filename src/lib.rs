@@ -31,6 +31,9 @@ pub mod delay;
 pub mod diag;
 pub mod discover;
 pub mod frequency;
+// The monotonic guard: 64-bit atomics with compare-and-swap, as the Clock's.
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+mod guard;
 pub mod instant;
 pub mod reference;
 pub mod scale;
@@ -48,6 +51,8 @@ pub use clock::{Clock, ClockError, ClockHealth};
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
 
