@@ -27,7 +27,7 @@ use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use baretime::arch::x86_64::Tsc;
 use baretime::reference::{Hpet, WithAccuracy};
-use baretime::{Accuracy, Clock, Counter, Frequency};
+use baretime::{Accuracy, Clock, Counter, Frequency, MonotonicClock};
 
 use super::{acpi, entry, Serial};
 use crate::scenario;
@@ -201,16 +201,16 @@ extern "C" fn smp_ap_main(cpu: u64) -> ! {
     skew::record(cpu);
     smp::arrive(at::ONLINE);
     if simulated() {
-        ap_work(cpu, &SIM_CLOCK, &p)
+        ap_work(cpu, &SIM_CLOCK, &SIM_GUARD, &p)
     } else {
-        ap_work(cpu, &super::CLOCK, &p)
+        ap_work(cpu, &super::CLOCK, &GUARD, &p)
     }
 }
 
 /// What an AP does once online, on the clock the scenario uses.
-fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, p: &Params) -> ! {
+fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, guard: &MonotonicClock<'_, C>, p: &Params) -> ! {
     smp::rendezvous(at::START);
-    smp::ap_reads(cpu, &|| read_ns(clock, p));
+    smp::ap_reads(cpu, &|| read_ns(clock, guard, p));
     smp::rendezvous(at::READ_DONE);
     smp::warp(0, cpu, clock.counter(), &Tsc::BASELINE);
     smp::rendezvous(at::WARP1_DONE);
@@ -234,11 +234,19 @@ fn repair() {
     }
 }
 
-/// One read of the shared clock: plain, or through the monotonic guard (`guard=1`).
-fn read_ns<C: Counter>(clock: &Clock<C>, p: &Params) -> u64 {
-    let _ = p.guard;
-    clock.now().as_nanos()
+/// One read of the shared clock: plain, or through its monotonic guard (`guard=1`), which
+/// every CPU shares like the clock itself.
+fn read_ns<C: Counter>(clock: &Clock<C>, guard: &MonotonicClock<'_, C>, p: &Params) -> u64 {
+    if p.guard {
+        guard.now().as_nanos()
+    } else {
+        clock.now().as_nanos()
+    }
 }
+
+/// The guards over the two clocks (`guard=1`).
+static GUARD: MonotonicClock<'static, Tsc> = MonotonicClock::new(&super::CLOCK);
+static SIM_GUARD: MonotonicClock<'static, SkewedTsc> = MonotonicClock::new(&SIM_CLOCK);
 
 /// How the skew scenario moves a TSC: IA32_TSC_ADJUST where CPUID has it (else IA32_TSC),
 /// IA32_TSC (`skew_method=tsc_write`), or in software (`skew_method=simulated`: the clock
@@ -467,17 +475,23 @@ pub fn main(
     }
     skew::record(0);
     if simulated() {
-        bsp_work(out, &SIM_CLOCK, rate, &p)
+        bsp_work(out, &SIM_CLOCK, &SIM_GUARD, rate, &p)
     } else {
-        bsp_work(out, &super::CLOCK, rate, &p)
+        bsp_work(out, &super::CLOCK, &GUARD, rate, &p)
     }
 }
 
 /// CPU 0's part once every CPU is online, on the clock the scenario uses. Ends QEMU.
-fn bsp_work<C: Counter>(out: &mut Serial, clock: &Clock<C>, rate: Frequency, p: &Params) -> ! {
+fn bsp_work<C: Counter>(
+    out: &mut Serial,
+    clock: &Clock<C>,
+    guard: &MonotonicClock<'_, C>,
+    rate: Frequency,
+    p: &Params,
+) -> ! {
     smp::rendezvous(at::START);
     let t_read = clock.now();
-    let writes = smp::bsp_reads(clock, rate, p, 60_000_000_000, &|| read_ns(clock, p));
+    let writes = smp::bsp_reads(clock, rate, p, 60_000_000_000, &|| read_ns(clock, guard, p));
     smp::rendezvous(at::READ_DONE);
     let totals = smp::totals(out, p.cpus);
     smp::print_reads(out, p.cpus, &writes, &totals, "");
