@@ -141,7 +141,7 @@ fn faults(out: &mut Serial, tsc: Tsc, args: &scenario::Args, after: u64) {
             last: 0,
         };
         let start = super::CLOCK.now();
-        let result = calibrate::calibrate(&tsc, &mut faulty, config);
+        let result = calibrate::calibrate(tsc, &mut faulty, config);
         let elapsed: Duration = super::CLOCK.elapsed(start);
         let (error, detail) = match result {
             Ok(c) => ("none", c.frequency.as_hz()),
