@@ -265,77 +265,7 @@ fn skew(
     );
     let mut moved = false;
     check_run(&mut line, guarded, |line, run| {
-        line.copy(run, SMP_KEYS);
-        line.copy(
-            run,
-            &[
-                "guard",
-                "skew_method",
-                "skew_ticks",
-                "skew_observed_ticks",
-                "tsc_adjust",
-                "tsc_adjust_unequal",
-                "tsc_adjust_worst_cpu",
-                "repaired_tsc_adjust",
-                "repaired_tsc_adjust_unequal",
-                "repaired_tsc_adjust_unfixed",
-                "repaired_warp_pairs",
-                "repaired_warp_checks",
-                "repaired_warp_warps",
-                "repaired_warp_max_ticks",
-                "repaired_warp_verdict",
-            ],
-        );
-        let skew_ticks = run.num("skew_ticks").unwrap_or(0.0);
-        if !simulated {
-            if run.get("skew_method") != Some("tsc_adjust") {
-                line.fail("the AP could not use IA32_TSC_ADJUST");
-            }
-            // The AP reads its TSC just before and after the write: it must have jumped.
-            let observed = run.num("skew_observed_ticks").unwrap_or(0.0);
-            if observed < skew_ticks * 0.9 {
-                line.fail(format!(
-                    "the hypervisor did not move the TSC: {} wrote {skew_ticks} ticks, the TSC moved {observed} across the write",
-                    run.get("skew_method").unwrap_or("?")
-                ));
-                return;
-            }
-            if run.get("tsc_adjust_worst_cpu") != Some(&skew_cpu.to_string()) {
-                line.fail("TSC_ADJUST did not single out the skewed CPU");
-            }
-        }
-        moved = true;
-        if run.get("guard") != Some("1") {
-            line.fail("the kernel did not read through the guard");
-        }
-        check_workload(line, run, "", cpus);
-        let found = run.num("warp_max_ticks").unwrap_or(0.0);
-        if run.get("warp_verdict") != Some("warp") {
-            line.fail(format!(
-                "the warp check did not find the warp (verdict {:?})",
-                run.get("warp_verdict")
-            ));
-        } else if (found - skew_ticks).abs() > skew_ticks / 10.0 {
-            line.fail(format!(
-                "the warp found ({found} ticks) is not within 10 % of the skew ({skew_ticks})"
-            ));
-        }
-        // A CPU ahead of the others shows as the earlier read of a warped pair.
-        if run.get("warp_from") != Some(&skew_cpu.to_string()) {
-            line.fail(format!(
-                "the warp check blamed CPU {:?}, not {skew_cpu}",
-                run.get("warp_from")
-            ));
-        }
-        if !simulated && run.get("repaired_tsc_adjust_unequal") != Some("0") {
-            line.fail("TSC_ADJUST still differs across CPUs after the repair");
-        }
-        if run.get("repaired_warp_verdict") != Some("consistent") {
-            line.fail(format!(
-                "after the repair the warp check says {:?}",
-                run.get("repaired_warp_verdict")
-            ));
-        }
+        moved = check_skewed(line, run, cpus, skew_cpu, simulated);
     });
     if !moved {
         return line;
@@ -366,6 +296,82 @@ fn skew(
         },
     }
     line
+}
+
+/// The guarded run of a skew scenario: false (after failing `line`) when the TSC did not
+/// move, so that nothing else can be judged.
+fn check_skewed(line: &mut Line, run: &Run, cpus: u32, skew_cpu: u32, simulated: bool) -> bool {
+    line.copy(run, SMP_KEYS);
+    line.copy(
+        run,
+        &[
+            "guard",
+            "skew_method",
+            "skew_ticks",
+            "skew_observed_ticks",
+            "tsc_adjust",
+            "tsc_adjust_unequal",
+            "tsc_adjust_worst_cpu",
+            "repaired_tsc_adjust",
+            "repaired_tsc_adjust_unequal",
+            "repaired_tsc_adjust_unfixed",
+            "repaired_warp_pairs",
+            "repaired_warp_checks",
+            "repaired_warp_warps",
+            "repaired_warp_max_ticks",
+            "repaired_warp_verdict",
+        ],
+    );
+    let skew_ticks = run.num("skew_ticks").unwrap_or(0.0);
+    if !simulated {
+        if run.get("skew_method") != Some("tsc_adjust") {
+            line.fail("the AP could not use IA32_TSC_ADJUST");
+        }
+        // The AP reads its TSC just before and after the write: it must have jumped.
+        let observed = run.num("skew_observed_ticks").unwrap_or(0.0);
+        if observed < skew_ticks * 0.9 {
+            line.fail(format!(
+                    "the hypervisor did not move the TSC: {} wrote {skew_ticks} ticks, the TSC moved {observed} across the write",
+                    run.get("skew_method").unwrap_or("?")
+                ));
+            return false;
+        }
+        if run.get("tsc_adjust_worst_cpu") != Some(&skew_cpu.to_string()) {
+            line.fail("TSC_ADJUST did not single out the skewed CPU");
+        }
+    }
+    if run.get("guard") != Some("1") {
+        line.fail("the kernel did not read through the guard");
+    }
+    check_workload(line, run, "", cpus);
+    let found = run.num("warp_max_ticks").unwrap_or(0.0);
+    if run.get("warp_verdict") != Some("warp") {
+        line.fail(format!(
+            "the warp check did not find the warp (verdict {:?})",
+            run.get("warp_verdict")
+        ));
+    } else if (found - skew_ticks).abs() > skew_ticks / 10.0 {
+        line.fail(format!(
+            "the warp found ({found} ticks) is not within 10 % of the skew ({skew_ticks})"
+        ));
+    }
+    // A CPU ahead of the others shows as the earlier read of a warped pair.
+    if run.get("warp_from") != Some(&skew_cpu.to_string()) {
+        line.fail(format!(
+            "the warp check blamed CPU {:?}, not {skew_cpu}",
+            run.get("warp_from")
+        ));
+    }
+    if !simulated && run.get("repaired_tsc_adjust_unequal") != Some("0") {
+        line.fail("TSC_ADJUST still differs across CPUs after the repair");
+    }
+    if run.get("repaired_warp_verdict") != Some("consistent") {
+        line.fail(format!(
+            "after the repair the warp check says {:?}",
+            run.get("repaired_warp_verdict")
+        ));
+    }
+    true
 }
 
 /// `x86_64-calibration-fault`: each fault ends in its typed error within the bound the
@@ -403,6 +409,166 @@ fn check_calfault(line: &mut Line, run: &Run) {
             line.fail(format!(
                 "the {fault} reference took {ms} ms to fail (bound {bound} ms)"
             ));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A run whose kernel printed `text` (and `done=1`).
+    fn run(text: &str) -> Run {
+        let stdout = format!("{text}\ndone=1\n");
+        Run {
+            kv: super::super::parse_kv(&stdout),
+            stdout,
+            stderr: String::new(),
+            wall: Duration::from_secs(1),
+            timed_out: false,
+            timeout: TCG_TIMEOUT,
+        }
+    }
+
+    /// What `aarch64-smp` printed in a passing run (abridged to the keys checked).
+    const GOOD_SMP: &str = "cpus_online=4 online_ms=39\n\
+        reads_per_cpu=368307,485319,450714,460212\n\
+        cpus=4 reads=1764552 recalibrations=1000 updates=1013 busy=14 write_errors=0 own_inversions=0 cross_inversions=0 inversions=0 max_back_ns=0 max_step_ns=72020284\n\
+        warp_cpus=4 warp_pairs=6/6 warp_checks=12000 warp_min_checks_per_pair=1000 warp_warps=0 warp_max_ticks=0 warp_max_ns=0 warp_from=-1 warp_to=-1 warp_verdict=consistent";
+
+    fn smp_result(text: &str) -> Line {
+        let mut line = Line::new("test");
+        check_smp(&mut line, &run(text), 4);
+        line
+    }
+
+    #[test]
+    fn a_good_smp_run_passes() {
+        let line = smp_result(GOOD_SMP);
+        assert_eq!(line.result, "PASS", "{:?}", line.reason);
+    }
+
+    #[test]
+    fn every_broken_figure_fails_the_smp_run() {
+        for (from, to) in [
+            (
+                "cross_inversions=0 inversions=0",
+                "cross_inversions=1 inversions=1",
+            ),
+            (
+                "own_inversions=0 cross_inversions=0 inversions=0",
+                "own_inversions=2 cross_inversions=0 inversions=2",
+            ),
+            ("cpus_online=4", "cpus_online=3"),
+            ("460212", "0"),
+            ("recalibrations=1000", "recalibrations=999"),
+            ("updates=1013", "updates=12"),
+            ("write_errors=0", "write_errors=1"),
+            ("max_step_ns=72020284", "max_step_ns=1885950753745000"),
+            ("warp_warps=0", "warp_warps=3"),
+            ("warp_verdict=consistent", "warp_verdict=inconclusive"),
+        ] {
+            assert!(GOOD_SMP.contains(from), "{from}");
+            let line = smp_result(&GOOD_SMP.replace(from, to));
+            assert_eq!(line.result, "FAIL", "{to} passed");
+        }
+    }
+
+    /// What the guarded run of `x86_64-smp-tsc-skew-sim` printed (abridged).
+    const GOOD_SKEW: &str = "cpus_online=4\n\
+        reads_per_cpu=398579,527676,566692,689903\n\
+        cpus=4 reads=2182850 recalibrations=1000 updates=1025 busy=26 write_errors=0 own_inversions=0 cross_inversions=0 inversions=0 max_back_ns=0 max_step_ns=282848470\n\
+        guard=1\n\
+        skew_cpu=2 skew_us=1000 skew_ticks=2445403 skew_method=simulated skew_observed_ticks=0\n\
+        warp_cpus=4 warp_pairs=6/6 warp_checks=12000 warp_min_checks_per_pair=1000 warp_warps=2989 warp_max_ticks=2445305 warp_max_ns=999960 warp_from=2 warp_to=1 warp_verdict=warp\n\
+        repaired_tsc_adjust_unequal=0\n\
+        repaired_warp_pairs=6/6 repaired_warp_checks=12000 repaired_warp_warps=0 repaired_warp_verdict=consistent";
+
+    fn skew_result(text: &str, simulated: bool) -> (Line, bool) {
+        let mut line = Line::new("test");
+        let moved = check_skewed(&mut line, &run(text), 4, 2, simulated);
+        (line, moved)
+    }
+
+    #[test]
+    fn a_good_skew_run_passes() {
+        let (line, moved) = skew_result(GOOD_SKEW, true);
+        assert!(moved);
+        assert_eq!(line.result, "PASS", "{:?}", line.reason);
+    }
+
+    #[test]
+    fn the_skew_checks_can_fail() {
+        for (from, to) in [
+            // The guard let an inversion through.
+            (
+                "cross_inversions=0 inversions=0",
+                "cross_inversions=5 inversions=5",
+            ),
+            // The warp check blamed the wrong CPU, missed the warp, or misjudged its size.
+            ("warp_from=2", "warp_from=1"),
+            ("warp_verdict=warp", "warp_verdict=consistent"),
+            ("warp_max_ticks=2445305", "warp_max_ticks=2000000"),
+            // The repair did not remove the warp.
+            (
+                "repaired_warp_warps=0 repaired_warp_verdict=consistent",
+                "repaired_warp_warps=7 repaired_warp_verdict=warp",
+            ),
+            ("guard=1", "guard=0"),
+        ] {
+            assert!(GOOD_SKEW.contains(from), "{from}");
+            let (line, _) = skew_result(&GOOD_SKEW.replace(from, to), true);
+            assert_eq!(line.result, "FAIL", "{to} passed");
+        }
+    }
+
+    #[test]
+    fn a_tsc_that_did_not_move_fails_the_real_skew() {
+        // This project's kvm_pvm: TSC_ADJUST written, the TSC moved only by the write's time.
+        let text = GOOD_SKEW.replace(
+            "skew_method=simulated skew_observed_ticks=0",
+            "skew_method=tsc_adjust skew_observed_ticks=819256",
+        ) + "\ntsc_adjust=0,0,2445403,0 tsc_adjust_unequal=1 tsc_adjust_worst_cpu=2";
+        let (line, moved) = skew_result(&text, false);
+        assert!(!moved);
+        assert_eq!(line.result, "FAIL");
+        assert!(line
+            .reason
+            .unwrap_or_default()
+            .contains("did not move the TSC"));
+        // Where it does move, the same run passes.
+        let text = text.replace("skew_observed_ticks=819256", "skew_observed_ticks=2445990");
+        let (line, moved) = skew_result(&text, false);
+        assert!(moved);
+        assert_eq!(line.result, "PASS", "{:?}", line.reason);
+    }
+
+    const GOOD_CALFAULT: &str = "max_ms=200 stuck_ms=10 fault_after_reads=2000\n\
+        fault_stuck_error=reference_stuck fault_stuck_detail=0 fault_stuck_elapsed_ms=44.767 fault_stuck_reads=4072\n\
+        fault_backwards_error=reference_backwards fault_backwards_detail=1907 fault_backwards_elapsed_ms=15.518 fault_backwards_reads=2001";
+
+    #[test]
+    fn the_calibration_fault_checks_can_fail() {
+        let mut line = Line::new("test");
+        check_calfault(&mut line, &run(GOOD_CALFAULT));
+        assert_eq!(line.result, "PASS", "{:?}", line.reason);
+        for (from, to) in [
+            (
+                "fault_stuck_error=reference_stuck",
+                "fault_stuck_error=none",
+            ),
+            (
+                "fault_backwards_error=reference_backwards",
+                "fault_backwards_error=discontinuity",
+            ),
+            (
+                "fault_stuck_elapsed_ms=44.767",
+                "fault_stuck_elapsed_ms=220.001",
+            ),
+        ] {
+            let mut line = Line::new("test");
+            check_calfault(&mut line, &run(&GOOD_CALFAULT.replace(from, to)));
+            assert_eq!(line.result, "FAIL", "{to} passed");
         }
     }
 }
