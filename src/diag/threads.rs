@@ -145,6 +145,20 @@ mod tests {
         assert_eq!(r.verdict(), WarpVerdict::Consistent);
     }
 
+    /// The real TSC: the check runs to the end on two pinned threads, every ordered pair
+    /// checked as often as asked (whether this machine's TSCs warp is not asserted).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn real_tsc_every_pair_covered() {
+        let tsc = crate::arch::x86_64::Tsc::probe().unwrap();
+        let run = warp_check_threads(&tsc, 2, 5000, Duration::from_secs(30));
+        assert_eq!(run.error, None);
+        let r = run.report;
+        assert_eq!((r.cpus_covered, r.pairs_compared, r.checks), (2, 1, 10_000));
+        assert_eq!(r.min_checks_per_pair, 5000);
+        assert_ne!(r.verdict(), WarpVerdict::Inconclusive);
+    }
+
     #[test]
     fn a_thread_behind_is_found() {
         // The first thread to read gets offset 0, the second is a million ticks behind.

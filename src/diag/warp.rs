@@ -163,6 +163,10 @@ impl Patience for StdPatience {
         self.looks = self.looks.saturating_add(1);
         if self.looks > YIELD_AFTER_LOOKS {
             std::thread::yield_now();
+        } else if self.looks % 64 != 0 {
+            // Reading the time at every look would slow down the look that sees the token,
+            // and so every handover: only every 64th does.
+            return false;
         }
         self.deadline
             .is_some_and(|deadline| std::time::Instant::now() >= deadline)
@@ -385,6 +389,9 @@ impl WarpReport {
 /// interrupts (or preemption) off if it can: a participant preempted while the token is its
 /// own holds up every other. The CPU numbers are the check's own; map the kernel's CPU ids to
 /// `0..cpus`. See the [module docs](self) for the schedule.
+///
+/// A check runs once: each CPU joins it once, and the token only moves forward. To check
+/// again (after repairing `TSC_ADJUST`, say) use another `WarpCheck`: each is 76 bytes.
 ///
 /// ```
 /// use baretime::diag::{Spins, WarpCheck, WarpVerdict};
@@ -1053,6 +1060,7 @@ mod tests {
         assert!(steps <= u64::from(u32::MAX));
         assert!(w.checks_per_pair() >= 1 << 15);
         assert_eq!(WarpCheck::new(2, 0).checks_per_pair(), 1);
+        assert_eq!(core::mem::size_of::<WarpCheck>(), 76); // as the docs say
         assert!(WarpCheck::new(2, u32::MAX).checks_per_pair() >= 1 << 30);
         // The holder schedule: (0,1) then (0,2), (1,2); i on even positions.
         let w = WarpCheck::new(3, 2);
