@@ -19,6 +19,7 @@
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
 //! | `aarch64-errata` | `virt`, TCG | each counter erratum's faulty-read model over the real CNTVCT_EL0 (`boot/src/aarch64/errata.rs`): with its workaround no step back, no untrue value, no read at the retry bound, a `Clock` never ahead of the true count and 1 ms delays at least 1 ms; without it, the same reads show the model's glitches |
+//! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
 //!
@@ -50,6 +51,9 @@ use crate::{have, root};
 
 #[path = "qemu_hv.rs"]
 mod hv;
+/// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
+#[path = "qemu_smp.rs"]
+mod smp;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -132,6 +136,7 @@ struct Run {
     stderr: String,
     wall: Duration,
     timed_out: bool,
+    timeout: Duration,
 }
 
 impl Run {
@@ -144,7 +149,7 @@ impl Run {
     /// Why the run as a whole is unusable, if it is.
     fn broken(&self) -> Option<String> {
         if self.timed_out {
-            return Some(format!("timed out after {}s", TIMEOUT.as_secs()));
+            return Some(format!("timed out after {}s", self.timeout.as_secs()));
         }
         if let Some(p) = self.get("panic") {
             return Some(format!("kernel panicked: {p}"));
@@ -179,6 +184,17 @@ impl Run {
 
 /// Boots `kernel` with `qemu_args` and the kernel command line `cmdline`.
 fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<Run, String> {
+    boot_within(arch, kernel, qemu_args, cmdline, TIMEOUT)
+}
+
+/// [`boot`] with a timeout of its own.
+fn boot_within(
+    arch: Arch,
+    kernel: &Path,
+    qemu_args: &[&str],
+    cmdline: &str,
+    timeout: Duration,
+) -> Result<Run, String> {
     let mut cmd = Command::new(arch.qemu());
     cmd.args([
         "-display",
@@ -230,7 +246,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > TIMEOUT => {
+            Ok(None) if start.elapsed() > timeout => {
                 timed_out = true;
                 let _ = child.kill();
                 let _ = child.wait();
@@ -249,6 +265,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
         stderr,
         wall,
         timed_out,
+        timeout,
     })
 }
 
@@ -544,6 +561,11 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "x86_64-tcg-delay",
                 hv::NAMES[0],
                 hv::NAMES[1],
+                "x86_64-smp",
+                "x86_64-smp-kvm",
+                "x86_64-smp-tsc-skew",
+                "x86_64-smp-tsc-skew-sim",
+                "x86_64-calibration-fault",
             ],
             x86_scenarios,
         ),
@@ -554,6 +576,7 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "aarch64-bad-cntfrq",
                 "aarch64-delay",
                 "aarch64-errata",
+                "aarch64-smp",
             ],
             aarch64_scenarios,
         ),
@@ -761,6 +784,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         ));
     }
     lines.extend(hv::scenarios(kernel, wanted));
+    lines.extend(smp::x86(kernel, wanted));
     lines
 }
 
@@ -829,6 +853,7 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
     if wanted("aarch64-errata") {
         lines.push(errata_scenario(kernel));
     }
+    lines.extend(smp::aarch64(kernel, wanted));
     lines
 }
 

@@ -2,6 +2,7 @@
 
 mod entry;
 mod errata;
+mod smp;
 
 use core::fmt::{self, Write};
 
@@ -88,7 +89,8 @@ static CLOCK: Clock<GenericTimer> = Clock::uninit(GenericTimer::BASELINE);
 extern "C" fn kernel_main() -> ! {
     let mut out = Serial::get();
     let mut buf = [0u8; 256];
-    let args = Args::parse(command_line(&mut buf));
+    let cmdline = command_line(&mut buf);
+    let args = Args::parse(cmdline);
     let _ = writeln!(out, "arch=aarch64 el={} mode={}", current_el(), args.mode);
 
     // Buggy firmware: program a wrong CNTFRQ_EL0. The counter's real rate does not change.
@@ -135,6 +137,9 @@ extern "C" fn kernel_main() -> ! {
                     false
                 }
                 Ok(()) => {
+                    if args.mode == "smp" {
+                        smp::main(&mut out, &CLOCK, verified.chosen, cmdline);
+                    }
                     if args.mode == "delay" {
                         scenario::time_delays(
                             &mut out,

@@ -1,9 +1,11 @@
 //! The x86_64 kernel: PVH entry, COM1 output, ACPI lookup of the timers, the scenarios.
 
 mod acpi;
+mod calfault;
 mod entry;
 mod paravirt;
 mod serial;
+mod smp;
 
 use core::fmt::Write;
 
@@ -85,6 +87,12 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         _ => discovery.best(),
     };
     scenario::print_claim(&mut out, claim);
+    if args.mode == "smp" {
+        smp::main(&mut out, info, tsc, claim, command_line(info));
+    }
+    if args.mode == "calfault" {
+        calfault::main(&mut out, info, tsc, claim, command_line(info));
+    }
 
     // 2. The reference timer, found through ACPI.
     let timers = acpi::find_timers(info.rsdp_paddr);
