@@ -5,7 +5,8 @@
 //! ```
 //!
 //! One line per file: the path exactly as given, then
-//! `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token>`,
+//! `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token>`
+//! `hypervisors=<kind@0xBASE,...|none> hyperv_tsc_msr=<bool> disagreements=<a/b:Nppb,...|none> implausible=<source:hz,...|none>`,
 //! or `error=<reason>` for a file that cannot be used (unreadable, empty, not CPUID,
 //! malformed, or larger than [`MAX_DUMP_BYTES`]: a dump is kilobytes, and a path like
 //! `/dev/zero` must not eat the machine's memory). Exit status 0 when every file was usable,

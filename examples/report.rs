@@ -20,7 +20,7 @@ use std::hint::black_box;
 use std::time::{Duration, Instant as StdInstant};
 
 use baretime::calibrate::{self, Config, Error, Reference, Verdict};
-use baretime::diag::{self, ReadStats};
+use baretime::diag::{self, ReadStats, WarpVerdict};
 use baretime::reference::StdReference;
 use baretime::{Accuracy, Clock, Counter, Frequency, Source};
 
@@ -266,54 +266,29 @@ fn ns_per_call<T>(mut f: impl FnMut() -> T) -> f64 {
     best
 }
 
-/// Cross-CPU handovers per pair of threads below which a clean warp check proves nothing.
-const WARP_MIN_CHECKS_PER_PAIR: u64 = 1000;
+/// Cross-CPU handovers the report's warp check makes at least (every check is one).
+const WARP_MIN_HANDOVERS: u64 = 100_000;
+/// CPUs the report's warp check compares at most (pairs grow as n²; a kernel checks more).
+const WARP_MAX_CPUS: u32 = 16;
 
-/// The warp check's figures, as the report prints them.
-struct Warp {
-    cpus: u32,
-    pairs: u64,
-    checks: u64,
-    warps: u64,
-    max_ticks: u64,
-    verdict: &'static str,
-}
-
-/// Runs the crate's threaded warp check (threads not pinned) in rounds until it has
-/// [`WARP_MIN_CHECKS_PER_PAIR`] handovers per pair, finds a warp, or 1 s has passed. All the
-/// glue to the crate's warp check lives here.
-fn warp_check<C: Counter + Sync>(counter: &C) -> Warp {
+/// Runs the crate's threaded warp check: one thread per CPU (up to [`WARP_MAX_CPUS`]),
+/// pinned, with enough checks per ordered pair for [`WARP_MIN_HANDOVERS`] in all and never
+/// fewer than the crate's minimum for a `consistent` verdict. A wait longer than 1 s ends it
+/// (reported as a timeout; the verdict is then `inconclusive` unless a warp was seen).
+fn warp_check<C: Counter + Sync>(counter: &C) -> diag::ThreadedWarp {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get() as u32)
-        .clamp(2, 8);
-    let deadline = StdInstant::now() + Duration::from_secs(1);
-    let mut w = Warp {
-        cpus: 0,
-        pairs: 0,
-        checks: 0,
-        warps: 0,
-        max_ticks: 0,
-        verdict: "inconclusive",
-    };
-    loop {
-        let r = diag::warp_check_threads(counter, threads, 100_000);
-        w.cpus = w.cpus.max(r.participants);
-        w.pairs = u64::from(w.cpus) * u64::from(w.cpus.saturating_sub(1)) / 2;
-        w.checks += u64::from(r.handovers);
-        w.warps += u64::from(r.warps);
-        w.max_ticks = w.max_ticks.max(r.max_warp_ticks);
-        let enough = w.pairs > 0 && w.checks >= w.pairs * WARP_MIN_CHECKS_PER_PAIR;
-        if w.warps > 0 || enough || StdInstant::now() >= deadline {
-            w.verdict = if w.warps > 0 {
-                "warp"
-            } else if enough {
-                "consistent"
-            } else {
-                "inconclusive"
-            };
-            return w;
-        }
-    }
+        .clamp(2, WARP_MAX_CPUS);
+    let ordered_pairs = u64::from(threads) * u64::from(threads - 1);
+    let per_pair = WARP_MIN_HANDOVERS
+        .div_ceil(ordered_pairs)
+        .max(u64::from(diag::CONSISTENT_MIN_CHECKS_PER_PAIR));
+    diag::warp_check_threads(
+        counter,
+        threads,
+        u32::try_from(per_pair).unwrap_or(u32::MAX),
+        Duration::from_secs(1),
+    )
 }
 
 /// A stable token for a calibration error.
@@ -371,6 +346,8 @@ fn main() {
             None => "none".into(),
         },
     );
+
+    paravirt::section(&r);
 
     r.section("What the hardware claims");
     if found.candidates.is_empty() {
@@ -609,53 +586,248 @@ fn main() {
         }
     }
 
-    r.section(format!(
-        "Warp check across CPUs (threads not pinned; `consistent` needs ≥ {WARP_MIN_CHECKS_PER_PAIR} cross-CPU handovers per pair)"
-    ).as_str());
-    let w = warp_check(&counter);
+    r.section(
+        format!(
+            "Warp check across CPUs (token passed between pinned threads, every check a \
+             cross-CPU handover; `consistent` needs ≥ {} checks of every ordered pair)",
+            diag::CONSISTENT_MIN_CHECKS_PER_PAIR
+        )
+        .as_str(),
+    );
+    let t = StdInstant::now();
+    let run = warp_check(&counter);
+    let took = t.elapsed();
+    let w = run.report;
+    let placed = match (run.pinned, run.pin_error) {
+        (p, None) if p == w.cpus => "each pinned to its own CPU".to_string(),
+        (p, e) => format!(
+            "{p} of {} pinned (error {}): the OS placed the rest",
+            w.cpus,
+            e.map_or("none".to_string(), |e| e.to_string())
+        ),
+    };
     r.item(
         "warp_cpus",
-        w.cpus,
-        format!("{} threads, placed by the OS", w.cpus),
+        w.cpus_covered,
+        format!(
+            "{} of {} CPUs compared; threads {placed}",
+            w.cpus_covered, w.cpus
+        ),
     );
     r.item(
         "warp_pairs",
-        w.pairs,
-        format!("{} pair(s) of threads compared", w.pairs),
+        w.pairs_compared,
+        format!(
+            "{} of {} pair(s) of CPUs compared both ways",
+            w.pairs_compared, w.pairs
+        ),
     );
     r.item(
         "warp_checks",
         w.checks,
         format!(
-            "{} cross-CPU handovers ({} per pair; {WARP_MIN_CHECKS_PER_PAIR} needed)",
+            "{} cross-CPU handovers in {} ms ({} per ordered pair at least)",
             w.checks,
-            w.checks.checked_div(w.pairs).unwrap_or(0)
+            ms3(took),
+            w.min_checks_per_pair
         ),
     );
     r.item(
         "warps",
         w.warps,
-        format!("{} reads below another CPU's", w.warps),
+        format!("{} reads behind the other CPU's read just before", w.warps),
     );
     r.item(
         "warp_max_ticks",
-        w.max_ticks,
-        format!("{} ticks, the largest step back across CPUs", w.max_ticks),
-    );
-    let why = match w.verdict {
-        "warp" => format!(
-            "{} warps (up to {} ticks): timestamps from different CPUs do not compare",
-            w.warps, w.max_ticks
+        w.max_warp_ticks,
+        format!(
+            "{} ticks ({} ns), the largest step back across CPUs{}",
+            w.max_warp_ticks,
+            w.max_warp_ns(&freq),
+            w.warp_pair
+                .map_or(String::new(), |(a, b)| format!(", CPU {a} → CPU {b}"))
         ),
-        "consistent" => "no warp".to_string(),
-        _ => format!("no warp, but below {WARP_MIN_CHECKS_PER_PAIR} handovers per pair"),
+    );
+    let verdict = w.verdict();
+    let why = match verdict {
+        WarpVerdict::Warped { .. } => {
+            "timestamps from different CPUs do not compare".to_string()
+        }
+        WarpVerdict::Consistent => "no warp".to_string(),
+        _ => format!(
+            "no warp, but coverage too low ({} of {} pairs, {} checks per ordered pair, {} needed){}",
+            w.pairs_compared,
+            w.pairs,
+            w.min_checks_per_pair,
+            diag::CONSISTENT_MIN_CHECKS_PER_PAIR,
+            run.error.map_or(String::new(), |e| format!("; {e}"))
+        ),
     };
     r.item(
         "warp_verdict",
-        w.verdict,
+        verdict.token(),
         format!(
-            "{}: {why}; {} pair(s), {} cross-CPU handovers",
-            w.verdict, w.pairs, w.checks
+            "{}: {why}; {} CPU(s), {} pair(s), {} cross-CPU handovers",
+            verdict.token(),
+            w.cpus_covered,
+            w.pairs_compared,
+            w.checks
         ),
     );
+}
+
+/// The hypervisor's paravirtual TSC sources: which it offers, which only a ring-0 kernel can
+/// read, and what to configure to expose more. Keys: `hypervisor_ranges`,
+/// `paravirt_sources`, `ring0_only_sources`, `kernel_source` (README, "Report keys").
+#[cfg(target_arch = "x86_64")]
+mod paravirt {
+    use super::Report;
+    use baretime::discover::paravirt::{
+        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
+    };
+    use baretime::discover::x86::{self, CpuIdReader, HypervisorKind};
+    use baretime::Source;
+
+    /// `a,b,c`, or `none` for an empty list.
+    fn list(items: &[String]) -> String {
+        if items.is_empty() {
+            "none".into()
+        } else {
+            items.join(",")
+        }
+    }
+
+    pub fn section(r: &Report) {
+        let d = x86::discover();
+        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
+        let ranges: Vec<String> = d
+            .hypervisors()
+            .iter()
+            .map(|h| format!("{:#x}:{}", h.base, h.kind.token()))
+            .collect();
+        r.item(
+            "hypervisor_ranges",
+            list(&ranges),
+            if d.hypervisors().is_empty() {
+                "none (not a guest, or the hypervisor hides itself)".to_string()
+            } else {
+                d.hypervisors()
+                    .iter()
+                    .map(|h| {
+                        let sig = String::from_utf8_lossy(&h.signature);
+                        let sig = sig.trim_end_matches(['\0', ' ']);
+                        format!(
+                            "{:#x}..={:#x} {sig:?} ({})",
+                            h.base,
+                            h.max_leaf,
+                            h.kind.token()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            },
+        );
+
+        // What each range offers. CPUID is readable from user space; the MSRs are not.
+        let mut offered: Vec<String> = Vec::new();
+        let mut ring0: Vec<String> = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        for h in d.hypervisors() {
+            match h.kind {
+                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
+                    let features = raw_cpuid::CpuIdReaderNative
+                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
+                        .eax;
+                    if let Ok(msr) = kvm_clock_msr(features) {
+                        offered.push(Source::KvmPvclock.token().into());
+                        ring0.push(Source::KvmPvclock.token().into());
+                        notes.push(format!(
+                            "KVM at {:#x} offers pvclock (feature bits {features:#x}: clock MSR {msr:#x}, stable bit {}): a kernel registers a pvclock area through WRMSR and reads tsc_to_system_mul/tsc_shift (baretime::arch::x86_64::paravirt::KvmPvclock)",
+                            h.base,
+                            if features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0 { "offered" } else { "not offered" }
+                        ));
+                    }
+                }
+                HypervisorKind::HyperV if d.hyperv_tsc_frequency_msr() => {
+                    offered.push(Source::HyperVTscFrequencyMsr.token().into());
+                    ring0.push(Source::HyperVTscFrequencyMsr.token().into());
+                    notes.push(format!(
+                        "Hyper-V at {:#x} offers HV_X64_MSR_TSC_FREQUENCY (0x40000022, Hz): a kernel reads it with RDMSR (baretime::arch::x86_64::paravirt::hyperv_tsc_frequency)",
+                        h.base
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for c in d.candidates() {
+            if matches!(c.source(), Source::HypervisorLeaf | Source::XenTimeLeaf) {
+                offered.push(c.source().token().into());
+                notes.push(format!(
+                    "{} states {} kHz in CPUID: any process reads it (discovery's candidate)",
+                    c.source(),
+                    c.as_hz() / 1000
+                ));
+            }
+        }
+        // A ring-0 kernel adds its claims ahead of CPUID's (X86Discovery::add_claim).
+        let kernel = [Source::HyperVTscFrequencyMsr, Source::KvmPvclock]
+            .into_iter()
+            .find(|s| ring0.iter().any(|t| t == s.token()))
+            .or_else(|| d.best().map(|f| f.source()));
+        r.item("paravirt_sources", list(&offered), list(&offered));
+        r.item(
+            "ring0_only_sources",
+            list(&ring0),
+            if ring0.is_empty() {
+                "none".to_string()
+            } else {
+                format!(
+                    "{} (RDMSR/WRMSR need CPL 0: this process cannot read them)",
+                    ring0.join(", ")
+                )
+            },
+        );
+        let token = kernel.map_or("none", |s| s.token());
+        r.item(
+            "kernel_source",
+            token,
+            match kernel {
+                Some(s) if ring0.iter().any(|t| t == s.token()) => format!(
+                    "{token}: a kernel here would take the hypervisor's rate from {token}, which a user process cannot read"
+                ),
+                Some(_) => format!("{token}: a kernel here has no better source than this process"),
+                None => "none: nothing states the rate; a kernel must calibrate".into(),
+            },
+        );
+        for n in &notes {
+            r.note(n);
+        }
+        if d.hypervisor() {
+            let has = |s: Source| offered.iter().any(|t| t == s.token());
+            if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
+                r.note("to expose the rate to every process: QEMU/KVM -cpu host,+invtsc,+vmware-cpuid-freq (CPUID 0x40000010; add tsc-frequency=HZ where QEMU does not know the host's rate); where the VMM has no such option (Firecracker), a kernel's pvclock is the hypervisor's only statement of the rate");
+            }
+            if !has(Source::HyperVTscFrequencyMsr) {
+                r.note("QEMU/KVM -cpu ...,hv-frequencies adds Hyper-V's TSC-frequency MSR (ring 0 only; needs a KVM with Hyper-V emulation)");
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+mod paravirt {
+    use super::Report;
+
+    /// No paravirtual TSC sources off x86_64: the keys say `none`.
+    pub fn section(r: &Report) {
+        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
+        for key in [
+            "hypervisor_ranges",
+            "paravirt_sources",
+            "ring0_only_sources",
+            "kernel_source",
+        ] {
+            r.item(key, "none", "none (x86_64 only)");
+        }
+    }
 }

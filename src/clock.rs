@@ -274,14 +274,30 @@ impl Geometry {
             .clamp(1, (self.width.mask() >> 4).max(1))
     }
 
+    /// Whether a reading in `zone` means the timeline is past its deadline. A narrow counter
+    /// that far round has come round again; a 64-bit counter behind the base was reset, or
+    /// is read on a CPU whose counter lags the one the base came from (counters that warp
+    /// between CPUs): it is not late, and must not make time jump to the deadline.
+    fn is_late(&self, zone: Zone) -> bool {
+        match zone {
+            Zone::Valid => false,
+            Zone::Late => true,
+            Zone::Behind => self.width != Width::FULL,
+        }
+    }
+
     /// The end a reading `t` proposes for a timeline based at `b`: `t + margin`, never past
-    /// the deadline (a late or behind reading proposes the deadline, which no reader of an
-    /// open timeline has passed).
-    fn proposal(&self, b: u64, t: u64, margin: u64) -> u64 {
+    /// the deadline. A late reading proposes the deadline, which no reader of an open
+    /// timeline has passed; a 64-bit reading behind the base proposes `behind()`, the point
+    /// where the timeline reaches the clock's high-water mark (no earlier than anything
+    /// handed out, at most its granules ahead), where the deadline would be a jump of 2^62
+    /// ticks.
+    fn proposal(&self, b: u64, t: u64, margin: u64, behind: impl FnOnce() -> u64) -> u64 {
         let d = self.width.delta(b, t);
         match self.zone(d) {
             Zone::Valid => d.saturating_add(margin).min(self.deadline),
-            Zone::Late | Zone::Behind => self.deadline,
+            zone if self.is_late(zone) => self.deadline,
+            _ => behind().min(self.deadline),
         }
     }
 }
@@ -623,7 +639,13 @@ impl<C: Counter> Clock<C> {
                 return tb.at(end);
             }
             if zone == Zone::Behind {
-                if geometry.width.delta(t, tb.base_ticks) <= tb.hand {
+                let before = geometry.width.delta(t, tb.base_ticks);
+                // A 64-bit reading within the previous timeline is one from a CPU whose
+                // counter lags the one the base came from (counters that warp between
+                // CPUs): the previous timeline, as for the handover, so that such a CPU's
+                // time runs on into this one instead of jumping to the mark and back.
+                let lagging = wide && before <= geometry.width.delta(tb.prev_ticks, tb.base_ticks);
+                if before <= tb.hand || lagging {
                     // The previous version was latched past its deadline: the counter has
                     // passed this version's base (which is at or before that deadline), so
                     // this is a narrow counter come round a wrap later, not a reading from
@@ -657,11 +679,13 @@ impl<C: Counter> Clock<C> {
                 hook(Point::ReadHelp);
                 fence(Ordering::SeqCst);
                 let t2 = self.counter.ticks();
-                let proposal = geometry.proposal(tb.base_ticks, t2, geometry.margin(&tb.scale));
+                let margin = geometry.margin(&tb.scale);
+                let proposal =
+                    geometry.proposal(tb.base_ticks, t2, margin, || self.mark_offset(&tb, margin));
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
-                if geometry.zone(geometry.width.delta(tb.base_ticks, t2)) != Zone::Valid {
+                if geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t2))) {
                     // What this helper saw is past the deadline: say so before anyone can
                     // read the counter a wrap later.
                     self.latch(version);
@@ -957,7 +981,7 @@ impl<C: Counter> Clock<C> {
             let mut next = *next;
             if !before_base && d >= margin {
                 next.hand = 0;
-                if geometry.zone(d) != Zone::Valid {
+                if geometry.is_late(geometry.zone(d)) {
                     gate.latched
                         .store(v.number.wrapping_add(1), Ordering::Relaxed);
                     gate.lim.store(0, Ordering::Relaxed);
@@ -991,7 +1015,7 @@ impl<C: Counter> Clock<C> {
         gate.lim.store(0, Ordering::SeqCst);
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
-        let proposal = geometry.proposal(tb.base_ticks, t, margin);
+        let proposal = geometry.proposal(tb.base_ticks, t, margin, || self.mark_offset(tb, margin));
         let end =
             match gate
                 .end
@@ -1001,13 +1025,21 @@ impl<C: Counter> Clock<C> {
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
-        let late = geometry.zone(geometry.width.delta(tb.base_ticks, t)) != Zone::Valid
+        let late = geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
             || gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
         if late {
             self.latch(version);
         }
         hook(Point::WriteClosed);
         (end, late)
+    }
+
+    /// Where `tb`'s timeline reaches the high-water mark's ceiling (64-bit counters), plus
+    /// `margin`: a close point no reader of it has passed, for a reading behind its base.
+    fn mark_offset(&self, tb: &Timebase, margin: u64) -> u64 {
+        tb.scale
+            .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
+            .saturating_add(margin)
     }
 
     /// A counter reading made after the writer's stores are visible.

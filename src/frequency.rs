@@ -18,8 +18,18 @@ pub enum Source {
     CpuidBaseFrequency,
     /// Hypervisor timing leaf 0x40000010 EAX: the TSC frequency in kHz (VMware, KVM, …).
     HypervisorLeaf,
+    /// Xen's time leaf (0x40000003 or 0x40000103, sub-leaf 0) ECX: the guest TSC frequency
+    /// in kHz, as Xen states it. [`Accuracy::Exact`] to its 1 kHz unit
+    /// ([`Source::resolution_hz`]): Xen sets the guest's rate and states it, rounded to kHz.
+    XenTimeLeaf,
     /// The `@ x.xxGHz` suffix of the CPUID brand string.
     BrandString,
+    /// KVM's pvclock area (`tsc_to_system_mul`, `tsc_shift`), registered by a ring-0 kernel
+    /// through MSR_KVM_SYSTEM_TIME(_NEW): the hypervisor's figure, to the encoding's
+    /// resolution (see [`crate::discover::paravirt`]).
+    KvmPvclock,
+    /// Hyper-V's `HV_X64_MSR_TSC_FREQUENCY` (0x40000022), read by a ring-0 kernel: in Hz.
+    HyperVTscFrequencyMsr,
     /// aarch64 CNTFRQ_EL0, as programmed by firmware.
     Cntfrq,
     /// Measured by calibration against a reference timer.
@@ -39,11 +49,41 @@ impl Source {
             Source::CpuidTscLeafDerivedCrystal => "cpuid_15h_derived_crystal",
             Source::CpuidBaseFrequency => "cpuid_16h",
             Source::HypervisorLeaf => "hypervisor_40000010h",
+            Source::XenTimeLeaf => "xen_time_leaf",
             Source::BrandString => "brand_string",
+            Source::KvmPvclock => "kvm_pvclock",
+            Source::HyperVTscFrequencyMsr => "hyperv_tsc_frequency_msr",
             Source::Cntfrq => "cntfrq_el0",
             Source::Calibrated => "calibrated",
             Source::Reference => "reference",
             Source::User => "user",
+        }
+    }
+}
+
+impl Source {
+    /// The unit the source states its figure in, in Hz: a claim is exact only to within one
+    /// such unit (a hypervisor's kHz figure may be rounded or truncated). 0 where the unit is
+    /// finer than a millihertz or the source states no unit of its own.
+    ///
+    /// ```
+    /// use baretime::Source;
+    /// assert_eq!(Source::XenTimeLeaf.resolution_hz(), 1_000);
+    /// assert_eq!(Source::CpuidTscLeaf.resolution_hz(), 0);
+    /// ```
+    pub const fn resolution_hz(self) -> u64 {
+        match self {
+            // pvclock encodes the hypervisor's kHz figure (KVM's tsc_khz).
+            Source::HypervisorLeaf | Source::XenTimeLeaf | Source::KvmPvclock => 1_000,
+            Source::HyperVTscFrequencyMsr => 1,
+            Source::CpuidBaseFrequency | Source::CpuidTscLeafDerivedCrystal => 1_000_000,
+            Source::BrandString => 10_000_000,
+            Source::CpuidTscLeaf
+            | Source::CpuidTscLeafKnownCrystal
+            | Source::Cntfrq
+            | Source::Calibrated
+            | Source::Reference
+            | Source::User => 0,
         }
     }
 }

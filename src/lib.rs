@@ -33,6 +33,9 @@ mod delay;
 pub mod diag;
 pub mod discover;
 mod frequency;
+// The monotonic guard: 64-bit atomics with compare-and-swap, as the Clock's.
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+mod guard;
 mod instant;
 pub mod reference;
 mod scale;
@@ -52,6 +55,8 @@ pub use clock::{Clock, ClockError, ClockHealth};
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
 

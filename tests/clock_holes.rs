@@ -244,3 +244,79 @@ fn a_reference_to_a_counter_keeps_its_width() {
     assert_eq!(owned.now(), borrowed.now());
     assert_eq!(ns(borrowed.now()), 69_888_000);
 }
+
+/// Counters that warp between CPUs (found by the SMP scenarios, issue 9): a 64-bit counter
+/// one CPU reads 200 µs ahead of the others. The plain clock does not promise order across
+/// such CPUs (that is `MonotonicClock`'s job), but it must never jump: every value stays
+/// within the most-ahead CPU's time plus the mark's 2.1 ms. Before the fix, a helper on the
+/// ahead CPU set the close point, the writer then found its own reading behind the new base,
+/// and published the new timeline latched at its deadline: 2^62 ticks, 146 years at 1 GHz.
+const SKEW: u64 = 200_000; // 200 µs at 1 GHz
+
+/// Most any value may be ahead of the most-ahead reading: the mark's two granules and a
+/// handover margin.
+const JUMP_LIMIT_NS: u64 = 2 * (1 << 20) + HANDOVER_NS;
+
+#[test]
+fn a_helper_on_an_ahead_cpu_never_makes_time_jump() {
+    let base = 1_000_000_000u64;
+    set(base);
+    let c: &'static Clock<Sim> = Box::leak(Box::new(Clock::new(Sim(64), hz(1_000_000_000))));
+    let t = base + 1_000_000; // 1 ms on
+    set(t);
+    let mut last = ns(c.now());
+    // The writer's second read (the close) is stalled while a reader on the ahead CPU helps.
+    stall_after_read(1, move || {
+        set(t + SKEW);
+        let ahead = ns(c.now());
+        assert!(ahead <= 1_000_000 + SKEW + JUMP_LIMIT_NS, "{ahead}");
+        set(t);
+    });
+    c.update().unwrap();
+    for step in 0..400u64 {
+        set(t + step * 1_000);
+        let now = ns(c.now());
+        assert!(now >= last, "writer's CPU went back: {now} after {last}");
+        let most_ahead = 1_000_000 + step * 1_000 + SKEW;
+        assert!(
+            now <= most_ahead + JUMP_LIMIT_NS,
+            "jumped to {now} ns at {most_ahead}"
+        );
+        last = now;
+    }
+    c.update().unwrap();
+}
+
+#[test]
+fn a_helper_moved_to_a_behind_cpu_never_makes_time_jump() {
+    let base = 1_000_000_000u64;
+    set(base);
+    let c: &'static Clock<Sim> = Box::leak(Box::new(Clock::new(Sim(64), hz(1_000_000_000))));
+    let t = base + 1_000_000;
+    set(t);
+    let mut last = ns(c.now());
+    // During the writer's close, a reader reads at `t` (its fast path, then its slow path's
+    // read), is moved to a CPU 200 µs behind the timeline's base, and helps decide the close
+    // point from there.
+    stall_after_read(1, move || {
+        stall_after_read(1, move || set(base - SKEW));
+        let helped = ns(c.now());
+        assert!(
+            helped <= 1_000_000 + JUMP_LIMIT_NS,
+            "the helper jumped to {helped}"
+        );
+        set(t);
+    });
+    let _ = c.update();
+    for step in 0..400u64 {
+        set(t + step * 1_000);
+        let now = ns(c.now());
+        assert!(now >= last, "went back: {now} after {last}");
+        let most_ahead = 1_000_000 + step * 1_000;
+        assert!(
+            now <= most_ahead + JUMP_LIMIT_NS,
+            "jumped to {now} ns at {most_ahead}"
+        );
+        last = now;
+    }
+}

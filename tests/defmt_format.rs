@@ -9,12 +9,16 @@
 #![cfg(feature = "defmt")]
 
 use baretime::calibrate::{Calibration, Config, Error as CalibrationError, Verdict, Verified};
-use baretime::diag::{Histogram, ReadStats, WarpCheck, WarpReport};
+use baretime::diag::{
+    Histogram, Participation, ReadStats, Spins, WarpCheck, WarpError, WarpReport, WarpVerdict,
+};
 use baretime::discover::aarch64::{Aarch64Discovery, Aarch64Features, Midr};
 use baretime::discover::dump::{Dump, DumpEntry, DumpError, DumpFormat};
 use baretime::discover::x86::{
-    Crystal, CrystalSource, FrequencyLeaf, HypervisorTiming, TscLeaf, X86Discovery, X86Features,
+    Crystal, CrystalSource, FrequencyLeaf, HyperVFeatures, HypervisorKind, HypervisorRange,
+    HypervisorTiming, TscLeaf, X86Discovery, X86Features, XenTimeLeaf,
 };
+use baretime::discover::{Disagreement, Implausible};
 use baretime::reference::{CounterReference, StdReference};
 use baretime::sim::{SimCounter, SimFault, SimReference, SimTimer, SimWorld};
 use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
@@ -51,12 +55,21 @@ fn every_public_type_is_format() {
         is_format::<baretime::arch::aarch64::GenericTimerUnordered>();
         is_format::<Clock<baretime::arch::aarch64::GenericTimer>>();
     }
+    is_format::<baretime::arch::errata::Erratum>();
+    is_format::<baretime::arch::errata::ErratumRead>();
+    is_format::<baretime::arch::errata::FaultyRead>();
 
     // discover
     is_format::<X86Features>();
     is_format::<TscLeaf>();
     is_format::<FrequencyLeaf>();
     is_format::<HypervisorTiming>();
+    is_format::<XenTimeLeaf>();
+    is_format::<HyperVFeatures>();
+    is_format::<HypervisorKind>();
+    is_format::<HypervisorRange>();
+    is_format::<Disagreement>();
+    is_format::<Implausible>();
     is_format::<CrystalSource>();
     is_format::<Crystal>();
     is_format::<X86Discovery>();
@@ -73,6 +86,10 @@ fn every_public_type_is_format() {
     is_format::<ReadStats>();
     is_format::<WarpReport>();
     is_format::<WarpCheck>();
+    is_format::<WarpVerdict>();
+    is_format::<WarpError>();
+    is_format::<Participation>();
+    is_format::<Spins>();
 
     // calibrate
     is_format::<Config>();

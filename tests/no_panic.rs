@@ -11,11 +11,15 @@ use core::cell::Cell;
 use core::time::Duration;
 
 use baretime::counter::Width;
-use baretime::diag::{Histogram, ReadStats, WarpCheck, HISTOGRAM_BUCKETS};
+use baretime::diag::{
+    Histogram, ReadStats, StdPatience, WarpCheck, WarpVerdict, HISTOGRAM_BUCKETS,
+};
 use baretime::discover::aarch64::{from_registers, Midr};
 use baretime::discover::dump::{replay, write_replay_line, Dump, DumpError, DUMP_CAPACITY};
 use baretime::discover::x86::{decode_signature, known_crystal_hz, parse_brand_frequency};
-use baretime::{Accuracy, Clock, Counter, Delay, Frequency, Instant, RawInstant, Scale, Source};
+use baretime::{
+    Accuracy, Clock, Counter, Delay, FnCounter, Frequency, Instant, RawInstant, Scale, Source,
+};
 use proptest::prelude::*;
 
 /// A counter that plays back `values` (cycling, or holding the last one), has `bits` bits (or an arbitrary `mask` a
@@ -335,19 +339,41 @@ proptest! {
 
     #[test]
     fn warp_check_any_readings(
-        reads in prop::collection::vec((any::<u32>(), edge_u64()), 1..40),
+        a in prop::collection::vec(edge_u64(), 1..20),
+        b in prop::collection::vec(edge_u64(), 1..20),
         bits in bits(),
-        mask in prop::option::of(edge_u64()),
+        k in 1u32..20,
     ) {
-        let w = WarpCheck::new();
-        for (id, v) in reads {
-            let c = Scripted { mask, ..Scripted::new(vec![v], bits) };
-            let _ = w.check_once(id, &c);
-        }
+        // Two CPUs, each reading its own script (cycled), in any width.
+        let w = WarpCheck::new(2, k);
+        let ran = std::thread::scope(|s| {
+            let handles: Vec<_> = [(0u32, &a), (1, &b)].into_iter().map(|(cpu, values)| {
+                let w = &w;
+                s.spawn(move || {
+                    let i = Cell::new(0usize);
+                    let c = FnCounter::new(
+                        || {
+                            let v = values[i.get() % values.len()];
+                            i.set(i.get() + 1);
+                            v
+                        },
+                        bits,
+                    );
+                    let mut patience = StdPatience::new(Duration::from_secs(600));
+                    w.participate(cpu, &c, &mut patience)
+                })
+            }).collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect::<Vec<_>>()
+        });
+        prop_assert!(ran.iter().all(Result::is_ok), "{:?}", ran);
         let r = w.report();
-        prop_assert!(r.warps <= r.checks && r.handovers <= r.checks);
-        // A warp is a step back of at least one tick; no warp, no size.
+        prop_assert_eq!(r.checks, 2 * u64::from(k));
+        prop_assert!(u64::from(r.warps) <= r.checks);
+        // A warp is a step back of at least one tick; no warp, no size and no pair.
         prop_assert_eq!(r.warps == 0, r.max_warp_ticks == 0);
+        prop_assert_eq!(r.warps == 0, r.warp_pair.is_none());
+        // Under the coverage minimum the verdict is never "consistent".
+        prop_assert!(r.verdict() != WarpVerdict::Consistent);
     }
 
     // ---- discover --------------------------------------------------------------------

@@ -12,6 +12,8 @@
 
 #[cfg(target_os = "none")]
 mod scenario;
+#[cfg(target_os = "none")]
+mod smp;
 
 #[cfg(all(target_os = "none", target_arch = "x86_64"))]
 mod x86_64;

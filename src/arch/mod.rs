@@ -18,9 +18,15 @@
 //!
 //! All reads are compiler barriers (their `asm!` blocks are not `nomem`), so the compiler never
 //! moves memory accesses across them.
+//!
+//! [`errata`] holds the read workarounds for aarch64 counters that misread (Freescale
+//! A-008585, HiSilicon 161010101, Cortex-A73 858921, Allwinner A64): pure functions over a
+//! raw read, compiled on every target so they are tested anywhere; the aarch64
+//! `GenericTimer` applies the one selected.
 
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
+pub mod errata;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 

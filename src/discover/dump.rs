@@ -23,8 +23,12 @@ use core::fmt;
 
 use raw_cpuid::{CpuIdReader, CpuIdResult};
 
-use super::x86::{discover_with, Token, X86Discovery};
+use super::bytes::Token;
+use super::x86::{discover_with, HypervisorKind, HypervisorRange, X86Discovery};
+use super::{Disagreement, Implausible, MAX_CANDIDATES};
 use crate::Frequency;
+
+use super::x86::MAX_HYPERVISOR_RANGES;
 
 /// Most CPUID records one logical CPU of a dump may hold.
 pub const DUMP_CAPACITY: usize = 256;
@@ -151,7 +155,7 @@ impl Dump {
         let mut line_no: u32 = 0;
         for raw in text.split(|&c| c == b'\n') {
             line_no = line_no.saturating_add(1);
-            let line = trim(raw);
+            let line = raw.trim_ascii();
             if line.is_empty() {
                 continue;
             }
@@ -189,7 +193,7 @@ impl Dump {
         }
         match format {
             Some(f) => dump.format = f,
-            None if trim(text).is_empty() => return Err(DumpError::Empty),
+            None if text.trim_ascii().is_empty() => return Err(DumpError::Empty),
             None => return Err(DumpError::NotCpuid),
         }
         if !dump.entries.iter().any(|e| e.leaf == 0) {
@@ -247,6 +251,16 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
 /// was usable (the replay exits 0 only if every dump was):
 ///
 /// `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token|none>`
+/// followed by the keys added since, in this order:
+///
+/// - `hypervisors=<kind>@0x<base>[,…]|none`: the hypervisor ranges walked, each as its
+///   [`HypervisorKind::token`] and base leaf; an unknown signature as
+///   `unknown:<signature>@0x<base>` (the signature written like the vendor).
+/// - `hyperv_tsc_msr=<bool>`: Hyper-V's feature leaf says HV_X64_MSR_TSC_FREQUENCY can be
+///   read (by a ring-0 kernel: the dump cannot hold its value).
+/// - `disagreements=<a>/<b>:<ppb>ppb[,…]|none`: candidate pairs further apart than their
+///   accuracies allow ([`Disagreement`]), the more trusted source first.
+/// - `implausible=<source>:<hz>[,…]|none`: claims dropped for a rate no TSC has.
 ///
 /// or `error=<token>` (with ` line=<n>` for a malformed record). Bytes of the vendor that are
 /// not printable ASCII (spaces included, as in `"  Shanghai  "`) print as `_`, so the value
@@ -263,7 +277,8 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
 /// assert_eq!(
 ///     line,
 ///     "vendor=GenuineIntel invariant_tsc=false hypervisor=false \
-///      tsc_hz=3600000000 exact=false source=cpuid_15h_known_crystal"
+///      tsc_hz=3600000000 exact=false source=cpuid_15h_known_crystal \
+///      hypervisors=none hyperv_tsc_msr=false disagreements=none implausible=none"
 /// );
 ///
 /// let mut line = String::new();
@@ -274,7 +289,7 @@ pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
 pub fn write_replay_line<W: fmt::Write>(text: &[u8], out: &mut W) -> Result<bool, fmt::Error> {
     match replay(text) {
         Ok(d) => {
-            ReplaySummary::from(&d).fmt(out)?;
+            write!(out, "{}", ReplaySummary::from(&d))?;
             Ok(true)
         }
         Err(e @ DumpError::Malformed { line }) => {
@@ -290,10 +305,31 @@ pub fn write_replay_line<W: fmt::Write>(text: &[u8], out: &mut W) -> Result<bool
 
 /// The part of an [`X86Discovery`] the replay prints.
 struct ReplaySummary {
+    /// Vendor bytes.
     vendor: [u8; 12],
+    /// The invariant-TSC bit.
     invariant_tsc: bool,
+    /// The hypervisor bit.
     hypervisor: bool,
+    /// The most trusted frequency candidate.
     best: Option<Frequency>,
+    /// Every candidate, most trusted first (`None` past the last).
+    candidates: [Option<Frequency>; MAX_CANDIDATES],
+    /// The hypervisor ranges walked (`None` past the last).
+    hypervisors: [Option<HypervisorRange>; MAX_HYPERVISOR_RANGES],
+    /// Whether Hyper-V's TSC frequency MSR can be read by a ring-0 kernel.
+    hyperv_tsc_frequency_msr: bool,
+    /// Claims dropped as implausible (`None` past the last).
+    implausible: [Option<Implausible>; MAX_CANDIDATES],
+}
+
+/// `items` into a fixed array, `None` past the last (and past `N`).
+fn to_array<T: Copy, const N: usize>(items: &[T]) -> [Option<T>; N] {
+    let mut out = [None; N];
+    for (slot, &item) in out.iter_mut().zip(items) {
+        *slot = Some(item);
+    }
+    out
 }
 
 impl From<&X86Discovery> for ReplaySummary {
@@ -303,12 +339,49 @@ impl From<&X86Discovery> for ReplaySummary {
             invariant_tsc: d.invariant_tsc(),
             hypervisor: d.hypervisor(),
             best: d.best(),
+            candidates: to_array(d.candidates()),
+            hypervisors: to_array(d.hypervisors()),
+            hyperv_tsc_frequency_msr: d.hyperv_tsc_frequency_msr(),
+            implausible: to_array(d.implausible()),
         }
     }
 }
 
 impl ReplaySummary {
-    fn fmt<W: fmt::Write>(&self, f: &mut W) -> fmt::Result {
+    /// Every pair of candidates that disagree (as [`X86Discovery::disagreements`]).
+    fn disagreements(&self) -> impl Iterator<Item = Disagreement> + '_ {
+        let c = &self.candidates;
+        c.iter().enumerate().flat_map(move |(i, a)| {
+            c.get(i.saturating_add(1)..)
+                .unwrap_or(&[])
+                .iter()
+                .filter_map(move |b| Disagreement::between((*a)?, (*b)?))
+        })
+    }
+}
+
+/// Writes `items` comma-separated with `each`, or `none` when there are none.
+fn write_list<T>(
+    f: &mut fmt::Formatter<'_>,
+    items: impl Iterator<Item = T>,
+    mut each: impl FnMut(&mut fmt::Formatter<'_>, T) -> fmt::Result,
+) -> fmt::Result {
+    let mut first = true;
+    for item in items {
+        if !first {
+            f.write_str(",")?;
+        }
+        first = false;
+        each(f, item)?;
+    }
+    if first {
+        f.write_str("none")?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for ReplaySummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "vendor={} invariant_tsc={} hypervisor={} ",
@@ -325,7 +398,24 @@ impl ReplaySummary {
                 b.source().token()
             ),
             None => f.write_str("tsc_hz=none exact=false source=none"),
-        }
+        }?;
+        f.write_str(" hypervisors=")?;
+        write_list(f, self.hypervisors.iter().flatten(), |f, r| {
+            f.write_str(r.kind.token())?;
+            if r.kind == HypervisorKind::Unknown {
+                write!(f, ":{}", Token(&r.signature))?;
+            }
+            write!(f, "@{:#010x}", r.base)
+        })?;
+        write!(f, " hyperv_tsc_msr={}", self.hyperv_tsc_frequency_msr)?;
+        f.write_str(" disagreements=")?;
+        write_list(f, self.disagreements(), |f, d| {
+            write!(f, "{}/{}:{}ppb", d.a.token(), d.b.token(), d.apart_ppb)
+        })?;
+        f.write_str(" implausible=")?;
+        write_list(f, self.implausible.iter().flatten(), |f, i| {
+            write!(f, "{}:{}", i.source.token(), i.hz)
+        })
     }
 }
 
@@ -394,7 +484,7 @@ fn parse_cpuid_tool(line: &[u8]) -> Option<Record> {
         *r = parse_hex(value)?;
         rest = next;
     }
-    if !trim(rest).is_empty() {
+    if !rest.trim_ascii().is_empty() {
         return None;
     }
     Some(((DumpFormat::CpuidTool, leaf, Some(subleaf)), regs))
@@ -437,7 +527,7 @@ fn parse_libcpuid(line: &[u8]) -> Option<Result<Record, ()>> {
             *r = parse_hex(tok)?;
             values = next;
         }
-        if !trim(values).is_empty() {
+        if !values.trim_ascii().is_empty() {
             return None;
         }
         let (leaf, subleaf) = if indexed_subleaf {
@@ -456,7 +546,7 @@ fn is_cpu_header(line: &[u8]) -> bool {
         return true;
     }
     match line.strip_prefix(b"CPU").and_then(|r| r.strip_suffix(b":")) {
-        Some(mid) => trim(mid).iter().all(u8::is_ascii_digit),
+        Some(mid) => mid.trim_ascii().iter().all(u8::is_ascii_digit),
         None => false,
     }
 }
@@ -466,7 +556,7 @@ fn is_dashes(line: &[u8]) -> bool {
 }
 
 fn split_token(s: &[u8]) -> (&[u8], &[u8]) {
-    let s = trim_start(s);
+    let s = s.trim_ascii_start();
     match s.iter().position(|c| c.is_ascii_whitespace()) {
         Some(end) => s.split_at_checked(end).unwrap_or((s, &[])),
         None => (s, &[]),
@@ -501,29 +591,6 @@ fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
         return None;
     }
     hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn trim_start(mut s: &[u8]) -> &[u8] {
-    while let [first, rest @ ..] = s {
-        if first.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
-}
-
-fn trim(s: &[u8]) -> &[u8] {
-    let mut s = trim_start(s);
-    while let [rest @ .., last] = s {
-        if last.is_ascii_whitespace() {
-            s = rest;
-        } else {
-            break;
-        }
-    }
-    s
 }
 
 #[cfg(test)]
@@ -696,7 +763,8 @@ x86
         assert_eq!(
             line,
             "vendor=GenuineIntel invariant_tsc=true hypervisor=false tsc_hz=2208000000 \
-exact=false source=cpuid_15h_known_crystal"
+exact=false source=cpuid_15h_known_crystal hypervisors=none hyperv_tsc_msr=false \
+disagreements=none implausible=none"
         );
         let (usable, line) = replay_line(b"hello");
         assert!(!usable);
@@ -708,7 +776,28 @@ exact=false source=cpuid_15h_known_crystal"
         assert_eq!(
             line,
             "vendor=____________ invariant_tsc=false hypervisor=false tsc_hz=none exact=false \
-source=none"
+source=none hypervisors=none hyperv_tsc_msr=false disagreements=none implausible=none"
+        );
+        // Every list key at once: an unknown hypervisor with a Hyper-V interface behind it
+        // (walk order), a disagreement and an implausible claim.
+        let text = "\
+CPUID 00000000: 00000016-756E6547-6C65746E-49656E69
+CPUID 00000001: 000906E9-00100800-FFFAFBBF-BFEBFBFF
+CPUID 00000015: 00000002-00000156-00000000-00000000
+CPUID 00000016: 0000FFFF-00001194-00000064-00000000
+CPUID 40000000: 40000001-786F4256-786F4256-786F4256
+CPUID 40000100: 40000103-7263694D-666F736F-76482074
+CPUID 40000103: 00000800-00000000-00000000-00000100
+CPUID 80000000: 80000004-00000000-00000000-00000000
+CPUID 80000002: 20555043-2E392040-48473030-0000007A
+";
+        assert_eq!(
+            replay_line(text.as_bytes()).1,
+            "vendor=GenuineIntel invariant_tsc=false hypervisor=true tsc_hz=4104000000 \
+exact=false source=cpuid_15h_known_crystal hypervisors=unknown:VBoxVBoxVBox@0x40000000,\
+hyperv@0x40000100 hyperv_tsc_msr=true \
+disagreements=cpuid_15h_known_crystal/brand_string:1192982456ppb \
+implausible=cpuid_15h_derived_crystal:65534999994,cpuid_16h:65535000000"
         );
     }
 

@@ -13,10 +13,13 @@
 //! | `x86_64-tcg-pit`, `-hpet`, `-acpipm` | TCG | the TSC calibrated against each reference agrees with the other two and with the host's own measurement (below) |
 //! | `x86_64-kvm` | KVM, `-cpu host,+invtsc,+vmware-cpuid-freq` | the hypervisor leaf's exact kHz figure is confirmed by calibration against the HPET |
 //! | `x86_64-lying-cpuid` | TCG | discovery fed a leaf 0x15 that claims 25/24 of the real rate: verification rejects it and uses the measurement |
+//! | `x86_64-kvm-pvclock`, `x86_64-kvm-hyperv` | KVM | the hypervisor's paravirtual TSC rate (pvclock, Hyper-V's MSR) read in ring 0 and confirmed: see `qemu_hv.rs` |
 //! | `x86_64-tcg-delay` | TCG | a 10 ms `Delay` measured by the HPET lasts at least 10 ms and not much more |
 //! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
+//! | `aarch64-errata` | `virt`, TCG | each counter erratum's faulty-read model over the real CNTVCT_EL0 (`boot/src/aarch64/errata.rs`): with its workaround no step back, no untrue value, no read at the retry bound, a `Clock` never ahead of the true count and 1 ms delays at least 1 ms; without it, the same reads show the model's glitches |
+//! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
 //!
@@ -45,6 +48,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use crate::{have, root};
+
+#[path = "qemu_hv.rs"]
+mod hv;
+/// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
+#[path = "qemu_smp.rs"]
+mod smp;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -127,6 +136,7 @@ struct Run {
     stderr: String,
     wall: Duration,
     timed_out: bool,
+    timeout: Duration,
 }
 
 impl Run {
@@ -139,7 +149,7 @@ impl Run {
     /// Why the run as a whole is unusable, if it is.
     fn broken(&self) -> Option<String> {
         if self.timed_out {
-            return Some(format!("timed out after {}s", TIMEOUT.as_secs()));
+            return Some(format!("timed out after {}s", self.timeout.as_secs()));
         }
         if let Some(p) = self.get("panic") {
             return Some(format!("kernel panicked: {p}"));
@@ -174,6 +184,17 @@ impl Run {
 
 /// Boots `kernel` with `qemu_args` and the kernel command line `cmdline`.
 fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<Run, String> {
+    boot_within(arch, kernel, qemu_args, cmdline, TIMEOUT)
+}
+
+/// [`boot`] with a timeout of its own.
+fn boot_within(
+    arch: Arch,
+    kernel: &Path,
+    qemu_args: &[&str],
+    cmdline: &str,
+    timeout: Duration,
+) -> Result<Run, String> {
     let mut cmd = Command::new(arch.qemu());
     cmd.args([
         "-display",
@@ -225,7 +246,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > TIMEOUT => {
+            Ok(None) if start.elapsed() > timeout => {
                 timed_out = true;
                 let _ = child.kill();
                 let _ = child.wait();
@@ -244,6 +265,7 @@ fn boot(arch: Arch, kernel: &Path, qemu_args: &[&str], cmdline: &str) -> Result<
         stderr,
         wall,
         timed_out,
+        timeout,
     })
 }
 
@@ -537,12 +559,25 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
                 "x86_64-kvm",
                 "x86_64-lying-cpuid",
                 "x86_64-tcg-delay",
+                hv::NAMES[0],
+                hv::NAMES[1],
+                "x86_64-smp",
+                "x86_64-smp-kvm",
+                "x86_64-smp-tsc-skew",
+                "x86_64-smp-tsc-skew-sim",
+                "x86_64-calibration-fault",
             ],
             x86_scenarios,
         ),
         (
             Arch::Aarch64,
-            &["aarch64-virt", "aarch64-bad-cntfrq", "aarch64-delay"],
+            &[
+                "aarch64-virt",
+                "aarch64-bad-cntfrq",
+                "aarch64-delay",
+                "aarch64-errata",
+                "aarch64-smp",
+            ],
             aarch64_scenarios,
         ),
     ];
@@ -748,6 +783,8 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             "reference=hpet",
         ));
     }
+    lines.extend(hv::scenarios(kernel, wanted));
+    lines.extend(smp::x86(kernel, wanted));
     lines
 }
 
@@ -813,5 +850,120 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
             "",
         ));
     }
+    if wanted("aarch64-errata") {
+        lines.push(errata_scenario(kernel));
+    }
+    lines.extend(smp::aarch64(kernel, wanted));
     lines
+}
+
+/// The errata the aarch64 kernel's `mode=errata` runs, by their tokens.
+const ERRATA: &[&str] = &[
+    "fsl_a008585",
+    "hisilicon_161010101",
+    "arm_858921",
+    "sun50i_unknown1",
+];
+
+/// `aarch64-errata`: for each erratum, the kernel's figures with the workaround (`on_*`) and
+/// without it (`off_*`), checked: with it the model struck (else nothing was tested) and no
+/// read went back, was untrue or hit the retry bound, the `Clock` was never ahead of the
+/// true count (beyond the conversion's rounding, 2 ns), and the shortest delay lasted the time asked (less one slowed tick, the true
+/// count's resolution); without it the model's glitches showed as steps back or untrue
+/// values.
+fn errata_scenario(kernel: &Path) -> Line {
+    let mut line = Line::new("aarch64-errata");
+    match boot(Arch::Aarch64, kernel, &[], "mode=errata") {
+        Err(e) => line.fail(e),
+        Ok(run) => {
+            if let Some(why) = run.broken() {
+                line.fail(why);
+            }
+            line.copy(
+                &run,
+                &[
+                    "midr_erratum",
+                    "errata_shift",
+                    "errata_slow_tick_ns",
+                    "errata_calls",
+                    "errata_delay_ns",
+                    "errata_lead_rounding_ns",
+                ],
+            );
+            let tick_ns = run.num("errata_slow_tick_ns").unwrap_or(0.0);
+            let delay_ns = run.num("errata_delay_ns").unwrap_or(f64::INFINITY);
+            let rounding_ns = run.num("errata_lead_rounding_ns").unwrap_or(0.0);
+            for e in ERRATA {
+                let key = |k: &str| format!("{e}_{k}");
+                let mut num = |k: &str| {
+                    let v = run.num(&key(k));
+                    if let Some(v) = v {
+                        line.key(&key(k), v);
+                    }
+                    v
+                };
+                let on = [
+                    num("on_glitches"),
+                    num("on_back"),
+                    num("on_untrue"),
+                    num("on_unsettled"),
+                    num("on_clock_lead_ns"),
+                    num("on_delay_min_ns"),
+                ];
+                // What the workaround costs: raw reads per read.
+                num("on_raw_reads");
+                let off = [num("off_glitches"), num("off_back"), num("off_untrue")];
+                // What the bug does to time, reported only.
+                num("off_clock_lead_ns");
+                num("off_delay_min_ns");
+                let (
+                    Some(on_glitches),
+                    Some(back),
+                    Some(untrue),
+                    Some(unsettled),
+                    Some(lead),
+                    Some(delay),
+                ) = (on[0], on[1], on[2], on[3], on[4], on[5])
+                else {
+                    line.fail(format!(
+                        "{e}: the kernel printed no figures with the workaround"
+                    ));
+                    continue;
+                };
+                let (Some(off_glitches), Some(off_back), Some(off_untrue)) =
+                    (off[0], off[1], off[2])
+                else {
+                    line.fail(format!(
+                        "{e}: the kernel printed no figures without the workaround"
+                    ));
+                    continue;
+                };
+                if on_glitches == 0.0 {
+                    line.fail(format!(
+                        "{e}: the model never struck while the workaround ran"
+                    ));
+                }
+                if back + untrue + unsettled > 0.0 {
+                    line.fail(format!(
+                        "{e}: with the workaround {back} steps back, {untrue} untrue values, {unsettled} reads at the bound"
+                    ));
+                }
+                if lead > rounding_ns {
+                    line.fail(format!(
+                        "{e}: the clock ran {lead} ns ahead of the true count"
+                    ));
+                }
+                if delay + tick_ns < delay_ns {
+                    line.fail(format!("{e}: a {delay_ns} ns delay lasted {delay} ns"));
+                }
+                if off_glitches == 0.0 || off_back + off_untrue == 0.0 {
+                    line.fail(format!(
+                        "{e}: without the workaround the model showed no bug"
+                    ));
+                }
+            }
+        }
+    }
+    line.print();
+    line
 }

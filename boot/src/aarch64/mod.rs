@@ -1,7 +1,9 @@
 //! The aarch64 kernel: `virt` entry, PL011 output, semihosting exit, the scenarios.
 
 mod entry;
+mod errata;
 mod semihosting;
+mod smp;
 
 use core::fmt::{self, Write};
 
@@ -86,7 +88,8 @@ static CLOCK: Clock<GenericTimer> = Clock::uninit(GenericTimer::BASELINE);
 extern "C" fn kernel_main() -> ! {
     let mut out = Serial::get();
     let mut buf = [0u8; 256];
-    let args = Args::parse(command_line(&mut buf));
+    let cmdline = command_line(&mut buf);
+    let args = Args::parse(cmdline);
     let _ = writeln!(out, "arch=aarch64 el={} mode={}", current_el(), args.mode);
 
     // Buggy firmware: program a wrong CNTFRQ_EL0. The counter's real rate does not change.
@@ -95,6 +98,16 @@ extern "C" fn kernel_main() -> ! {
         // and may write CNTFRQ_EL0; nothing else in this kernel has read it yet.
         unsafe { write_cntfrq_el0(hz) };
         let _ = writeln!(out, "cntfrq_written={hz}");
+    }
+
+    // The counter errata's workarounds against faulty-read models of the real counter.
+    if args.mode == "errata" {
+        let timer = GenericTimer::new();
+        let erratum = timer.erratum().map_or("none", |e| e.token());
+        let _ = writeln!(out, "midr_erratum={erratum}");
+        let ok = errata::run(&mut out, timer);
+        let _ = writeln!(out, "done=1");
+        exit(if ok { 0 } else { 1 });
     }
 
     // 1. The counter, and what CNTFRQ_EL0 claims about it.
@@ -123,6 +136,9 @@ extern "C" fn kernel_main() -> ! {
                     false
                 }
                 Ok(()) => {
+                    if args.mode == "smp" {
+                        smp::main(&mut out, &CLOCK, verified.chosen, cmdline);
+                    }
                     if args.mode == "delay" {
                         scenario::time_delays(
                             &mut out,

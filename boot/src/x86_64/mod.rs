@@ -1,9 +1,12 @@
 //! The x86_64 kernel: PVH entry, COM1 output, ACPI lookup of the timers, the scenarios.
 
 mod acpi;
+mod calfault;
 mod entry;
+mod paravirt;
 mod port;
 mod serial;
+mod smp;
 
 use core::fmt::Write;
 
@@ -73,7 +76,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
             exit(1);
         }
     };
-    let discovery = match args.lie_hz {
+    let mut discovery = match args.lie_hz {
         None => x86::discover(),
         Some(hz) => x86::discover_with(lying_cpuid(hz)),
     };
@@ -83,8 +86,17 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         discovery.invariant_tsc(),
         discovery.hypervisor()
     );
-    let claim = discovery.best();
+    let claim = match args.mode {
+        "paravirt" => paravirt::claim(&mut out, &mut discovery),
+        _ => discovery.best(),
+    };
     scenario::print_claim(&mut out, claim);
+    if args.mode == "smp" {
+        smp::main(&mut out, info, tsc, claim, command_line(info));
+    }
+    if args.mode == "calfault" {
+        calfault::main(&mut out, info, tsc, claim, command_line(info));
+    }
 
     // 2. The reference timer, found through ACPI.
     let timers = acpi::find_timers(info.rsdp_paddr);

@@ -4,33 +4,49 @@
 //! - [`ReadStats::measure`]: read cost (ticks per read over a tight loop), a log2 histogram of
 //!   consecutive-read deltas (the idea of PostgreSQL's `pg_test_timing`), backwards steps,
 //!   zero deltas (a stuck or coarse counter), minimum and maximum delta.
-//! - [`WarpCheck`]: Linux's `check_tsc_warp` idea without threads of our own. Each CPU runs
-//!   [`WarpCheck::participate`] on one shared `WarpCheck`; in turn, under a small spin lock,
-//!   each reads the counter and checks that the value is not below the last value *any* CPU
-//!   read. A read that happens after another CPU's read must not be smaller: if it is, the
-//!   counters of the two CPUs disagree (a "warp"), and timestamps taken on different CPUs
-//!   cannot be compared. `warp_check_threads` (feature `std`) runs it on host threads.
+//! - [`WarpCheck`]: does the counter agree across CPUs? A token passes between the CPUs in a
+//!   schedule that compares every ordered pair, so that every check compares a read on one CPU
+//!   with a read just before on another (see [`warp`]'s docs). Each
+//!   CPU runs [`WarpCheck::participate`] (no threads of our own; every wait bounded by a
+//!   [`Patience`]); [`WarpReport::verdict`] says `Consistent` only after
+//!   [`CONSISTENT_MIN_CHECKS_PER_PAIR`] checks of every pair. `warp_check_threads` (feature
+//!   `std`) runs it on host threads, each pinned to its own CPU where the OS allows.
 //!
 //! No allocation, integer arithmetic only. [`ReadStats`] uses no atomics; [`WarpCheck`] uses
-//! 32-bit atomics with compare-and-swap only, so it builds wherever the target has those
-//! (Cortex-M3 and up, RISC-V with the A extension) and, with the feature `portable-atomic`
-//! and a way to provide compare-and-swap, on targets without it (Cortex-M0/M0+, RISC-V
-//! without A).
+//! 32-bit atomics, with read-modify-write only to join, so it builds wherever the target has
+//! compare-and-swap on 32 bits (Cortex-M3 and up, RISC-V with the A extension) and, with the
+//! feature `portable-atomic` and a way to provide compare-and-swap, on targets without it
+//! (Cortex-M0/M0+, RISC-V without A).
 //!
 //! Wrapping counters ([`Counter::bits`] < 64) are compared modulo their width: a step of more
 //! than half the range forwards is taken as a step backwards.
 //!
-//! No panic for any counter values (any [`Width::mask`](crate::Width::mask), too): the lints
-//! below deny unchecked arithmetic and indexing outside tests.
+//! No panic for any counter values (any [`Width::mask`](crate::Width::mask), too): the
+//! crate's lints (in lib.rs) deny unchecked arithmetic and indexing outside tests.
 
 use core::hint::black_box;
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-use core::hint::spin_loop;
-
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-use crate::sync::{target::AtomicU32, Ordering};
 
 use crate::{Counter, Frequency};
+
+#[cfg(all(feature = "std", target_os = "linux"))]
+mod pin;
+#[cfg(feature = "std")]
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+mod threads;
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+pub mod warp;
+
+#[cfg(feature = "std")]
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+pub use threads::{warp_check_threads, ThreadedWarp};
+#[cfg(feature = "std")]
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+pub use warp::StdPatience;
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
+pub use warp::{
+    Participation, Patience, Spins, TickBudget, WarpCheck, WarpError, WarpReport, WarpVerdict,
+    CONSISTENT_MIN_CHECKS_PER_PAIR, MAX_WARP_CPUS,
+};
 
 /// Buckets in a [`Histogram`]: one for 0 and one per power of two up to 2^63.
 pub const HISTOGRAM_BUCKETS: usize = 65;
@@ -245,259 +261,16 @@ impl ReadStats {
     }
 }
 
-/// The outcome of a warp check.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[non_exhaustive]
-pub struct WarpReport {
-    /// Participants that ran.
-    pub participants: u32,
-    /// Checks made (locked read-compare-store steps).
-    pub checks: u32,
-    /// Checks whose read came after another participant's read: only these compare two CPUs.
-    pub handovers: u32,
-    /// Checks whose read was below the last read of any participant.
-    pub warps: u32,
-    /// Largest such difference, in ticks.
-    pub max_warp_ticks: u64,
-}
-
-impl WarpReport {
-    /// True when no warp was seen.
-    pub fn is_consistent(&self) -> bool {
-        self.warps == 0
-    }
-}
-
-/// A cross-CPU warp check shared by all participants (one per CPU), built from 32-bit atomics
-/// only.
-///
-/// Each check takes a spin lock, reads the counter, compares the value with the last value
-/// stored by any participant, stores its own and releases the lock. The lock's acquire
-/// ordering puts the read after the previous holder's read; the counter read must itself be
-/// ordered after earlier loads, as the crate's CPU counters' [`Counter`] impls are (LFENCE;
-/// RDTSC and ISB; MRS).
-///
-/// The caller runs [`WarpCheck::participate`] once on each CPU it wants to compare,
-/// pinned there, with interrupts (or preemption) off if it can: a participant preempted
-/// while it holds the lock makes the others spin until it runs again.
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-#[derive(Debug, Default)]
-pub struct WarpCheck {
-    lock: AtomicU32,
-    last_lo: AtomicU32,
-    last_hi: AtomicU32,
-    /// Participant id of the last read (meaningless while `checks` is 0).
-    last_owner: AtomicU32,
-    arrived: AtomicU32,
-    ran: AtomicU32,
-    checks: AtomicU32,
-    handovers: AtomicU32,
-    warps: AtomicU32,
-    max_warp_lo: AtomicU32,
-    max_warp_hi: AtomicU32,
-}
-
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-impl WarpCheck {
-    /// A fresh check (usable in a `static`).
-    pub const fn new() -> WarpCheck {
-        WarpCheck {
-            lock: AtomicU32::new(0),
-            last_lo: AtomicU32::new(0),
-            last_hi: AtomicU32::new(0),
-            last_owner: AtomicU32::new(0),
-            arrived: AtomicU32::new(0),
-            ran: AtomicU32::new(0),
-            checks: AtomicU32::new(0),
-            handovers: AtomicU32::new(0),
-            warps: AtomicU32::new(0),
-            max_warp_lo: AtomicU32::new(0),
-            max_warp_hi: AtomicU32::new(0),
-        }
-    }
-
-    /// Runs one participant: waits until `participants` have arrived (so that they overlap),
-    /// then makes `iterations` checks. `id` tells participants apart (use the CPU number;
-    /// ids are compared, not interpreted).
-    ///
-    /// Every one of the `participants` must call this, or the others wait for ever; use
-    /// [`WarpCheck::run`] to skip the rendezvous.
-    pub fn participate<C: Counter + ?Sized>(
-        &self,
-        id: u32,
-        participants: u32,
-        counter: &C,
-        iterations: u32,
-    ) {
-        self.arrived.fetch_add(1, Ordering::AcqRel);
-        while self.arrived.load(Ordering::Acquire) < participants {
-            spin_loop();
-        }
-        self.run(id, counter, iterations);
-    }
-
-    /// Runs one participant without a rendezvous: `iterations` checks.
-    pub fn run<C: Counter + ?Sized>(&self, id: u32, counter: &C, iterations: u32) {
-        self.ran.fetch_add(1, Ordering::Relaxed);
-        for _ in 0..iterations {
-            self.check_once(id, counter);
-        }
-    }
-
-    /// One check by participant `id`: returns true when this read warped (was below the last
-    /// read of any participant, itself included).
-    pub fn check_once<C: Counter + ?Sized>(&self, id: u32, counter: &C) -> bool {
-        let mask = crate::counter::Width::of(counter).mask();
-        self.acquire();
-        // `checks` counts the reads stored so far (saturating, so never back to 0): 0 means
-        // there is no earlier read to compare with. Every u32 is a distinct id.
-        let first = self.checks.load(Ordering::Relaxed) == 0;
-        let owner = self.last_owner.load(Ordering::Relaxed);
-        let prev = join(
-            self.last_hi.load(Ordering::Relaxed),
-            self.last_lo.load(Ordering::Relaxed),
-        );
-        let now = counter.ticks();
-        let mut warped = false;
-        if !first {
-            if owner != id {
-                bump(&self.handovers);
-            }
-            let delta = now.wrapping_sub(prev) & mask;
-            if delta > mask / 2 {
-                warped = true;
-                bump(&self.warps);
-                let back = backwards_by(mask, delta);
-                let max = join(
-                    self.max_warp_hi.load(Ordering::Relaxed),
-                    self.max_warp_lo.load(Ordering::Relaxed),
-                );
-                if back > max {
-                    self.max_warp_hi
-                        .store((back >> 32) as u32, Ordering::Relaxed);
-                    self.max_warp_lo.store(back as u32, Ordering::Relaxed);
-                }
-            }
-        }
-        self.last_hi.store((now >> 32) as u32, Ordering::Relaxed);
-        self.last_lo.store(now as u32, Ordering::Relaxed);
-        self.last_owner.store(id, Ordering::Relaxed);
-        bump(&self.checks);
-        self.release();
-        warped
-    }
-
-    /// What the participants found so far.
-    pub fn report(&self) -> WarpReport {
-        self.acquire();
-        let r = WarpReport {
-            participants: self.ran.load(Ordering::Relaxed),
-            checks: self.checks.load(Ordering::Relaxed),
-            handovers: self.handovers.load(Ordering::Relaxed),
-            warps: self.warps.load(Ordering::Relaxed),
-            max_warp_ticks: join(
-                self.max_warp_hi.load(Ordering::Relaxed),
-                self.max_warp_lo.load(Ordering::Relaxed),
-            ),
-        };
-        self.release();
-        r
-    }
-
-    fn acquire(&self) {
-        while self
-            .lock
-            .compare_exchange_weak(0, 1, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
-        {
-            while self.lock.load(Ordering::Relaxed) != 0 {
-                spin_loop();
-            }
-        }
-    }
-
-    fn release(&self) {
-        self.lock.store(0, Ordering::Release);
-    }
-}
-
-/// Prints the counts so far without taking the lock (a participant may be mid-check, so the
-/// figures can be one check apart): formatting never waits, even from an interrupt handler
-/// that preempted a participant.
-#[cfg(feature = "defmt")]
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-impl defmt::Format for WarpCheck {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "WarpCheck {{ participants: {=u32}, checks: {=u32}, handovers: {=u32}, warps: {=u32} }}",
-            self.ran.load(Ordering::Relaxed),
-            self.checks.load(Ordering::Relaxed),
-            self.handovers.load(Ordering::Relaxed),
-            self.warps.load(Ordering::Relaxed),
-        )
-    }
-}
-
 /// How far back a wrapped difference `delta` (> `mask / 2`) steps: `mask - delta + 1`, which
 /// is in 1..=mask/2 + 1 because `delta` is in mask/2 + 1..=mask (it was masked).
 fn backwards_by(mask: u64, delta: u64) -> u64 {
     mask.saturating_sub(delta).saturating_add(1)
 }
 
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-fn join(hi: u32, lo: u32) -> u64 {
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
-/// Saturating increment of a counter only written under the lock.
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-fn bump(a: &AtomicU32) {
-    let v = a.load(Ordering::Relaxed);
-    a.store(v.saturating_add(1), Ordering::Relaxed);
-}
-
-/// Runs a [`WarpCheck`] on `threads` host threads sharing `counter`, `iterations` checks
-/// each. The OS schedules the threads (they are not pinned), so this compares whatever CPUs
-/// they land on; [`WarpReport::handovers`] says how often the check crossed threads.
-///
-/// Threads that cannot be spawned are left out ([`WarpReport::participants`] counts those
-/// that ran).
-#[cfg(feature = "std")]
-#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
-pub fn warp_check_threads<C: Counter + Sync + ?Sized>(
-    counter: &C,
-    threads: u32,
-    iterations: u32,
-) -> WarpReport {
-    use crate::sync::target::AtomicBool;
-    let check = WarpCheck::new();
-    let go = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        for id in 0..threads {
-            let (check, go) = (&check, &go);
-            let spawned = std::thread::Builder::new().spawn_scoped(s, move || {
-                while !go.load(Ordering::Acquire) {
-                    std::thread::yield_now();
-                }
-                check.run(id, counter, iterations);
-            });
-            if spawned.is_err() {
-                break;
-            }
-        }
-        // Every spawned thread waits for this, so they start together.
-        go.store(true, Ordering::Release);
-    });
-    check.report()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Accuracy, FnCounter, Source};
-    use core::sync::atomic::AtomicU64;
     use std::cell::Cell;
 
     /// A counter whose n-th read (from 0) returns `f(n)`.
@@ -626,102 +399,5 @@ mod tests {
         let ghz = Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Exact).unwrap();
         assert_eq!(s.read_cost_ps(&ghz), 0);
         assert_eq!(s.histogram.total(), 0);
-    }
-
-    #[test]
-    fn warp_between_two_cpus_is_found() {
-        let time = AtomicU64::new(1_000_000);
-        let tick = || time.fetch_add(10, Ordering::Relaxed);
-        let ahead = FnCounter::new(|| tick() + 5_000, 64);
-        let behind = FnCounter::new(&tick, 64);
-        let w = WarpCheck::new();
-        assert!(!w.check_once(0, &ahead));
-        assert!(!w.check_once(0, &ahead));
-        assert!(w.check_once(1, &behind)); // ~5000 ticks below CPU 0's last read
-        assert!(!w.check_once(1, &behind)); // own reads move forward
-        assert!(!w.check_once(0, &ahead));
-        let r = w.report();
-        assert_eq!((r.checks, r.warps, r.handovers), (5, 1, 2));
-        assert!(
-            r.max_warp_ticks > 4_900 && r.max_warp_ticks <= 5_000,
-            "{}",
-            r.max_warp_ticks
-        );
-        assert!(!r.is_consistent());
-    }
-
-    #[test]
-    fn every_id_is_its_own_participant() {
-        // u32::MAX and 0 are two participants: each check after the first hands over.
-        let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
-        let w = WarpCheck::new();
-        for id in [u32::MAX, 0, u32::MAX, 0] {
-            w.check_once(id, &c);
-        }
-        assert_eq!(w.report().handovers, 3);
-    }
-
-    #[test]
-    fn synchronised_cpus_show_no_warp() {
-        let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(3, Ordering::Relaxed), 64);
-        let w = WarpCheck::new();
-        for i in 0..100 {
-            assert!(!w.check_once(i % 3, &c));
-        }
-        let r = w.report();
-        assert_eq!((r.checks, r.warps, r.max_warp_ticks), (100, 0, 0));
-        assert!(r.is_consistent());
-    }
-
-    #[test]
-    fn warp_check_on_a_wrapping_counter() {
-        let w = WarpCheck::new();
-        let near_top = FnCounter::new(|| 0xFFF0, 16);
-        let wrapped = FnCounter::new(|| 0x0010, 16);
-        w.check_once(0, &near_top);
-        assert!(!w.check_once(1, &wrapped)); // +0x20 across the wrap
-        assert!(w.check_once(0, &near_top)); // -0x20
-        assert_eq!(w.report().max_warp_ticks, 0x20);
-    }
-
-    #[test]
-    fn participants_rendezvous_and_run() {
-        let time = AtomicU64::new(0);
-        let c = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
-        let w = WarpCheck::new();
-        std::thread::scope(|s| {
-            for id in 0..3 {
-                let (w, c) = (&w, &c);
-                s.spawn(move || w.participate(id, 3, c, 200));
-            }
-        });
-        let r = w.report();
-        assert_eq!((r.participants, r.checks, r.warps), (3, 600, 0));
-    }
-
-    #[cfg(feature = "std")]
-    #[test]
-    fn threads_helper_counts_and_detects() {
-        let time = AtomicU64::new(0);
-        let good = FnCounter::new(|| time.fetch_add(1, Ordering::Relaxed), 64);
-        let r = warp_check_threads(&good, 2, 1_000);
-        assert_eq!((r.participants, r.checks, r.warps), (2, 2_000, 0));
-
-        // Reads alternate between a fast and a slow view: the second check warps, whichever
-        // thread makes it, because reads happen under the lock in sequence.
-        let n = AtomicU64::new(0);
-        let skewed = FnCounter::new(
-            || {
-                let i = n.fetch_add(1, Ordering::Relaxed);
-                i * 10 + if i % 2 == 0 { 1_000_000 } else { 0 }
-            },
-            64,
-        );
-        let r = warp_check_threads(&skewed, 2, 100);
-        assert_eq!(r.checks, 200);
-        assert_eq!(r.warps, 100);
-        assert!(r.max_warp_ticks >= 999_000);
     }
 }
