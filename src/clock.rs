@@ -900,10 +900,10 @@ impl<C: Counter> Clock<C> {
             }
         };
         self.publish(&geometry, &next);
-        if zone != Zone::Valid {
+        if zone != Zone::Valid || matches!(what, Write::Rebase(..)) {
             // The counter may have gone back (a rebase after a reset, a reading a quarter of
-            // 2^64 away): readers raise the mark again from the new base, or a later reset
-            // would stand still at a mark left from before this one.
+            // 2^64 away), or a rebase moved time forward: readers raise the mark again from
+            // the new base, or a later reset would stand still at a mark left from before.
             self.mark_next.store(next.base_ticks, Ordering::Relaxed);
         }
         if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {

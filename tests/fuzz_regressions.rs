@@ -88,3 +88,28 @@ fn second_reset_after_a_rebase_does_not_take_time_back() {
     clock.rebase(Instant::ZERO, hz(1_000_000_000)).unwrap();
     read(&clock, &mut last, "rebased again");
 }
+
+/// Fuzz input (crash-b410d695, `cargo xtask fuzz 60`): `Input { bits: 112, mode: 112,
+/// start_value: 7595718147997985129, uninit: false, first_millihz: 18385672241628391211,
+/// read_after_each: false, ops: [Now, Rebase { at_ns: 13816973012072644543, millihz:
+/// 13816973012072644543 }, Pass([32263]), Now, Now, Now, Reset(7523660585271276467), Pass(..),
+/// Pass(..), Now, Now, Now] }`, here at 1 GHz with round numbers. A rebase moved time far
+/// forward (to its `at`) but left the mark where it was; readings less than a granule of
+/// ticks later did not raise it, so after a reset time stood still at the rebase's `at`,
+/// 765 ns before a reading already handed out. Fixed by setting the mark's next counter value
+/// to the new base on every rebase, so that the first reading after it raises the mark.
+#[test]
+fn reset_soon_after_a_forward_rebase_does_not_take_time_back() {
+    let hz = |hz| Frequency::user_hz(hz).unwrap();
+    let c = Manual(Cell::new(1_000_000_000_000));
+    let clock = Clock::new(&c, hz(1_000_000_000));
+    let mut last = Instant::ZERO;
+    read(&clock, &mut last, "start");
+    let at = Instant::from_nanos(1_000_000_000_000_000);
+    clock.rebase(at, hz(1_000_000_000)).unwrap();
+    c.0.set(c.0.get() + 32_263);
+    read(&clock, &mut last, "after the rebase");
+    assert!(last > at, "{last:?}");
+    c.0.set(1_000_000); // reset
+    read(&clock, &mut last, "behind");
+}
