@@ -8,6 +8,10 @@
 //! the same streams; on `Ok` the rate lies in the configured plausible range, its accuracy
 //! is `Measured` with a nonzero bound equal to the reported uncertainty, and the verdict's
 //! choice is the claim (confirmed) or the measurement (otherwise), as the verdict says.
+//!
+//! Rates, durations and steps are drawn so that most inputs can succeed (the checks on `Ok`
+//! need runs that get there): `FUZZ_OUTCOMES=1` prints each run's outcome, to see how many
+//! do (`-runs=0 fuzz/corpus/calibration` replays the corpus).
 #![no_main]
 
 use std::cell::{Cell, RefCell};
@@ -118,7 +122,8 @@ struct Input {
     stuck_after_ticks: u16,
     target_ppb: u32,
     min_samples: u8,
-    plausible_hz: (u64, u64),
+    /// The plausible counter rates; `None`: every rate a `Frequency` can have.
+    plausible_hz: Option<(u64, u64)>,
     /// Counter ticks per reference tick once the input is spent.
     tail_counter_step: u32,
     claim_millihz: Option<u64>,
@@ -142,7 +147,10 @@ fn frequency(millihz: u64, source: Source, tolerance_ppb: Option<u32>) -> Freque
             tolerance_ppb: u64::from(t),
         },
     };
-    let f = Frequency::from_millihz(lo + millihz % (hi - lo + 1), source, accuracy);
+    // Spread over the decades (a uniform draw would almost always be tens of GHz): the low
+    // bits pick a power of two, the rest a rate up to twice it.
+    let scale = lo << (millihz % 27);
+    let f = Frequency::from_millihz((scale + (millihz >> 5) % scale).min(hi), source, accuracy);
     f.expect("in range by construction")
 }
 
@@ -180,31 +188,38 @@ fn check(cal: &Calibration, config: &Config) {
 }
 
 fuzz_target!(|input: Input| {
-    let counter_bits = u32::from(input.counter_bits % 64) + 1;
-    let reference_bits = u32::from(input.reference_bits % 64) + 1;
+    // Zeros (what a short input decodes to) give a run that can succeed: 64-bit counts, the
+    // longest calibration, a counter that moves.
+    let counter_bits = 64 - u32::from(input.counter_bits % 64);
+    let reference_bits = 64 - u32::from(input.reference_bits % 64);
     let reference = frequency(
         input.reference_millihz,
         Source::Reference,
         input.reference_tolerance_ppb,
     );
     let rmhz = reference.as_millihz();
-    // At most 2^16 reference ticks of calibration (and as long to call a count stuck): the
+    let plausible = input
+        .plausible_hz
+        .unwrap_or((Frequency::MIN_HZ, Frequency::MAX_HZ));
+    // At most 2^13 reference ticks of calibration (and 2^16 to call a count stuck): the
     // steady tail reaches the end within that many reads.
     let config = Config::new()
         .with_target_ppb(u64::from(input.target_ppb))
         .with_min_samples(u64::from(input.min_samples))
-        .with_plausible_counter_hz(input.plausible_hz.0, input.plausible_hz.1)
+        .with_plausible_counter_hz(plausible.0, plausible.1)
         .with_max_duration(Duration::from_nanos(ticks_to_ns(
-            u64::from(input.max_duration_ticks) + 1,
+            8192 - u64::from(input.max_duration_ticks % 8192),
             rmhz,
         )))
         .with_stuck_after(Duration::from_nanos(ticks_to_ns(
-            u64::from(input.stuck_after_ticks) + 1,
+            65536 - u64::from(input.stuck_after_ticks),
             rmhz,
         )));
     // The tail: the reference one tick per read, the counter its step per read (two counter
     // reads per reference read), kept within half its wrap so it reads as progress.
-    let counter_tail = u64::from(input.tail_counter_step).min(Width::new(counter_bits).half());
+    // A shift from the low bits spreads it over the decades too.
+    let k = u64::from(input.tail_counter_step);
+    let counter_tail = (k >> (k % 32)).max(1).min(Width::new(counter_bits).half());
     let claim = input
         .claim_millihz
         .map(|m| frequency(m, Source::User, input.claim_tolerance_ppb));
@@ -226,6 +241,12 @@ fuzz_target!(|input: Input| {
 
     let (c, r) = streams();
     let plain = calibrate(&c, r, config);
+    if std::env::var_os("FUZZ_OUTCOMES").is_some() {
+        match &plain {
+            Ok(_) => eprintln!("outcome Ok"),
+            Err(e) => eprintln!("outcome {e:?}"),
+        }
+    }
     if let Ok(cal) = &plain {
         check(cal, &config);
     }

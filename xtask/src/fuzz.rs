@@ -3,7 +3,7 @@
 //! line per target — `fuzz target=<name> result=<PASS|FAIL> executions=<n> seconds=<s>` —
 //! and fails if any target crashed, hung (10 s per input) or did not run.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
@@ -53,6 +53,16 @@ fn install() -> bool {
     )
 }
 
+/// Read-only seed corpora: fuzz/seeds/<target> where committed, and for the dump parser the
+/// CPUID dumps the tests already replay (tests/data: every format, real CPUs, and garbage).
+fn seeds(target: &str) -> Vec<PathBuf> {
+    let mut dirs = vec![root().join("fuzz/seeds").join(target)];
+    if target == "dump_parser" {
+        dirs.push(root().join("tests/data"));
+    }
+    dirs.into_iter().filter(|d| d.is_dir()).collect()
+}
+
 /// What one target's run left in libFuzzer's output: executions, and the crash file if any.
 fn parse(output: &str) -> (Option<u64>, Option<String>) {
     let mut executions = None;
@@ -84,11 +94,10 @@ pub(crate) fn fuzz(seconds: u64) -> Result<bool, String> {
         // The working corpus (ignored by git) grows from the committed seeds, if any.
         let corpus = root().join("fuzz/corpus").join(target);
         let _ = std::fs::create_dir_all(&corpus);
-        let seeds = root().join("fuzz/seeds").join(target);
         let mut c = nightly_cargo();
         c.args(["fuzz", "run", target]).arg(&corpus);
-        if Path::new(&seeds).is_dir() {
-            c.arg(&seeds);
+        for seeds in seeds(target) {
+            c.arg(seeds);
         }
         c.args([
             "--",
@@ -97,6 +106,10 @@ pub(crate) fn fuzz(seconds: u64) -> Result<bool, String> {
             "-rss_limit_mb=2048",
             "-print_final_stats=1",
         ]);
+        if *target == "dump_parser" {
+            // The longest dumps are ~100 KB; their first CPU comes first.
+            c.arg("-max_len=16384");
+        }
         eprintln!("\n==> fuzz {target} for {seconds} s\n    {c:?}");
         let t = Instant::now();
         let out = c
