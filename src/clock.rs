@@ -93,8 +93,10 @@
 //! base is *behind* (a TSC reset on resume, a badly lagging CPU): time stands still no
 //! earlier than anything the clock has handed out — a high-water mark that readers keep
 //! within about a millisecond of their results (one load and a compare on the counter value
-//! per read, off the multiply's critical path; an atomic maximum once per millisecond) —
-//! so at most two granules (2.1 ms) ahead; never at an older base, never the epoch.
+//! per read, off the multiply's critical path; an atomic maximum once per millisecond; the
+//! counter compared modulo 2^64, in case one was set near it; restarted from the new base by
+//! every `rebase`) — so at most two granules (2.1 ms) ahead; never at an older base, never
+//! the epoch.
 //! [`Clock::health`] says so, `update`/`recalibrate` return [`ClockError::Behind`], and
 //! [`Clock::rebase`] continues from a time the caller gives.
 //!
