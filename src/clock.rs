@@ -93,8 +93,10 @@
 //! base is *behind* (a TSC reset on resume, a badly lagging CPU): time stands still no
 //! earlier than anything the clock has handed out — a high-water mark that readers keep
 //! within about a millisecond of their results (one load and a compare on the counter value
-//! per read, off the multiply's critical path; an atomic maximum once per millisecond) —
-//! so at most two granules (2.1 ms) ahead; never at an older base, never the epoch.
+//! per read, off the multiply's critical path; an atomic maximum once per millisecond; the
+//! counter compared modulo 2^64, in case one was set near it; restarted from the new base by
+//! every `rebase`) — so at most two granules (2.1 ms) ahead; never at an older base, never
+//! the epoch.
 //! [`Clock::health`] says so, `update`/`recalibrate` return [`ClockError::Behind`], and
 //! [`Clock::rebase`] continues from a time the caller gives.
 //!
@@ -120,7 +122,7 @@ pub const HANDOVER_NS: u64 = 20_000;
 
 /// How far a reading may pass the clock's high-water mark before the mark is moved: the
 /// mark costs readers of a 64-bit counter one load and a compare off the critical path, and
-/// two atomic maxima once per this much time.
+/// an atomic maximum and a store once per this much time.
 const MARK_GRANULE_NS: u64 = 1 << 20;
 
 /// Why a [`Clock`] did not do what was asked, or what it found while doing it.
@@ -437,7 +439,9 @@ pub struct Clock<C: Counter> {
     /// A high-water mark (64-bit counters): every value `now()` returned is below
     /// `mark + 2 × MARK_GRANULE_NS` (see `ceiling`).
     mark: AtomicU64,
-    /// The counter value from which readers raise the mark again.
+    /// The counter value from which readers raise the mark again (modulo 2^64: at or up to
+    /// half a wrap past it). Only ever a reading plus a granule, or a timeline's base: a
+    /// stale value makes readers raise the mark early, with values they return.
     mark_next: AtomicU64,
 }
 
@@ -554,7 +558,10 @@ impl<C: Counter> Clock<C> {
         // run's value may be garbage). The test is on the counter value, which is known
         // before the multiply, so it stays off the critical path; for narrower counters it
         // folds away.
-        if Width::of(&self.counter) == Width::FULL && t >= self.mark_next.load(Ordering::Relaxed) {
+        // The counter may wrap through 2^64 (a TSC set near it): "at or past" is modular.
+        if Width::of(&self.counter) == Width::FULL
+            && !Width::FULL.is_behind(self.mark_next.load(Ordering::Relaxed), t)
+        {
             self.raise_mark(t, ns);
         }
         Instant::from_nanos(ns)
@@ -596,7 +603,7 @@ impl<C: Counter> Clock<C> {
         let granule = self.scale().ns_to_ticks_ceil(MARK_GRANULE_NS);
         self.mark.fetch_max(ns, Ordering::Relaxed);
         self.mark_next
-            .fetch_max(t.saturating_add(granule), Ordering::Relaxed);
+            .store(t.wrapping_add(granule), Ordering::Relaxed);
     }
 
     /// A time no earlier than any `now()` has returned (64-bit counters): a reading that did
@@ -842,6 +849,7 @@ impl<C: Counter> Clock<C> {
             (Write::Start(scale), false) => {
                 let t = geometry.width.value(self.counter.ticks());
                 self.publish(&geometry, &Timebase::fresh(t, 0, scale, 0));
+                self.mark_next.store(t, Ordering::Relaxed);
                 return Ok(());
             }
             (Write::Start(_), true) => return Err(ClockError::Started),
@@ -955,6 +963,12 @@ impl<C: Counter> Clock<C> {
             }
         };
         self.publish(&geometry, &next);
+        if zone != Zone::Valid || matches!(what, Write::Rebase(..)) {
+            // The counter may have gone back (a rebase after a reset, a reading a quarter of
+            // 2^64 away), or a rebase moved time forward: readers raise the mark again from
+            // the new base, or a later reset would stand still at a mark left from before.
+            self.mark_next.store(next.base_ticks, Ordering::Relaxed);
+        }
         if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {
             Err(ClockError::Late)
         } else {

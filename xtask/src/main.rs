@@ -5,7 +5,9 @@
 //! - `cargo xtask qemu`: the bare-metal scenarios only (`scenario=… result=…` lines).
 //! - `cargo xtask setup`: installs rustup targets and (as root, with apt) Debian packages.
 //! - `cargo xtask bench`: the read-cost benchmark and the accuracy comparison.
+//! - `cargo xtask fuzz [SECONDS]`: each cargo-fuzz target in fuzz/ for SECONDS (default 60).
 
+mod fuzz;
 mod qemu;
 
 use std::path::{Path, PathBuf};
@@ -348,8 +350,17 @@ fn main() -> ExitCode {
             missing.is_empty()
         }
         Some("bench") => bench(),
+        Some("fuzz") => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => fuzz::fuzz(60),
+            Some(Ok(seconds)) if seconds > 0 => fuzz::fuzz(seconds),
+            Some(_) => Err("usage: cargo xtask fuzz [SECONDS]".into()),
+        }
+        .unwrap_or_else(|e| {
+            eprintln!("xtask fuzz: {e}");
+            false
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <test|qemu|setup|bench>");
+            eprintln!("usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]>");
             false
         }
     };

@@ -15,7 +15,7 @@
 //! write). The software KVM of this project's machine (`kvm_pvm`) reports TSC_ADJUST, keeps
 //! the value written, and does not move the TSC either (seen: 48 908 080 ticks written, the
 //! TSC moved 560 878 ticks, the write's own time, across it); there `x86_64-smp-tsc-skew`
-//! fails with that evidence, and `x86_64-smp-tsc-skew-sim` checks everything above the
+//! is skipped with that evidence (SKIP, as where /dev/kvm is missing: the host lacks what the scenario needs), and `x86_64-smp-tsc-skew-sim` checks everything above the
 //! counter.
 
 use std::path::Path;
@@ -246,7 +246,7 @@ fn check_workload(line: &mut Line, run: &Run, label: &str, cpus: u32) {
 /// the monotonic guard (no inversion; the warp check finds the CPU and the size; the repair
 /// removes the warp), one without (the fault must show as inversions, so the order check
 /// can fail). On a machine whose hypervisor does not move the TSC the first boot says so and
-/// the scenario fails with that evidence.
+/// the scenario is skipped with that evidence (a property of the host).
 fn skew(
     name: &'static str,
     kernel: &Path,
@@ -338,10 +338,16 @@ fn check_skewed(line: &mut Line, run: &Run, cpus: u32, skew_cpu: u32, simulated:
         // The AP reads its TSC just before and after the write: it must have jumped.
         let observed = run.num("skew_observed_ticks").unwrap_or(0.0);
         if observed < skew_ticks * 0.9 {
-            line.fail(format!(
-                    "the hypervisor did not move the TSC: {} wrote {skew_ticks} ticks, the TSC moved {observed} across the write",
+            // A property of the host, not of the crate: its hypervisor keeps the guest TSC
+            // where it was (this project's kvm_pvm). SKIP with the evidence, unless something
+            // else already failed; the -sim scenario checks everything above the counter.
+            if line.result != "FAIL" {
+                line.result = "SKIP";
+                line.reason = Some(format!(
+                    "the hypervisor did not move the TSC: {} wrote {skew_ticks} ticks, the TSC moved {observed} across the write (x86_64-smp-tsc-skew-sim checks the rest)",
                     run.get("skew_method").unwrap_or("?")
                 ));
+            }
             return false;
         }
         if run.get("tsc_adjust_worst_cpu") != Some(&skew_cpu.to_string()) {
@@ -531,7 +537,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tsc_that_did_not_move_fails_the_real_skew() {
+    fn a_tsc_that_did_not_move_skips_the_real_skew_with_its_evidence() {
         // This project's kvm_pvm: TSC_ADJUST written, the TSC moved only by the write's time.
         let text = GOOD_SKEW.replace(
             "skew_method=simulated skew_observed_ticks=0",
@@ -539,7 +545,7 @@ mod tests {
         ) + "\ntsc_adjust=0,0,2445403,0 tsc_adjust_unequal=1 tsc_adjust_worst_cpu=2";
         let (line, moved) = skew_result(&text, false);
         assert!(!moved);
-        assert_eq!(line.result, "FAIL");
+        assert_eq!(line.result, "SKIP");
         assert!(line
             .reason
             .unwrap_or_default()

@@ -5,9 +5,8 @@
 //! Both need CPL 0: `RDMSR`/`WRMSR` raise #GP in a user process, which is why a user-space
 //! program (the `report` example) can say these sources exist but not read them.
 //!
-//! The MSR instructions are private here: a crate-wide MSR module would replace them.
+//! The MSR instructions are the crate's one pair, [`super::msr`].
 
-use core::arch::asm;
 use core::cell::UnsafeCell;
 use core::ptr;
 use core::sync::atomic::{compiler_fence, Ordering};
@@ -17,39 +16,7 @@ use crate::discover::paravirt::{
 };
 use crate::Frequency;
 
-/// `RDMSR`.
-///
-/// # Safety
-///
-/// CPL 0, and `msr` exists on this (virtual) CPU: otherwise the instruction raises #GP.
-#[inline]
-unsafe fn rdmsr(msr: u32) -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: the caller guarantees privilege and that the MSR exists (# Safety). RDMSR reads
-    // ECX, writes EDX:EAX (declared), touches neither stack nor flags. Not `nomem`: an MSR
-    // read must stay ordered with the memory accesses around it.
-    unsafe {
-        asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
-    };
-    (u64::from(hi) << 32) | u64::from(lo)
-}
-
-/// `WRMSR`.
-///
-/// # Safety
-///
-/// CPL 0, `msr` exists, and writing `value` to it is what the caller means to do: the
-/// compiler cannot see what an MSR write changes (here: memory the hypervisor will write).
-#[inline]
-unsafe fn wrmsr(msr: u32, value: u64) {
-    let lo = value as u32; // the low half, by definition of EAX's part
-    let hi = (value >> 32) as u32;
-    // SAFETY: as in `rdmsr`; WRMSR reads ECX, EDX:EAX. Not `nomem`: the hypervisor writes the
-    // registered memory as a result, so memory accesses must not move across it.
-    unsafe {
-        asm!("wrmsr", in("ecx") msr, in("eax") lo, in("edx") hi, options(nostack, preserves_flags))
-    };
-}
+use super::msr::{rdmsr, wrmsr};
 
 /// The 32 bytes of KVM's `struct pvclock_vcpu_time_info`, laid out as the hypervisor writes
 /// them, 32-byte aligned so it never straddles a page. Put one in memory the guest owns (a

@@ -1,0 +1,145 @@
+//! Arbitrary bytes into the CPUID dump parser, then x86 discovery over what it parsed; and
+//! the same bytes as a raw register table behind a closure reader, so that discovery also
+//! sees register values no text dump would spell.
+//!
+//! Checked: nothing panics; a parsed dump holds leaf 0 and at most `DUMP_CAPACITY` records,
+//! each of which `get` finds again; discovery returns at most `MAX_CANDIDATES` candidates,
+//! most trusted first (`best()` is the first), one per source, every rate within
+//! `Frequency::MIN_HZ..=MAX_HZ`; the hypervisor leaf's candidate only with the hypervisor bit.
+#![no_main]
+
+use baretime::discover::dump::{Dump, DUMP_CAPACITY};
+use baretime::discover::x86::{discover_with, X86Discovery};
+use baretime::discover::MAX_CANDIDATES;
+use baretime::{Frequency, Source};
+use libfuzzer_sys::fuzz_target;
+use raw_cpuid::CpuIdResult;
+
+/// The trust order `X86Discovery::best` documents: hypervisor leaf, 0x15 with its crystal,
+/// with a known crystal, with a derived crystal, 0x16, the brand string.
+fn trust(source: Source) -> u8 {
+    match source {
+        Source::HypervisorLeaf => 0,
+        Source::CpuidTscLeaf => 1,
+        Source::CpuidTscLeafKnownCrystal => 2,
+        Source::CpuidTscLeafDerivedCrystal => 3,
+        Source::CpuidBaseFrequency => 4,
+        Source::BrandString => 5,
+        _ => 6,
+    }
+}
+
+fn check(d: &X86Discovery) {
+    let c = d.candidates();
+    assert!(c.len() <= MAX_CANDIDATES, "{} candidates", c.len());
+    for f in c {
+        assert!(
+            (Frequency::MIN_HZ..=Frequency::MAX_HZ).contains(&f.as_hz()),
+            "candidate out of range: {f:?}"
+        );
+        assert!(
+            f.as_millihz() >= Frequency::MIN_HZ * 1000
+                && f.as_millihz() <= Frequency::MAX_HZ * 1000,
+            "candidate out of range: {f:?}"
+        );
+        assert!(
+            trust(f.source()) < 6,
+            "candidate from a non-CPUID source: {f:?}"
+        );
+        assert_eq!(
+            d.candidate(f.source()),
+            Some(*f),
+            "two candidates from one source"
+        );
+    }
+    for pair in c.windows(2) {
+        assert!(
+            trust(pair[0].source()) <= trust(pair[1].source()),
+            "candidates not sorted by trust: {c:?}"
+        );
+    }
+    assert_eq!(
+        d.best(),
+        c.first().copied(),
+        "best() is not the first candidate"
+    );
+    if d.candidate(Source::HypervisorLeaf).is_some() {
+        assert!(
+            d.hypervisor(),
+            "hypervisor leaf read without the hypervisor bit"
+        );
+    }
+    // The accessors over the raw fields.
+    let _ = (
+        d.vendor_str(),
+        d.brand_str(),
+        d.brand_bytes(),
+        d.invariant_tsc(),
+        d.is_intel(),
+    );
+    let _ = format!("{d:?}");
+}
+
+/// Leaves a raw register table fills, in order: the ones discovery reads.
+const LEAVES: [u32; 12] = [
+    0,
+    1,
+    0x15,
+    0x16,
+    0x4000_0000,
+    0x4000_0010,
+    0x8000_0000,
+    0x8000_0002,
+    0x8000_0003,
+    0x8000_0004,
+    0x8000_0007,
+    0x8000_0008,
+];
+
+fuzz_target!(|data: &[u8]| {
+    // 1. The bytes as a text dump.
+    if let Ok(dump) = Dump::parse(data) {
+        let entries = dump.entries();
+        assert!(!entries.is_empty() && entries.len() <= DUMP_CAPACITY);
+        assert!(
+            entries.iter().any(|e| e.leaf == 0),
+            "parsed dump without leaf 0"
+        );
+        for e in entries {
+            assert!(
+                dump.get(e.leaf, e.subleaf).is_some(),
+                "record not found again: {e:?}"
+            );
+        }
+        let _ = dump.format();
+        check(&discover_with(&dump));
+    }
+
+    // 2. The bytes as registers (16 bytes per leaf, in LEAVES order; zeros past the end),
+    //    every subleaf alike.
+    let regs = |leaf: u32, _subleaf: u32| -> CpuIdResult {
+        let Some(i) = LEAVES.iter().position(|&l| l == leaf) else {
+            return CpuIdResult {
+                eax: 0,
+                ebx: 0,
+                ecx: 0,
+                edx: 0,
+            };
+        };
+        let word = |k: usize| -> u32 {
+            let at = i * 16 + k * 4;
+            let mut b = [0u8; 4];
+            for (j, byte) in b.iter_mut().enumerate() {
+                *byte = data.get(at + j).copied().unwrap_or(0);
+            }
+            u32::from_le_bytes(b)
+        };
+        CpuIdResult {
+            eax: word(0),
+            ebx: word(1),
+            ecx: word(2),
+            edx: word(3),
+        }
+    };
+    check(&discover_with(regs));
+});
