@@ -137,8 +137,7 @@ impl fmt::Display for ParavirtError {
     }
 }
 
-#[cfg(feature = "std")]
-impl std::error::Error for ParavirtError {}
+impl core::error::Error for ParavirtError {}
 
 /// The fields of KVM's `pvclock_vcpu_time_info` (32 bytes; `version` is separate, see
 /// [`read_consistent`]), as one consistent read saw them.
