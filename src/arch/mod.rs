@@ -27,6 +27,9 @@
 #[cfg(target_arch = "aarch64")]
 pub mod aarch64;
 pub mod errata;
+// The OS call the threaded warp check needs: the crate's one `unsafe` that is not hardware.
+#[cfg(all(feature = "std", target_os = "linux"))]
+pub(crate) mod pin;
 #[cfg(target_arch = "x86_64")]
 pub mod x86_64;
 

@@ -28,8 +28,6 @@ use core::hint::black_box;
 
 use crate::{Counter, Frequency};
 
-#[cfg(all(feature = "std", target_os = "linux"))]
-mod pin;
 #[cfg(feature = "std")]
 #[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 mod threads;

@@ -106,7 +106,7 @@ pub fn warp_check_threads<C: Counter + Sync + ?Sized>(
 /// The CPUs this thread may run on; `Err(None)` where the OS offers no way to ask.
 #[cfg(target_os = "linux")]
 fn allowed_cpus() -> Result<std::vec::Vec<usize>, Option<i32>> {
-    super::pin::allowed_cpus().map_err(Some)
+    crate::arch::pin::allowed_cpus().map_err(Some)
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -116,7 +116,7 @@ fn allowed_cpus() -> Result<std::vec::Vec<usize>, Option<i32>> {
 
 #[cfg(target_os = "linux")]
 fn pin_current(cpu: usize) -> Result<(), i32> {
-    super::pin::pin_current_thread(cpu)
+    crate::arch::pin::pin_current_thread(cpu)
 }
 
 #[cfg(not(target_os = "linux"))]

@@ -25,9 +25,9 @@ pub const IA32_TSC_ADJUST: u32 = 0x3B;
 pub unsafe fn rdmsr(msr: u32) -> u64 {
     let lo: u32;
     let hi: u32;
-    // SAFETY: the caller guarantees CPL 0 and that `msr` exists (the function's contract),
-    // so RDMSR does not fault. It reads ECX and writes only EDX:EAX (declared); no stack, no
-    // flags. Not `nomem`: it also orders memory accesses for the compiler.
+    // Not `nomem`: it also orders memory accesses for the compiler.
+    // SAFETY: CPL 0 and an existing `msr` (the contract): RDMSR does not fault; it reads ECX and
+    // writes only EDX:EAX (declared); no stack, no flags.
     unsafe {
         asm!("rdmsr", in("ecx") msr, out("eax") lo, out("edx") hi,
              options(nostack, preserves_flags))
@@ -48,9 +48,9 @@ pub unsafe fn rdmsr(msr: u32) -> u64 {
 pub unsafe fn wrmsr(msr: u32, value: u64) {
     let lo = value as u32;
     let hi = (value >> 32) as u32;
-    // SAFETY: the caller guarantees CPL 0, that `msr` exists and that `value` is valid for
-    // it (the function's contract), so WRMSR does not fault, and answers for its effect.
     // It reads ECX and EDX:EAX only; no stack, no flags; not `nomem` (a compiler barrier).
+    // SAFETY: CPL 0, `msr` exists and `value` is valid for it (the contract), so WRMSR does
+    // not fault; the caller answers for its effect.
     unsafe {
         asm!("wrmsr", in("ecx") msr, in("eax") lo, in("edx") hi,
              options(nostack, preserves_flags))

@@ -115,9 +115,8 @@ impl<'a> KvmPvclock<'a> {
         if phys_addr % 32 != 0 {
             return Err(ParavirtError::MisalignedArea { phys_addr });
         }
-        // SAFETY: CPL 0 under KVM with `msr` offered, and `phys_addr` is `area`'s own
-        // guest-physical address that the caller owns the registration of (# Safety): the
-        // write makes KVM write `area`, nothing else.
+        // The caller owns the registration of `area`, at guest-physical `phys_addr` (# Safety).
+        // SAFETY: CPL 0 under KVM with `msr` offered: the write makes KVM write `area` only.
         unsafe { wrmsr(msr, phys_addr | 1) };
         compiler_fence(Ordering::SeqCst);
         Ok(KvmPvclock { area, msr })
@@ -133,10 +132,9 @@ impl<'a> KvmPvclock<'a> {
     pub fn read(&self) -> Result<PvclockTimeInfo, ParavirtError> {
         let raw = self.area.cell.get();
         let read_version = || {
-            // SAFETY: `raw` points to the registered area, valid for 'a; the hypervisor
-            // writes it concurrently, so every access is a volatile read of an aligned
-            // field. The fence keeps the compiler from moving the field reads across it
-            // (x86 itself does not reorder loads with loads).
+            // The fence keeps the compiler from moving the field reads across this one (x86
+            // itself does not reorder loads with loads); the hypervisor writes concurrently.
+            // SAFETY: `raw` points to the registered area, valid for 'a: a volatile aligned read.
             let v = unsafe { ptr::addr_of!((*raw).version).read_volatile() };
             compiler_fence(Ordering::Acquire);
             v

@@ -69,9 +69,9 @@ impl TscAdjust {
 
     /// This CPU's `IA32_TSC_ADJUST`, as the signed offset it is.
     pub fn read(&self) -> i64 {
-        // SAFETY: holding a TscAdjust proves CPL 0 (probe's contract) and that MSR 0x3B
-        // exists (CPUID said so in probe; an MSR that one CPU of a system reports exists on
-        // all of them). Reading it has no side effect.
+        // A TscAdjust proves CPL 0 (probe's contract) and that MSR 0x3B exists (CPUID said so
+        // in probe; an MSR that one CPU of a system reports exists on all of them).
+        // SAFETY: so RDMSR does not fault; reading this MSR has no side effect.
         let raw = unsafe { rdmsr(IA32_TSC_ADJUST) };
         raw as i64 // the MSR holds a two's-complement 64-bit value
     }
@@ -81,9 +81,8 @@ impl TscAdjust {
     /// from those after it (a [`crate::Clock`] on this CPU sees a jump, or time standing
     /// still if it moves back).
     pub fn write(&self, value: i64) {
-        // SAFETY: CPL 0 and the MSR's existence as in `read`; every 64-bit value is valid for
-        // IA32_TSC_ADJUST (no reserved bits), and the write's only effect is this CPU's TSC
-        // moving, which the docs state.
+        // SAFETY: CPL 0 and the MSR as in `read`; every value is valid for IA32_TSC_ADJUST (no
+        // reserved bits), and its only effect, this CPU's TSC moving, is in the docs.
         unsafe { wrmsr(IA32_TSC_ADJUST, value as u64) };
     }
 

@@ -1,6 +1,7 @@
 //! Pinning the calling thread to one CPU (Linux `sched_setaffinity`), for the threaded warp
 //! check. std has no affinity API; this is the crate's only OS call, through the optional
-//! `libc` dependency that the feature `std` turns on (on Linux only).
+//! `libc` dependency that the feature `std` turns on (on Linux only). It lives in `arch`
+//! with the other code that needs `unsafe`.
 
 use std::vec::Vec;
 
@@ -16,11 +17,11 @@ pub(crate) fn allowed_cpus() -> Result<Vec<usize>, i32> {
         return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0));
     }
     let bits = usize::try_from(libc::CPU_SETSIZE).unwrap_or(0);
-    // SAFETY: CPU_ISSET only reads bit `cpu` of `set`, and every `cpu` < CPU_SETSIZE is
-    // inside it.
-    Ok((0..bits)
-        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
-        .collect())
+    let allowed = |cpu: usize| {
+        // SAFETY: CPU_ISSET reads bit `cpu` of `set`; every `cpu` < CPU_SETSIZE is inside it.
+        unsafe { libc::CPU_ISSET(cpu, &set) }
+    };
+    Ok((0..bits).filter(|&cpu| allowed(cpu)).collect())
 }
 
 /// Pins the calling thread to `cpu`, or returns the OS error number (EINVAL for a CPU that
