@@ -6,7 +6,9 @@
 //! The references are simulated ([`baretime::sim`]); the accuracy they state is the one the
 //! hardware types state by default (on x86_64, read from the types themselves).
 
-use baretime::calibrate::{calibrate_and_verify, Config, Reference, Verdict, Verified};
+use baretime::calibrate::{calibrate_and_verify, Config, Verdict, Verified};
+#[cfg(target_arch = "x86_64")]
+use baretime::reference::Reference;
 use baretime::sim::{SimCounter, SimReference, SimTimer, SimWorld};
 use baretime::{Accuracy, Frequency, Source};
 

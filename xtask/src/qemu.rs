@@ -2,7 +2,7 @@
 //!
 //! Builds the `boot` kernels, boots each scenario under QEMU with a timeout, reads the
 //! `key=value` results the kernel prints on its serial port, checks them, and prints one line
-//! per scenario (DESIGN.md §4):
+//! per scenario (the output contract that acceptance checks read):
 //!
 //! ```text
 //! scenario=<name> result=<PASS|FAIL|SKIP> key=value... [reason="..."]
