@@ -1,9 +1,10 @@
 //! What is this machine's counter, and how good is it?
 //!
 //! `cargo run --release --example report` prints a report for people;
-//! `cargo run --release --example report -- --kv` prints `key=value` lines (the
-//! report's output contract: every key, always present, listed in the README's "Report keys"). `--max-ms N` bounds the calibration
-//! (default 20 ms); `--max-ms 0` makes it fail, which shows the report's failure path.
+//! `cargo run --release --example report -- --kv` prints `key=value` lines (the report's
+//! output contract: every key, always present, listed in the README's "Report keys").
+//! `--max-ms N` bounds the calibration (default 20 ms); `--max-ms 0` makes it fail, which
+//! shows the report's failure path.
 //!
 //! It probes the counter, lists what the hardware claims about its frequency, calibrates it
 //! against std's monotonic clock, verifies the claim, compares with the kernel's own figure
