@@ -292,20 +292,6 @@ fn warp_check<C: Counter + Sync>(counter: &C) -> diag::ThreadedWarp {
     )
 }
 
-/// A stable token for a calibration error.
-fn error_token(e: &Error) -> &'static str {
-    match e {
-        Error::ReferenceStuck => "reference_stuck",
-        Error::ReferenceBackwards { .. } => "reference_backwards",
-        Error::Discontinuity => "discontinuity",
-        Error::CounterStuck => "counter_stuck",
-        Error::CounterBackwards { .. } => "counter_backwards",
-        Error::ImplausibleRate { .. } => "implausible_rate",
-        Error::TooFewSamples { .. } => "too_few_samples",
-        _ => "other",
-    }
-}
-
 fn main() {
     let mut kv = false;
     let mut max_ms = 20u64;
@@ -391,11 +377,11 @@ fn main() {
     );
     r.item(
         "calibration_error",
-        verified.as_ref().err().map_or("none", error_token),
+        verified.as_ref().err().map_or("none", Error::token),
         verified
             .as_ref()
             .err()
-            .map_or("none".into(), |e| format!("{} ({e})", error_token(e))),
+            .map_or("none".into(), |e| format!("{} ({e})", e.token())),
     );
     r.item(
         "uncertainty_ppm",

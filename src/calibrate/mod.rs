@@ -316,6 +316,29 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// A stable snake_case name of the variant, for `key=value` output and logs
+    /// (`reference_stuck`, `counter_backwards`, …): the same style as [`Source::token`].
+    ///
+    /// ```
+    /// use baretime::calibrate::Error;
+    /// assert_eq!(Error::ReferenceBackwards { by_ticks: 3 }.token(), "reference_backwards");
+    /// ```
+    ///
+    /// [`Source::token`]: crate::Source::token
+    pub const fn token(&self) -> &'static str {
+        match self {
+            Error::ReferenceStuck => "reference_stuck",
+            Error::ReferenceBackwards { .. } => "reference_backwards",
+            Error::Discontinuity => "discontinuity",
+            Error::CounterStuck => "counter_stuck",
+            Error::CounterBackwards { .. } => "counter_backwards",
+            Error::ImplausibleRate { .. } => "implausible_rate",
+            Error::TooFewSamples { .. } => "too_few_samples",
+        }
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

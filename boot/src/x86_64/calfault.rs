@@ -59,20 +59,6 @@ impl<R: Reference> Reference for Faulty<R> {
     }
 }
 
-/// The variant's name, for `key=value` output.
-fn kind(e: &Error) -> &'static str {
-    match e {
-        Error::ReferenceStuck => "reference_stuck",
-        Error::ReferenceBackwards { .. } => "reference_backwards",
-        Error::Discontinuity => "discontinuity",
-        Error::CounterStuck => "counter_stuck",
-        Error::CounterBackwards { .. } => "counter_backwards",
-        Error::ImplausibleRate { .. } => "implausible_rate",
-        Error::TooFewSamples { .. } => "too_few_samples",
-        _ => "other",
-    }
-}
-
 /// Reads the fault's reads-before-failing from `fault_after=N` (default 2000).
 fn fault_after(cmdline: &str) -> u64 {
     cmdline
@@ -146,7 +132,7 @@ fn faults(out: &mut Serial, tsc: Tsc, args: &scenario::Args, after: u64) {
         let (error, detail) = match result {
             Ok(c) => ("none", c.frequency.as_hz()),
             Err(e) => (
-                kind(&e),
+                e.token(),
                 match e {
                     Error::ReferenceBackwards { by_ticks } => by_ticks,
                     _ => 0,
