@@ -18,7 +18,7 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use baretime::diag::warp::{TickBudget, WarpCheck, WarpError, WarpVerdict};
-use baretime::{Clock, ClockError, Counter, Frequency};
+use baretime::{Clock, ClockError, Counter, Frequency, Instant};
 
 /// The most CPUs a scenario may use (stacks and per-CPU figures are sized for it).
 pub const MAX_CPUS: usize = 8;
@@ -423,6 +423,27 @@ pub fn warp<C: Counter + ?Sized, P: Counter>(
             slot.store(error_code(&e), Ordering::SeqCst);
         }
     }
+}
+
+/// CPU 0 after the reads: the first warp check (its waits timed on `patience_counter`), then
+/// `read_ms warp_ms` (the two phases' times on `clock`) and the check's report.
+pub fn bsp_warp<C: Counter, P: Counter>(
+    out: &mut impl Write,
+    clock: &Clock<C>,
+    patience_counter: &P,
+    t_read: Instant,
+    rate: &Frequency,
+) {
+    let t_warp = clock.now();
+    warp(0, 0, clock.counter(), patience_counter);
+    rendezvous(at::WARP1_DONE);
+    let _ = writeln!(
+        out,
+        "read_ms={} warp_ms={}",
+        t_warp.saturating_duration_since(t_read).as_millis(),
+        clock.elapsed(t_warp).as_millis()
+    );
+    print_warp(out, 0, "", rate);
 }
 
 /// The first error any participant of each warp check met (0: none).

@@ -213,16 +213,7 @@ pub fn main(out: &mut Serial, clock: &Clock<GenericTimer>, rate: Frequency, cmdl
     smp::rendezvous(at::READ_DONE);
     let totals = smp::totals(out, p.cpus);
     smp::print_reads(out, p.cpus, &writes, &totals, "");
-    let t_warp = clock.now();
-    smp::warp(0, 0, clock.counter(), clock.counter());
-    smp::rendezvous(at::WARP1_DONE);
-    let _ = writeln!(
-        out,
-        "read_ms={} warp_ms={}",
-        t_warp.saturating_duration_since(t_read).as_millis(),
-        clock.elapsed(t_warp).as_millis()
-    );
-    smp::print_warp(out, 0, "", &rate);
+    smp::bsp_warp(out, clock, clock.counter(), t_read, &rate);
     let _ = writeln!(out, "done=1");
     super::exit(0)
 }

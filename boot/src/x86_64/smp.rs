@@ -497,16 +497,7 @@ fn bsp_work<C: Counter>(
     smp::print_reads(out, p.cpus, &writes, &totals, "");
     let _ = writeln!(out, "guard={}", u8::from(p.guard));
     skew::print(out, p.cpus, "");
-    let t_warp = clock.now();
-    smp::warp(0, 0, clock.counter(), &Tsc::BASELINE);
-    smp::rendezvous(at::WARP1_DONE);
-    let _ = writeln!(
-        out,
-        "read_ms={} warp_ms={}",
-        t_warp.saturating_duration_since(t_read).as_millis(),
-        clock.elapsed(t_warp).as_millis()
-    );
-    smp::print_warp(out, 0, "", &rate);
+    smp::bsp_warp(out, clock, &Tsc::BASELINE, t_read, &rate);
     if p.skew_us != 0 {
         // The repair: every CPU writes CPU 0's TSC_ADJUST into its own, as Linux's
         // tsc_store_and_check_tsc_adjust does for a CPU whose value differs from its
