@@ -101,8 +101,18 @@
 //! [`Clock::rebase`] continues from a time the caller gives.
 //!
 //! The argument assumes the counter is read in order with the loads around it to within the
-//! margin, and that all CPUs' counters agree to within it; a counter that warps across CPUs
-//! by more breaks the second assumption, not the protocol (see `diag::WarpCheck`).
+//! margin, and that all CPUs' counters agree to within it.
+//!
+//! **Counters that warp between CPUs** by more (`diag::WarpCheck` finds them) break that
+//! second assumption. What still holds for a 64-bit counter: time never jumps — no reading
+//! is ahead of the most-ahead CPU's time by more than the mark's two granules and a
+//! handover margin (a reading behind the base is a lag, never lateness: it stands at the
+//! mark's ceiling, which only readings on a timeline raise; a close point it proposes is
+//! where the timeline reaches that ceiling) — and a CPU lagging by less than the previous
+//! timeline's length reads the previous timeline, so its time runs on into the next one.
+//! What does not: order across CPUs, and order on a lagging CPU that stood at the ceiling.
+//! There, read through [`crate::MonotonicClock`]. `tests/interleave.rs` (warp mode) checks
+//! this on 2–4 CPUs with offsets up to ±2 ms and counts the orders it does not promise.
 
 use core::fmt;
 use core::time::Duration;
@@ -550,8 +560,8 @@ impl<C: Counter> Clock<C> {
             let (t, ns) = self.read_fast(version, words);
             ns.map(|ns| (ns, t))
         });
-        let (ns, t) = match fast {
-            Some(read) => read,
+        let (ns, t, on_timeline) = match fast {
+            Some((ns, t)) => (ns, t, true),
             None => self.now_cold(),
         };
         // 64-bit counters keep a high-water mark (after the read was accepted: a rejected
@@ -559,7 +569,11 @@ impl<C: Counter> Clock<C> {
         // before the multiply, so it stays off the critical path; for narrower counters it
         // folds away.
         // The counter may wrap through 2^64 (a TSC set near it): "at or past" is modular.
+        // A time standing at the mark's ceiling (a reading behind the base) does not raise
+        // it: on a CPU whose counter lags, each such reading would stand two granules further
+        // on, and that CPU's time would run at twice the true rate.
         if Width::of(&self.counter) == Width::FULL
+            && on_timeline
             && !Width::FULL.is_behind(self.mark_next.load(Ordering::Relaxed), t)
         {
             self.raise_mark(t, ns);
@@ -570,13 +584,16 @@ impl<C: Counter> Clock<C> {
     /// `now()` past its fast path: read again, as often as publications overtake it.
     #[cold]
     #[inline(never)]
-    fn now_cold(&self) -> (u64, u64) {
+    fn now_cold(&self) -> (u64, u64, bool) {
         self.timeline
             .read(|version, words| match self.read_fast(version, words) {
-                (t, Some(ns)) => ((ns, t), false),
+                (t, Some(ns)) => ((ns, t, true), false),
                 // Past the fast path the answer depends on the timeline's end, which only holds
                 // for the version that is current.
-                (t, None) => ((self.now_slow(version, words, t), t), true),
+                (t, None) => {
+                    let (ns, on_timeline) = self.now_slow(version, words, t);
+                    ((ns, t, on_timeline), true)
+                }
             })
     }
 
@@ -621,17 +638,18 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Past the fast path: the handover, a closing or closed timeline, a late or behind
-    /// counter.
+    /// counter. With the time, whether it is a time on a timeline (false: standing at the
+    /// high-water mark's ceiling, which must not raise the mark).
     #[cold]
     #[inline(never)]
-    fn now_slow(&self, version: Version, words: &Words<WORDS>, t: u64) -> u64 {
+    fn now_slow(&self, version: Version, words: &Words<WORDS>, t: u64) -> (u64, bool) {
         // Pairs with the release stores of `lim` (a close, a latch): what they published
         // before it is visible below.
         fence(Ordering::Acquire);
         let tb = Timebase::load(words);
         if tb.scale.millihz() == 0 {
             // Not started (`uninit`): the epoch.
-            return 0;
+            return (0, true);
         }
         let geometry = Geometry::of(Width::of(&self.counter));
         let gate = self.gate(version.slot);
@@ -643,7 +661,7 @@ impl<C: Counter> Clock<C> {
             if end & CLOSING == 0
                 && gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1)
             {
-                return tb.at(end);
+                return (tb.at(end), true);
             }
             if zone == Zone::Behind {
                 let before = geometry.width.delta(t, tb.base_ticks);
@@ -659,12 +677,12 @@ impl<C: Counter> Clock<C> {
                     // just before the base: stand still at the base.
                     let prev_gate = self.gate(version.slot.wrapping_add(1));
                     if prev_gate.latched.load(Ordering::Acquire) == version.number {
-                        return tb.base_ns;
+                        return (tb.base_ns, true);
                     }
                     // The handover: the previous timeline, exactly as its own readers
                     // compute it.
                     let p = geometry.width.delta(tb.prev_ticks, t);
-                    return advance(tb.prev_ns, p, tb.prev_int, tb.prev_frac);
+                    return (advance(tb.prev_ns, p, tb.prev_int, tb.prev_frac), true);
                 }
                 if wide {
                     // A 64-bit counter this far behind was reset (or lags badly): stand
@@ -672,7 +690,7 @@ impl<C: Counter> Clock<C> {
                     if !self.behind.load(Ordering::Relaxed) {
                         self.behind.store(true, Ordering::Relaxed);
                     }
-                    return tb.base_ns.max(self.ceiling());
+                    return (tb.base_ns.max(self.ceiling()), false);
                 }
                 // A narrow counter this far round is more likely late by more than a
                 // quarter wrap than behind: treated as late below.
@@ -680,7 +698,7 @@ impl<C: Counter> Clock<C> {
             if end & CLOSING != 0 {
                 if end != CLOSING | u64::from(version.number) {
                     // A close of a later version in this slot: this read will be rejected.
-                    return tb.base_ns;
+                    return (tb.base_ns, true);
                 }
                 // Help decide the close point, with a counter read made after seeing it.
                 hook(Point::ReadHelp);
@@ -702,13 +720,13 @@ impl<C: Counter> Clock<C> {
             if zone == Zone::Valid {
                 // Up to the end, or past a close point while the writer publishes: stand
                 // still there.
-                return tb.at(d.min(end));
+                return (tb.at(d.min(end)), true);
             }
             // Past the deadline: stand still at the end, and latch so that a counter coming
             // round again cannot take time back.
             hook(Point::ReadLatch);
             self.latch(version);
-            return tb.at(end);
+            return (tb.at(end), true);
         }
     }
 
@@ -848,7 +866,11 @@ impl<C: Counter> Clock<C> {
         match (what, started) {
             (Write::Start(scale), false) => {
                 let t = geometry.width.value(self.counter.ticks());
-                self.publish(&geometry, &Timebase::fresh(t, 0, scale, 0));
+                // The ticks just before the base read as the epoch: a CPU whose counter lags the
+                // one that started the clock by up to the handover stands still at 0, not at
+                // the mark's ceiling (the same hand every fresh timeline gets).
+                let hand = geometry.margin(&scale).saturating_mul(2);
+                self.publish(&geometry, &Timebase::fresh(t, 0, scale, hand));
                 self.mark_next.store(t, Ordering::Relaxed);
                 return Ok(());
             }
