@@ -26,10 +26,15 @@ const NO_STD_BUILDS: &[(&str, &str)] = &[
     ("thumbv7em-none-eabihf", "defmt,embedded-hal"),
     // 32-bit compare-and-swap but no 64-bit atomics: the Clock only through portable-atomic.
     ("thumbv7em-none-eabihf", "portable-atomic-critical-section"),
-    // A single-core M4/M7: 64-bit atomics with interrupts off, safe to read from a handler.
+    // A single-core M4/M7: 64-bit atomics with interrupts off, safe to read from a handler
+    // (portable-atomic's own feature, which the application enables: README, "Features").
     (
         "thumbv7em-none-eabihf",
-        "portable-atomic-unsafe-assume-single-core",
+        "portable-atomic,portable-atomic/unsafe-assume-single-core",
+    ),
+    (
+        "riscv32imc-unknown-none-elf",
+        "portable-atomic,portable-atomic/unsafe-assume-single-core",
     ),
     // No compare-and-swap (Cortex-M0/M0+, RISC-V without A): without the feature, everything
     // but the Clock and WarpCheck; with it, those too.
