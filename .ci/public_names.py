@@ -1,16 +1,14 @@
 #!/usr/bin/env python3
 """Count baretime's public names from rustdoc's JSON output.
 
-    cargo +nightly rustdoc --lib --features std,sim,defmt,embedded-hal,portable-atomic \
-        -- -Zunstable-options --output-format json
+    cargo +nightly rustdoc --lib --all-features -- -Zunstable-options --output-format json
     python3 .ci/public_names.py $CARGO_TARGET_DIR/doc/baretime.json [--list]
 
 A name is a path a user can write: every public module, type, trait, function, constant and
 static reachable from the crate root (a re-exported item counted once, under its first path),
 plus each one's public inherent methods and associated constants, trait methods, enum
 variants and public struct fields. Trait impls (their methods are the trait's names) and
-#[doc(hidden)] items are not counted. All features on except the two portable-atomic CAS
-providers (docs.rs's set), host target x86_64.
+#[doc(hidden)] items are not counted. All features on (docs.rs's set), host target x86_64.
 """
 import collections
 import json
