@@ -4,28 +4,33 @@
 //!
 //! Checked: nothing panics; a parsed dump holds leaf 0 and at most `DUMP_CAPACITY` records,
 //! each of which `get` finds again; discovery returns at most `MAX_CANDIDATES` candidates,
-//! most trusted first (`best()` is the first), one per source, every rate within
-//! `Frequency::MIN_HZ..=MAX_HZ`; the hypervisor leaf's candidate only with the hypervisor bit.
+//! most trusted first (`best()` is the first), one per source, every rate within the
+//! plausible TSC range; the hypervisors' candidates only with the hypervisor bit; what was
+//! dropped as implausible is outside that range; every disagreement names two candidates.
 #![no_main]
 
 use baretime::discover::dump::{Dump, DUMP_CAPACITY};
-use baretime::discover::x86::{discover_with, X86Discovery};
+use baretime::discover::x86::{
+    discover_with, X86Discovery, MAX_PLAUSIBLE_TSC_HZ, MIN_PLAUSIBLE_TSC_HZ,
+};
 use baretime::discover::MAX_CANDIDATES;
 use baretime::{Frequency, Source};
 use libfuzzer_sys::fuzz_target;
 use raw_cpuid::CpuIdResult;
 
-/// The trust order `X86Discovery::best` documents: hypervisor leaf, 0x15 with its crystal,
-/// with a known crystal, with a derived crystal, 0x16, the brand string.
+/// The trust order the x86 discovery docs give: Xen's time leaf, the hypervisor timing leaf,
+/// 0x15 with its crystal, with a known crystal, with a derived crystal, 0x16, the brand
+/// string. (Ring-0 claims enter only through `add_claim`, never from CPUID.)
 fn trust(source: Source) -> u8 {
     match source {
-        Source::HypervisorLeaf => 0,
-        Source::CpuidTscLeaf => 1,
-        Source::CpuidTscLeafKnownCrystal => 2,
-        Source::CpuidTscLeafDerivedCrystal => 3,
-        Source::CpuidBaseFrequency => 4,
-        Source::BrandString => 5,
-        _ => 6,
+        Source::XenTimeLeaf => 0,
+        Source::HypervisorLeaf => 1,
+        Source::CpuidTscLeaf => 2,
+        Source::CpuidTscLeafKnownCrystal => 3,
+        Source::CpuidTscLeafDerivedCrystal => 4,
+        Source::CpuidBaseFrequency => 5,
+        Source::BrandString => 6,
+        _ => 7,
     }
 }
 
@@ -43,8 +48,12 @@ fn check(d: &X86Discovery) {
             "candidate out of range: {f:?}"
         );
         assert!(
-            trust(f.source()) < 6,
+            trust(f.source()) < 7,
             "candidate from a non-CPUID source: {f:?}"
+        );
+        assert!(
+            (MIN_PLAUSIBLE_TSC_HZ..=MAX_PLAUSIBLE_TSC_HZ).contains(&f.as_hz()),
+            "implausible candidate: {f:?}"
         );
         assert_eq!(
             d.candidate(f.source()),
@@ -63,10 +72,21 @@ fn check(d: &X86Discovery) {
         c.first().copied(),
         "best() is not the first candidate"
     );
-    if d.candidate(Source::HypervisorLeaf).is_some() {
+    for source in [Source::HypervisorLeaf, Source::XenTimeLeaf] {
+        if d.candidate(source).is_some() {
+            assert!(d.hypervisor(), "{source:?} read without the hypervisor bit");
+        }
+    }
+    for dropped in d.implausible() {
         assert!(
-            d.hypervisor(),
-            "hypervisor leaf read without the hypervisor bit"
+            !(MIN_PLAUSIBLE_TSC_HZ..=MAX_PLAUSIBLE_TSC_HZ).contains(&dropped.hz),
+            "a plausible claim dropped: {dropped:?}"
+        );
+    }
+    for x in d.disagreements() {
+        assert!(
+            d.candidate(x.a).is_some() && d.candidate(x.b).is_some() && x.apart_ppb >= x.allowed_ppb,
+            "a disagreement that is none: {x:?}"
         );
     }
     // The accessors over the raw fields.
@@ -81,13 +101,18 @@ fn check(d: &X86Discovery) {
 }
 
 /// Leaves a raw register table fills, in order: the ones discovery reads.
-const LEAVES: [u32; 12] = [
+const LEAVES: [u32; 17] = [
     0,
     1,
     0x15,
     0x16,
     0x4000_0000,
+    0x4000_0001,
+    0x4000_0003,
     0x4000_0010,
+    0x4000_0100,
+    0x4000_0103,
+    0x4000_0110,
     0x8000_0000,
     0x8000_0002,
     0x8000_0003,
