@@ -15,7 +15,8 @@
 //! write). The software KVM of this project's machine (`kvm_pvm`) reports TSC_ADJUST, keeps
 //! the value written, and does not move the TSC either (seen: 48 908 080 ticks written, the
 //! TSC moved 560 878 ticks, the write's own time, across it); there `x86_64-smp-tsc-skew`
-//! is skipped with that evidence (SKIP, as where /dev/kvm is missing: the host lacks what the scenario needs), and `x86_64-smp-tsc-skew-sim` checks everything above the
+//! is skipped with that evidence (SKIP, as where /dev/kvm is missing: the host lacks what the
+//! scenario needs), and `x86_64-smp-tsc-skew-sim` checks everything above the
 //! counter.
 
 use std::path::Path;
