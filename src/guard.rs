@@ -141,17 +141,6 @@ impl<C: Counter + core::fmt::Debug> core::fmt::Debug for MonotonicClock<'_, C> {
     }
 }
 
-#[cfg(feature = "defmt")]
-impl<C: Counter> defmt::Format for MonotonicClock<'_, C> {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "MonotonicClock {{ high_water_ns: {=u64} }}",
-            self.high_water_ns.load(Ordering::Relaxed)
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -785,22 +785,6 @@ impl WarpCheck {
     }
 }
 
-/// Prints the progress so far without waiting (formatting never blocks, even from an
-/// interrupt handler that preempted a participant).
-#[cfg(feature = "defmt")]
-impl defmt::Format for WarpCheck {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "WarpCheck {{ cpus: {=u32}, checks_per_pair: {=u32}, step: {=u32}, warps: {=u32} }}",
-            self.cpus,
-            self.checks_per_pair,
-            self.step.load(Ordering::Relaxed),
-            self.warps.load(Ordering::Relaxed),
-        )
-    }
-}
-
 /// Unordered pairs of `cpus` CPUs: `cpus × (cpus − 1) / 2`, saturating (≤ 32 640 for the
 /// 256 CPUs `new` allows).
 const fn pairs_of(cpus: u32) -> u32 {

@@ -74,20 +74,6 @@ pub struct FaultyRead {
     glitches: Cell<u64>,
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for FaultyRead {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "FaultyRead {{ erratum: {}, one_in: {=u64}, reads: {=u64}, glitches: {=u64} }}",
-            self.erratum,
-            self.one_in,
-            self.reads.get(),
-            self.glitches.get()
-        )
-    }
-}
-
 impl FaultyRead {
     /// A model of `erratum` with PRNG `seed` and the default rate (see the type docs).
     pub fn new(erratum: Erratum, seed: u64) -> FaultyRead {

@@ -114,13 +114,6 @@ bitflags::bitflags! {
     }
 }
 
-#[cfg(feature = "defmt")]
-impl defmt::Format for X86Features {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(f, "X86Features({=u32:#x})", self.bits())
-    }
-}
-
 /// Where the core crystal frequency came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -190,22 +183,6 @@ pub struct X86Discovery {
     hypervisors: HypervisorRanges,
     candidates: Candidates,
     implausible: heapless::Vec<Implausible, MAX_CANDIDATES>,
-}
-
-#[cfg(feature = "defmt")]
-impl defmt::Format for X86Discovery {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        defmt::write!(
-            f,
-            "X86Discovery {{ vendor: {=[u8]:a}, family: {=u32:#x}, model: {=u32:#x}, features: {}, hypervisors: {=[?]}, candidates: {=[?]} }}",
-            &self.vendor[..],
-            self.family,
-            self.model,
-            self.features,
-            self.hypervisors.as_slice(),
-            self.candidates.as_slice()
-        )
-    }
 }
 
 impl X86Discovery {
