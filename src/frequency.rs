@@ -267,17 +267,47 @@ impl Frequency {
     }
 }
 
+/// Thousandths shown with three decimals, from the integer: ppb as ppm, mHz as Hz, µs as
+/// ms (`0.012`). The crate's one such formatting; no float rounding anywhere.
+pub(crate) struct Milli(pub u64);
+
+impl fmt::Display for Milli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// [`Milli`] with its sign always shown (`+0.012`, `-1.500`).
+pub(crate) struct SignedMilli(pub i64);
+
+impl fmt::Display for SignedMilli {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sign = if self.0 < 0 { '-' } else { '+' };
+        write!(f, "{sign}{}", Milli(self.0.unsigned_abs()))
+    }
+}
+
+/// Millihertz as MHz with six decimals, truncated to the hertz (`2596.118000`).
+pub(crate) struct Mhz(pub u64);
+
+impl fmt::Display for Mhz {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let whole = self.0 / 1_000_000_000;
+        let frac = (self.0 % 1_000_000_000) / 1000;
+        write!(f, "{whole}.{frac:06}")
+    }
+}
+
 /// A ppb figure shown in ppm: whole ppm as an integer (`100 ppm`), else three decimals
 /// (`0.012 ppm`).
 struct Ppm(u64);
 
 impl fmt::Display for Ppm {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (whole, frac) = (self.0 / 1000, self.0 % 1000);
-        if frac == 0 {
-            write!(f, "{whole} ppm")
+        if self.0 % 1000 == 0 {
+            write!(f, "{} ppm", self.0 / 1000)
         } else {
-            write!(f, "{whole}.{frac:03} ppm")
+            write!(f, "{} ppm", Milli(self.0))
         }
     }
 }
@@ -285,9 +315,7 @@ impl fmt::Display for Ppm {
 impl fmt::Display for Frequency {
     /// `2596.118000 MHz (cpuid_15h, exact)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mhz_int = self.millihz / 1_000_000_000;
-        let mhz_frac = (self.millihz % 1_000_000_000) / 1000; // to the Hz: 6 decimals of MHz
-        write!(f, "{mhz_int}.{mhz_frac:06} MHz ({}", self.source)?;
+        write!(f, "{} MHz ({}", Mhz(self.millihz), self.source)?;
         match self.accuracy {
             Accuracy::Exact => f.write_str(", exact)"),
             Accuracy::Nominal { tolerance_ppb } => {

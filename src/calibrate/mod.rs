@@ -86,7 +86,7 @@ pub(crate) mod wide;
 use core::fmt;
 use core::time::Duration;
 
-use crate::frequency::Frequency;
+use crate::frequency::{Frequency, Mhz, Milli};
 use crate::instant::duration_ns;
 
 /// The reference timer the calibration measures against; it lives in [`crate::reference`],
@@ -253,18 +253,16 @@ pub struct Calibration {
 impl fmt::Display for Calibration {
     /// `2596.118004 MHz ±0.012 ppm (183422 samples, 1042 rejected, 2.013 ms against std)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mhz = self.frequency.as_millihz() / 1_000_000_000;
-        let frac = (self.frequency.as_millihz() % 1_000_000_000) / 1000;
-        let us = self.duration.as_micros();
+        // Whole µs: u64 holds 584 000 years of them.
+        let us = u64::try_from(self.duration.as_micros()).unwrap_or(u64::MAX);
         write!(
             f,
-            "{mhz}.{frac:06} MHz ±{}.{:03} ppm ({} samples, {} rejected, {}.{:03} ms against {}{})",
-            self.uncertainty_ppb / 1000,
-            self.uncertainty_ppb % 1000,
+            "{} MHz ±{} ppm ({} samples, {} rejected, {} ms against {}{})",
+            Mhz(self.frequency.as_millihz()),
+            Milli(self.uncertainty_ppb),
             self.samples_used,
             self.samples_rejected,
-            us / 1000,
-            us % 1000,
+            Milli(us),
             self.reference,
             if self.met_target {
                 ""
@@ -355,9 +353,8 @@ impl fmt::Display for Error {
             }
             Error::ImplausibleRate { counter_millihz } => write!(
                 f,
-                "implausible rate: the counter would run at {}.{:03} Hz against this reference",
-                counter_millihz / 1000,
-                counter_millihz % 1000
+                "implausible rate: the counter would run at {} Hz against this reference",
+                Milli(*counter_millihz)
             ),
             Error::TooFewSamples { used, rejected } => {
                 write!(

@@ -4,7 +4,7 @@ use core::fmt;
 
 use super::{calibrate, Calibration, Config, Error, Reference};
 use crate::counter::Counter;
-use crate::frequency::{Accuracy, Frequency};
+use crate::frequency::{Accuracy, Frequency, Milli, SignedMilli};
 
 /// What verification concluded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -59,49 +59,36 @@ impl Verdict {
 
 impl fmt::Display for Verdict {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let ppm = |f: &mut fmt::Formatter<'_>, ppb: i64| {
-            let sign = if ppb < 0 { "-" } else { "+" };
-            let a = ppb.unsigned_abs();
-            write!(f, "{sign}{}.{:03} ppm", a / 1000, a % 1000)
-        };
         match *self {
             Verdict::Unclaimed => f.write_str("no claim; measured"),
             Verdict::Confirmed {
                 deviation_ppb,
                 allowed_ppb,
-            } => {
-                f.write_str("claim confirmed (")?;
-                ppm(f, deviation_ppb)?;
-                write!(
-                    f,
-                    ", allowed ±{}.{:03} ppm)",
-                    allowed_ppb / 1000,
-                    allowed_ppb % 1000
-                )
-            }
+            } => write!(
+                f,
+                "claim confirmed ({} ppm, allowed ±{} ppm)",
+                SignedMilli(deviation_ppb),
+                Milli(allowed_ppb)
+            ),
             Verdict::Consistent {
                 claim,
                 deviation_ppb,
                 ..
-            } => {
-                write!(f, "claim {claim} consistent (")?;
-                ppm(f, deviation_ppb)?;
-                f.write_str("); measured value is more precise")
-            }
+            } => write!(
+                f,
+                "claim {claim} consistent ({} ppm); measured value is more precise",
+                SignedMilli(deviation_ppb)
+            ),
             Verdict::Disagrees {
                 claim,
                 deviation_ppb,
                 allowed_ppb,
-            } => {
-                write!(f, "claim {claim} DISAGREES by ")?;
-                ppm(f, deviation_ppb)?;
-                write!(
-                    f,
-                    " (allowed ±{}.{:03} ppm); measured value used",
-                    allowed_ppb / 1000,
-                    allowed_ppb % 1000
-                )
-            }
+            } => write!(
+                f,
+                "claim {claim} DISAGREES by {} ppm (allowed ±{} ppm); measured value used",
+                SignedMilli(deviation_ppb),
+                Milli(allowed_ppb)
+            ),
         }
     }
 }

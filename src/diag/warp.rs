@@ -40,15 +40,16 @@
 //! participant then ends with [`WarpError::Aborted`] at its next wait, and the report counts
 //! only the checks that were made: its verdict is [`WarpVerdict::Inconclusive`] unless a warp
 //! was already seen.
-
 //!
 //! # In a kernel
 //!
-//! ```ignore
+//! ```no_run
+//! # #[cfg(target_arch = "x86_64")] {
 //! use baretime::arch::x86_64::Tsc;
 //! use baretime::diag::{TickBudget, WarpCheck, WarpVerdict};
 //!
 //! static CHECK: WarpCheck = WarpCheck::new(4, 2000); // CPUs 0..4, 2000 checks each way
+//! # let cpu = 0;
 //!
 //! // On each CPU `cpu` in 0..4, interrupts off; give up on a partner after ~1 s of TSC
 //! // (a slow AP bring-up counts: the wait for a CPU's first turn is one wait too).
@@ -61,6 +62,8 @@
 //!     WarpVerdict::Warped { max_warp_ticks, from_cpu, to_cpu } => { /* TSC_ADJUST, guard */ }
 //!     WarpVerdict::Inconclusive => { /* too few checks, or a CPU missing */ }
 //! }
+//! # let _ = mine;
+//! # }
 //! ```
 
 use core::hint::spin_loop;

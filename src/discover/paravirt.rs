@@ -12,8 +12,9 @@
 //! - [`read_consistent`]: the area's version protocol over two reading closures;
 //! - [`PvclockTimeInfo::tsc_frequency`]: `tsc_to_system_mul` and `tsc_shift` → a rate, as
 //!   Linux's `pvclock_tsc_khz` does, but to the millihertz;
-//! - [`hyperv_frequency_msrs_available`] and [`hyperv_tsc_frequency`]: Hyper-V's leaf
-//!   0x40000003 bits and the MSR's value → a rate.
+//! - [`hyperv_tsc_frequency`]: the value of Hyper-V's MSR → a rate (whether the MSR can be
+//!   read is Hyper-V's feature leaf, decoded by discovery:
+//!   [`HyperVFeatures::tsc_frequency_msr`](super::x86::HyperVFeatures::tsc_frequency_msr)).
 //!
 //! The hardware half — `WRMSR`/`RDMSR` and the volatile reads of the shared area — is
 //! `crate::arch::x86_64::paravirt` (x86_64 only), `unsafe` to set up and safe to use, like
@@ -58,14 +59,6 @@ pub const MSR_KVM_SYSTEM_TIME_NEW: u32 = 0x4b56_4d01;
 /// `flags` bit 0 of the time-info area: the TSC is stable (synchronised across vCPUs).
 pub const PVCLOCK_TSC_STABLE_BIT: u8 = 1 << 0;
 
-/// Hyper-V's feature leaf is its base leaf + 3 (0x40000003).
-pub const HYPERV_LEAF_FEATURES_OFFSET: u32 = 3;
-/// Hyper-V leaf 0x40000003 EAX bit 11 (`HV_ACCESS_FREQUENCY_MSRS`): the partition may read
-/// the TSC and APIC frequency MSRs.
-pub const HV_ACCESS_FREQUENCY_MSRS: u32 = 1 << 11;
-/// Hyper-V leaf 0x40000003 EDX bit 8 (`HV_FEATURE_FREQUENCY_MSRS_AVAILABLE`): the frequency
-/// MSRs are available.
-pub const HV_FEATURE_FREQUENCY_MSRS_AVAILABLE: u32 = 1 << 8;
 /// `HV_X64_MSR_TSC_FREQUENCY`: the guest TSC rate in Hz.
 pub const HV_X64_MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
 
@@ -278,14 +271,6 @@ pub const fn kvm_clock_msr(features_eax: u32) -> Result<u32, ParavirtError> {
     } else {
         Err(ParavirtError::NotOffered)
     }
-}
-
-/// Whether Hyper-V's feature leaf (base + 3, EAX and EDX) makes `HV_X64_MSR_TSC_FREQUENCY`
-/// readable: both [`HV_ACCESS_FREQUENCY_MSRS`] and [`HV_FEATURE_FREQUENCY_MSRS_AVAILABLE`],
-/// the test Linux's `ms_hyperv_init_platform` makes before it uses `hv_get_tsc_khz`.
-pub const fn hyperv_frequency_msrs_available(features_eax: u32, features_edx: u32) -> bool {
-    features_eax & HV_ACCESS_FREQUENCY_MSRS != 0
-        && features_edx & HV_FEATURE_FREQUENCY_MSRS_AVAILABLE != 0
 }
 
 /// The value of `HV_X64_MSR_TSC_FREQUENCY` (Hz) as a [`Source::HyperVTscFrequencyMsr`] claim,
@@ -585,15 +570,6 @@ mod tests {
         );
         assert_eq!(kvm_clock_msr(0x0100_7AF2), Err(ParavirtError::NotOffered));
         assert_eq!(kvm_clock_msr(0), Err(ParavirtError::NotOffered));
-    }
-
-    #[test]
-    fn hyperv_needs_both_frequency_bits() {
-        // QEMU with hv-frequencies: EAX has bit 11, EDX bit 8.
-        assert!(hyperv_frequency_msrs_available(1 << 11, 1 << 8));
-        assert!(!hyperv_frequency_msrs_available(1 << 11, 0));
-        assert!(!hyperv_frequency_msrs_available(0, 1 << 8));
-        assert!(!hyperv_frequency_msrs_available(!(1 << 11), !(1 << 8)));
     }
 
     #[test]

@@ -51,19 +51,21 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
     }
     let _ = writeln!(out);
 
-    let mut hyperv_msr = false;
+    // Discovery decoded the feature leaf (base + 3) of the first Hyper-V range reaching it.
+    let hyperv_features = discovery.hyperv_features;
+    let mut hyperv_seen = false;
     let mut pvclock = false;
     for (base, max, kind) in found.into_iter().flatten() {
-        if kind == HypervisorKind::HyperV && max >= base + 3 {
-            let f = CpuIdReaderNative.cpuid2(base + 3, 0);
-            let available = paravirt::hyperv_frequency_msrs_available(f.eax, f.edx);
+        if kind == HypervisorKind::HyperV && max >= base + 3 && !hyperv_seen {
+            hyperv_seen = true;
+            let Some(f) = hyperv_features else { continue };
+            let available = f.tsc_frequency_msr();
             let _ = writeln!(
                 out,
                 "hyperv_base={:#x} hyperv_features_eax={:#x} hyperv_features_edx={:#x} hyperv_frequency_msrs={available}",
-                base, f.eax, f.edx
+                base, f.privileges, f.misc
             );
-            if available && !hyperv_msr {
-                hyperv_msr = true;
+            if available {
                 // Said first, so that a #GP (a triple fault: there is no IDT) leaves evidence.
                 let _ = writeln!(out, "hyperv_msr_read=0x40000022");
                 // SAFETY: ring 0; this Hyper-V range's feature leaf says the frequency MSRs

@@ -178,7 +178,7 @@ impl<'a> KvmPvclock<'a> {
 /// # Safety
 ///
 /// The code runs at CPL 0 under a hypervisor whose Hyper-V feature leaf (base + 3) makes the
-/// MSR readable — [`paravirt::hyperv_frequency_msrs_available`] on its EAX and EDX —
+/// MSR readable — [`X86Discovery::hyperv_tsc_frequency_msr`](crate::discover::x86::X86Discovery::hyperv_tsc_frequency_msr) says so —
 /// otherwise RDMSR raises #GP.
 pub unsafe fn hyperv_tsc_frequency() -> Result<Frequency, ParavirtError> {
     // SAFETY: CPL 0 and the MSR is available (# Safety); reading it has no side effect.

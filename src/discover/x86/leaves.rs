@@ -157,8 +157,6 @@ impl HyperVFeatures {
     pub const ACCESS_FREQUENCY_MSRS: u32 = 1 << 11;
     /// EDX bit 8, Linux `HV_FEATURE_FREQUENCY_MSRS_AVAILABLE`: the frequency MSRs exist.
     pub const FREQUENCY_MSRS_AVAILABLE: u32 = 1 << 8;
-    /// HV_X64_MSR_TSC_FREQUENCY: the TSC rate in Hz, readable in ring 0 only.
-    pub const MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
 
     pub(super) const fn decode(r: CpuIdResult) -> Self {
         HyperVFeatures {
@@ -167,7 +165,8 @@ impl HyperVFeatures {
         }
     }
 
-    /// Whether a ring-0 kernel can read [`HyperVFeatures::MSR_TSC_FREQUENCY`]: both bits
+    /// Whether a ring-0 kernel can read `HV_X64_MSR_TSC_FREQUENCY`
+    /// ([`paravirt::HV_X64_MSR_TSC_FREQUENCY`](crate::discover::paravirt::HV_X64_MSR_TSC_FREQUENCY)): both bits
     /// set, the condition Linux's `ms_hyperv_init_platform` checks before it uses
     /// `hv_get_tsc_khz`. CPUID cannot say what the MSR holds: discovery only reports it.
     pub const fn tsc_frequency_msr(&self) -> bool {

@@ -284,7 +284,7 @@ impl X86Discovery {
     }
 
     /// Whether Hyper-V's interface says its TSC frequency MSR
-    /// ([`HyperVFeatures::MSR_TSC_FREQUENCY`]) can be read: a figure only a ring-0 kernel
+    /// ([`paravirt::HV_X64_MSR_TSC_FREQUENCY`](crate::discover::paravirt::HV_X64_MSR_TSC_FREQUENCY)) can be read: a figure only a ring-0 kernel
     /// can fetch, so discovery reports it and does not list it as a candidate.
     pub fn hyperv_tsc_frequency_msr(&self) -> bool {
         self.hyperv_features.is_some_and(|h| h.tsc_frequency_msr())
