@@ -53,12 +53,14 @@ use crate::{Clock, Counter, Instant};
 ///
 /// | threads reading | `Clock::now` | `MonotonicClock::now` | ratio |
 /// | --- | --- | --- | --- |
-/// | 1 | 27–28 ns | 27–30 ns | 1.0–1.06× |
-/// | 2 (all CPUs), both in a tight loop | 27–28 ns | 71–84 ns | 2.5–3.1× |
+/// | 1 | 27–30 ns | 27–31 ns | 1.0–1.08× |
+/// | 2 (all CPUs), both in a tight loop | 27–30 ns | 71–121 ns | 2.5–4.2× |
 ///
-/// (Medians over chunks of 20 000 calls, three runs; with two threads only chunks during
-/// which both threads ran count. The fastest such chunks of the guard took 44–56 ns per
-/// call, 1.7–2.2×. Other jobs kept that machine at a load of about 5. The plain clock's
+/// (Medians over chunks of 20 000 calls; with two threads only chunks during which both
+/// threads ran count. Six runs on two days: three with other jobs keeping the machine at a
+/// load of about 5 gave 2.5–3.1×, three on a quiet machine 3.8–4.2× (likely because the two
+/// threads then run side by side more of the time and contend for the mark's line more).
+/// The fastest chunks of the guard took 44–80 ns per call, 1.7–3.1×. The plain clock's
 /// reads share nothing that is written often, so they do not slow each other down.)
 ///
 /// A tight loop on every CPU is the worst case; readers that do work between reads contend
