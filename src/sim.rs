@@ -45,7 +45,7 @@ const SLOWEST: Frequency =
     };
 
 fn ps_of(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos().saturating_mul(1000)).unwrap_or(u64::MAX)
+    saturate_u64(d.as_nanos().saturating_mul(1000))
 }
 
 /// True time, a seeded PRNG, and machine-wide stalls, shared by simulated devices.
@@ -347,8 +347,7 @@ impl SimTimer {
             1_000_000_000_000_000_000_000_000,
         )
         .unwrap_or(u128::MAX);
-        self.start
-            .wrapping_add(u64::try_from(ticks).unwrap_or(u64::MAX))
+        self.start.wrapping_add(saturate_u64(ticks))
     }
 
     /// The value a read latched at true time `t_ps` returns; `spike_armed` is set until the

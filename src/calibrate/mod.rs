@@ -88,6 +88,7 @@ use core::time::Duration;
 
 use crate::frequency::{Frequency, Mhz, Milli};
 use crate::instant::duration_ns;
+use crate::scale::saturate_u64;
 
 /// The reference timer the calibration measures against; it lives in [`crate::reference`],
 /// beside its implementations.
@@ -254,7 +255,7 @@ impl fmt::Display for Calibration {
     /// `2596.118004 MHz ±0.012 ppm (183422 samples, 1042 rejected, 2.013 ms against std)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Whole µs: u64 holds 584 000 years of them.
-        let us = u64::try_from(self.duration.as_micros()).unwrap_or(u64::MAX);
+        let us = saturate_u64(self.duration.as_micros());
         write!(
             f,
             "{} MHz ±{} ppm ({} samples, {} rejected, {} ms against {}{})",

@@ -26,6 +26,7 @@
 
 use core::hint::black_box;
 
+use crate::scale::saturate_u64;
 use crate::{Counter, Frequency};
 
 #[cfg(feature = "std")]
@@ -237,7 +238,7 @@ impl ReadStats {
             .saturating_mul(1000)
             .checked_div(u128::from(self.reads))
             .unwrap_or(0);
-        u64::try_from(v).unwrap_or(u64::MAX)
+        saturate_u64(v)
     }
 
     /// Read cost in picoseconds per read at the counter rate `frequency`, rounded to nearest
@@ -248,7 +249,7 @@ impl ReadStats {
         let num = u128::from(self.tight_loop_ticks).saturating_mul(1_000_000_000_000_000);
         let den = u128::from(self.reads).saturating_mul(u128::from(frequency.as_millihz()));
         match num.saturating_add(den / 2).checked_div(den) {
-            Some(ps) => u64::try_from(ps).unwrap_or(u64::MAX),
+            Some(ps) => saturate_u64(ps),
             None => 0,
         }
     }

@@ -69,6 +69,7 @@
 use core::hint::spin_loop;
 
 use crate::counter::Width;
+use crate::scale::saturate_u64;
 use crate::sync::target::AtomicU32;
 use crate::sync::Ordering;
 use crate::{Counter, Frequency};
@@ -404,7 +405,7 @@ impl WarpReport {
                 q.saturating_add(1)
             }
         });
-        u64::try_from(ns).unwrap_or(u64::MAX)
+        saturate_u64(ns)
     }
 }
 

@@ -45,6 +45,7 @@ pub mod dump;
 pub mod paravirt;
 pub mod x86;
 
+use crate::scale::saturate_u64;
 use crate::{Frequency, Source};
 
 /// Tolerance of a CPUID 0x15 figure whose crystal comes from the table of known models:
@@ -138,8 +139,8 @@ impl Disagreement {
         (apart > allowed).then(|| Disagreement {
             a: a.source(),
             b: b.source(),
-            apart_ppb: u64::try_from(apart).unwrap_or(u64::MAX),
-            allowed_ppb: u64::try_from(allowed).unwrap_or(u64::MAX),
+            apart_ppb: saturate_u64(apart),
+            allowed_ppb: saturate_u64(allowed),
         })
     }
 }

@@ -42,6 +42,7 @@
 use core::fmt;
 
 use super::Candidates;
+use crate::scale::saturate_u64;
 use crate::{Accuracy, Frequency, Source};
 
 /// KVM's feature leaf is its base leaf + 1 (0x40000001 when KVM sits at 0x40000000).
@@ -208,7 +209,7 @@ pub fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtError> {
         _ => None,
     };
     match millihz {
-        Some(m) => Ok(u64::try_from(m).unwrap_or(u64::MAX)),
+        Some(m) => Ok(saturate_u64(m)),
         None => Err(ParavirtError::ZeroMultiplier), // unreachable: mul ≠ 0, shifts bounded
     }
 }

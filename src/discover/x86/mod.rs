@@ -77,6 +77,7 @@ use super::{Candidates, Disagreement, Implausible, MAX_CANDIDATES};
 use super::{
     BASE_FREQUENCY_TOLERANCE_PPB, BRAND_STRING_TOLERANCE_PPB, KNOWN_CRYSTAL_TOLERANCE_PPB,
 };
+use crate::scale::saturate_u64;
 #[cfg(doc)]
 use crate::Accuracy;
 use crate::{Frequency, Source};
@@ -345,7 +346,7 @@ impl X86Discovery {
                 None => implausible
                     .push(Implausible {
                         source: c.source,
-                        hz: u64::try_from(c.millihz / 1000).unwrap_or(u64::MAX),
+                        hz: saturate_u64(c.millihz / 1000),
                     })
                     .map_err(drop),
             };
