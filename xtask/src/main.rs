@@ -80,7 +80,8 @@ pub(crate) fn have(cmd: &str) -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn cargo() -> Command {
+/// `cargo` (the one that runs xtask), from the repository root.
+pub(crate) fn cargo() -> Command {
     let mut c = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
     c.current_dir(root());
     c

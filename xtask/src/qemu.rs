@@ -47,7 +47,7 @@ use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::{have, root};
+use crate::{cargo, have};
 
 #[path = "qemu_hv.rs"]
 mod hv;
@@ -271,9 +271,7 @@ fn boot_within(
 
 /// Builds the kernel for `arch`; returns the path of the ELF.
 fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root())
+    let out = cargo()
         .args([
             "build",
             "--release",
@@ -318,9 +316,7 @@ struct HostTsc {
 /// minutes. Calibration brackets every reference read, so a slower build only costs samples;
 /// the bound it reports stays honest.
 fn host_tsc() -> Result<HostTsc, String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .current_dir(root())
+    let out = cargo()
         .args(["run", "--quiet", "--example", "report", "--", "--kv"])
         .stderr(Stdio::inherit())
         .output()
