@@ -74,6 +74,9 @@ const DELAY_NS: u64 = 10_000_000;
 /// in every run, so the least disturbed run is the one that measures the delay, not the host.
 const DELAY_SLACK_NS: u64 = 200_000;
 
+/// QEMU options of the single-CPU TCG scenarios.
+const TCG_ARGS: &[&str] = &["-accel", "tcg"];
+
 /// QEMU options of the KVM scenario. `-arch-capabilities`: some KVM implementations (the
 /// software `kvm_pvm` this project's machine has) refuse the IA32_ARCH_CAPABILITIES MSR that
 /// `-cpu host` would set, and QEMU then aborts; the guest needs nothing from that MSR.
@@ -601,8 +604,36 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
 
 /// Boots and prints a line as soon as it is known (the TCG trio waits for all three).
 fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let (mut lines, host) = tcg_trio(kernel, wanted);
+    if wanted("x86_64-kvm") {
+        lines.push(kvm_timing_leaf(kernel, &host));
+    }
+    if wanted("x86_64-lying-cpuid") {
+        lines.push(lying_cpuid(kernel, &host));
+    }
+    if wanted("x86_64-tcg-delay") {
+        lines.push(delay_scenario(
+            "x86_64-tcg-delay",
+            Arch::X86_64,
+            kernel,
+            TCG_ARGS,
+            "reference=hpet",
+        ));
+    }
+    lines.extend(hv::scenarios(kernel, wanted));
+    lines.extend(smp::x86(kernel, wanted));
+    lines
+}
+
+/// The host's TSC rate (the mean of a measurement before and after the guests) and how far
+/// the two measurements drifted apart (ppm).
+type HostFigure = Result<(HostTsc, f64), String>;
+
+/// The TCG trio (PIT, HPET, ACPI PM timer), each against the host and against each other,
+/// and the host's figure for the scenarios after it. Prints the trio's lines once all three
+/// are known.
+fn tcg_trio(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> (Vec<Line>, HostFigure) {
     let mut lines = Vec::new();
-    let tcg: &[&str] = &["-accel", "tcg"];
 
     // The host's own figure, before and after the guests (see the module docs).
     let trio = [
@@ -622,7 +653,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
                 boot(
                     Arch::X86_64,
                     kernel,
-                    tcg,
+                    TCG_ARGS,
                     &format!("mode=calibrate reference={reference}"),
                 ),
             ));
@@ -690,98 +721,86 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         line.print();
         lines.push(line);
     }
+    (lines, host)
+}
 
-    // KVM: the hypervisor leaf's exact figure, confirmed.
-    if wanted("x86_64-kvm") {
-        let name = "x86_64-kvm";
-        let line = match kvm_usable() {
-            Err(why) => Line::skip(name, why),
-            Ok(()) => {
-                let mut line = Line::new(name);
-                let cmdline = "mode=calibrate reference=hpet max_ms=1000";
-                match boot(Arch::X86_64, kernel, KVM_ARGS, cmdline) {
-                    Err(e) => line.fail(e),
-                    Ok(run) => {
-                        line.copy(&run, CAL_KEYS);
-                        line.copy(&run, &["invariant_tsc"]);
-                        if let Some((hz, u)) = calibrated(&mut line, &run) {
-                            if run.get("discovered_source") != Some("hypervisor_40000010h") {
-                                line.fail("discovery did not find the hypervisor timing leaf");
-                            }
-                            if run.get("verdict") != Some("confirmed") {
-                                line.fail("calibration did not confirm the hypervisor's figure");
-                            }
-                            if run.get("chosen_source") != Some("hypervisor_40000010h") {
-                                line.fail("the hypervisor's exact figure was not chosen");
-                            }
-                            if let Ok((h, drift)) = &host {
-                                compare_with_host(&mut line, hz, u, "hpet", h, *drift);
-                            }
+/// `x86_64-kvm`: the hypervisor leaf's exact figure, confirmed.
+fn kvm_timing_leaf(kernel: &Path, host: &HostFigure) -> Line {
+    let name = "x86_64-kvm";
+    let line = match kvm_usable() {
+        Err(why) => Line::skip(name, why),
+        Ok(()) => {
+            let mut line = Line::new(name);
+            let cmdline = "mode=calibrate reference=hpet max_ms=1000";
+            match boot(Arch::X86_64, kernel, KVM_ARGS, cmdline) {
+                Err(e) => line.fail(e),
+                Ok(run) => {
+                    line.copy(&run, CAL_KEYS);
+                    line.copy(&run, &["invariant_tsc"]);
+                    if let Some((hz, u)) = calibrated(&mut line, &run) {
+                        if run.get("discovered_source") != Some("hypervisor_40000010h") {
+                            line.fail("discovery did not find the hypervisor timing leaf");
                         }
-                    }
-                }
-                line
-            }
-        };
-        line.print();
-        lines.push(line);
-    }
-
-    // Lying CPUID: leaf 0x15 claims 25/24 of the host's measured rate.
-    if wanted("x86_64-lying-cpuid") {
-        let name = "x86_64-lying-cpuid";
-        let mut line = Line::new(name);
-        match &host {
-            Err(e) => line.fail(format!("no host measurement to build the lie from: {e}")),
-            Ok((h, drift)) => {
-                // Whole kHz: the lying leaf encodes the claim as crystal × ratio to the kHz.
-                let lie = (h.hz * LIE_NUM / LIE_DEN / 1000.0).round() as u64 * 1000;
-                match boot(
-                    Arch::X86_64,
-                    kernel,
-                    tcg,
-                    &format!("mode=calibrate reference=hpet lie_hz={lie}"),
-                ) {
-                    Err(e) => line.fail(e),
-                    Ok(run) => {
-                        line.copy(&run, CAL_KEYS);
-                        if let Some((hz, u)) = calibrated(&mut line, &run) {
-                            line.key("lie_hz", lie);
-                            if run.get("discovered_source") != Some("cpuid_15h")
-                                || run.num("discovered_hz") != Some(lie as f64)
-                            {
-                                line.fail(
-                                    "discovery did not take the lying leaf 0x15 as its best claim",
-                                );
-                            }
-                            if run.get("verdict") != Some("disagrees") {
-                                line.fail("verification did not catch the lie");
-                            }
-                            if run.get("chosen_source") != Some("calibrated") {
-                                line.fail("the measurement was not chosen");
-                            }
+                        if run.get("verdict") != Some("confirmed") {
+                            line.fail("calibration did not confirm the hypervisor's figure");
+                        }
+                        if run.get("chosen_source") != Some("hypervisor_40000010h") {
+                            line.fail("the hypervisor's exact figure was not chosen");
+                        }
+                        if let Ok((h, drift)) = host {
                             compare_with_host(&mut line, hz, u, "hpet", h, *drift);
                         }
                     }
                 }
             }
+            line
         }
-        line.print();
-        lines.push(line);
-    }
+    };
+    line.print();
+    line
+}
 
-    if wanted("x86_64-tcg-delay") {
-        lines.push(delay_scenario(
-            "x86_64-tcg-delay",
-            Arch::X86_64,
-            kernel,
-            tcg,
-            "reference=hpet",
-        ));
+/// `x86_64-lying-cpuid`: leaf 0x15 claims 25/24 of the host's measured rate.
+fn lying_cpuid(kernel: &Path, host: &HostFigure) -> Line {
+    let name = "x86_64-lying-cpuid";
+    let mut line = Line::new(name);
+    match host {
+        Err(e) => line.fail(format!("no host measurement to build the lie from: {e}")),
+        Ok((h, drift)) => {
+            // Whole kHz: the lying leaf encodes the claim as crystal × ratio to the kHz.
+            let lie = (h.hz * LIE_NUM / LIE_DEN / 1000.0).round() as u64 * 1000;
+            match boot(
+                Arch::X86_64,
+                kernel,
+                TCG_ARGS,
+                &format!("mode=calibrate reference=hpet lie_hz={lie}"),
+            ) {
+                Err(e) => line.fail(e),
+                Ok(run) => {
+                    line.copy(&run, CAL_KEYS);
+                    if let Some((hz, u)) = calibrated(&mut line, &run) {
+                        line.key("lie_hz", lie);
+                        if run.get("discovered_source") != Some("cpuid_15h")
+                            || run.num("discovered_hz") != Some(lie as f64)
+                        {
+                            line.fail(
+                                "discovery did not take the lying leaf 0x15 as its best claim",
+                            );
+                        }
+                        if run.get("verdict") != Some("disagrees") {
+                            line.fail("verification did not catch the lie");
+                        }
+                        if run.get("chosen_source") != Some("calibrated") {
+                            line.fail("the measurement was not chosen");
+                        }
+                        compare_with_host(&mut line, hz, u, "hpet", h, *drift);
+                    }
+                }
+            }
+        }
     }
-    lines.extend(hv::scenarios(kernel, wanted));
-    lines.extend(smp::x86(kernel, wanted));
-    lines
+    line.print();
+    line
 }
 
 fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {

@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{boot_within, kvm_usable, Arch, Line, Run, KVM_ARGS};
+use super::{boot_within, kvm_usable, Arch, Line, Run, KVM_ARGS, TCG_ARGS};
 
 /// CPUs in every TCG scenario. The KVM ones use at most as many vCPUs as the host has CPUs
 /// (KVM's own recommendation, and QEMU warns beyond it): on an oversubscribed host every
@@ -140,7 +140,7 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         let run = boot_within(
             Arch::X86_64,
             kernel,
-            &["-accel", "tcg"],
+            TCG_ARGS,
             "mode=calfault max_ms=200",
             TCG_TIMEOUT,
         );
