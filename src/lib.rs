@@ -21,6 +21,19 @@
 #[cfg(feature = "std")]
 extern crate std;
 
+/// A [`Frequency`] known when the crate is compiled, for `const` items only: a rate outside
+/// the range fails the build (the panic runs in the compiler), never a run. Outside a `const`
+/// item the `clippy::panic` lint above rejects it.
+#[allow(unused_macros)] // its users: x86's hardware references, `std` and `sim`
+macro_rules! const_frequency {
+    (millihz: $millihz:expr, $source:expr, $accuracy:expr) => {
+        match $crate::Frequency::from_millihz($millihz, $source, $accuracy) {
+            Some(f) => f,
+            None => panic!("a compile-time rate outside Frequency's range"),
+        }
+    };
+}
+
 pub mod arch;
 pub mod calibrate;
 // The Clock needs 64-bit atomics and compare-and-swap: the target's own, or portable-atomic's.

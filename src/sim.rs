@@ -38,11 +38,11 @@ use crate::scale::saturate_u64;
 const PS_PER_S: u64 = 1_000_000_000_000;
 
 /// The slowest rate the crate accepts, checked at compile time (a fallback never reached).
-const SLOWEST: Frequency =
-    match Frequency::from_hz(Frequency::MIN_HZ, Source::Reference, Accuracy::Exact) {
-        Some(f) => f,
-        None => panic!("MIN_HZ is within range"),
-    };
+const SLOWEST: Frequency = const_frequency!(
+    millihz: Frequency::MIN_HZ * 1000,
+    Source::Reference,
+    Accuracy::Exact
+);
 
 fn ps_of(d: Duration) -> u64 {
     saturate_u64(d.as_nanos().saturating_mul(1000))

@@ -15,16 +15,13 @@ use crate::reference::ACPI_PM_TOLERANCE_PPB;
 /// to the millihertz.
 pub const ACPI_PM_MILLIHZ: u64 = 3_579_545_454;
 
-const ACPI_PM_FREQUENCY: Frequency = match Frequency::from_millihz(
-    ACPI_PM_MILLIHZ,
+const ACPI_PM_FREQUENCY: Frequency = const_frequency!(
+    millihz: ACPI_PM_MILLIHZ,
     Source::Reference,
     Accuracy::Nominal {
         tolerance_ppb: ACPI_PM_TOLERANCE_PPB,
-    },
-) {
-    Some(f) => f,
-    None => panic!("ACPI PM rate is inside Frequency's range"),
-};
+    }
+);
 
 /// How many extra reads [`AcpiPmTimer`] makes, at most, looking for three monotonic ones.
 const MAX_EXTRA_READS: u32 = 8;

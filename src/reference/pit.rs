@@ -25,16 +25,13 @@ const CMD_CH2_LATCH: u8 = 0b1000_0000;
 /// 1 193 181.818… Hz, given to the millihertz (1 193 181 818 mHz).
 pub const PIT_MILLIHZ: u64 = 1_193_181_818;
 
-const PIT_FREQUENCY: Frequency = match Frequency::from_millihz(
-    PIT_MILLIHZ,
+const PIT_FREQUENCY: Frequency = const_frequency!(
+    millihz: PIT_MILLIHZ,
     Source::Reference,
     Accuracy::Nominal {
         tolerance_ppb: PIT_TOLERANCE_PPB,
-    },
-) {
-    Some(f) => f,
-    None => panic!("PIT rate is inside Frequency's range"),
-};
+    }
+);
 
 /// Channel 2 of the 8254 PIT as a 16-bit [`Reference`] at 1.193182 MHz.
 ///

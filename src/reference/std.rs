@@ -6,11 +6,11 @@ use super::Reference;
 use crate::frequency::{Accuracy, Frequency, Source};
 
 /// 1 GHz, checked at compile time.
-const ONE_GHZ: Frequency =
-    match Frequency::from_hz(1_000_000_000, Source::Reference, Accuracy::Exact) {
-        Some(f) => f,
-        None => panic!("1 GHz is within Frequency's range"),
-    };
+const ONE_GHZ: Frequency = const_frequency!(
+    millihz: 1_000_000_000_000,
+    Source::Reference,
+    Accuracy::Exact
+);
 
 /// [`std::time::Instant`] as a 1 GHz, 64-bit reference: nanoseconds since construction.
 ///
