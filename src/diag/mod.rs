@@ -26,6 +26,7 @@
 
 use core::hint::black_box;
 
+use crate::counter::Width;
 use crate::scale::saturate_u64;
 use crate::{Counter, Frequency};
 
@@ -179,13 +180,13 @@ impl ReadStats {
     /// asserted, no allocation made. The reads are not reordered or elided by the compiler
     /// ([`core::hint::black_box`]).
     pub fn measure<C: Counter + ?Sized>(counter: &C, reads: u32) -> ReadStats {
-        let mask = crate::counter::Width::of(counter).mask();
+        let width = Width::of(counter);
         let first = counter.ticks();
         let mut last = first;
         for _ in 0..reads {
             last = black_box(counter.ticks());
         }
-        let tight_loop_ticks = last.wrapping_sub(first) & mask;
+        let tight_loop_ticks = width.delta(first, last);
 
         let mut s = ReadStats {
             reads,
@@ -203,14 +204,15 @@ impl ReadStats {
         let mut prev = counter.ticks();
         for _ in 0..reads {
             let now = black_box(counter.ticks());
-            let delta = now.wrapping_sub(prev) & mask;
+            let step = width.elapsed(prev, now);
+            let back_ticks = width.backwards_by(prev, now);
             prev = now;
-            if delta > mask / 2 {
+            let Some(delta) = step else {
                 s.backwards_steps = s.backwards_steps.saturating_add(1);
-                s.max_backwards_ticks = s.max_backwards_ticks.max(backwards_by(mask, delta));
+                s.max_backwards_ticks = s.max_backwards_ticks.max(back_ticks);
                 run = 0;
                 continue;
-            }
+            };
             s.histogram.record(delta);
             s.min_delta_ticks = s.min_delta_ticks.min(delta);
             s.max_delta_ticks = s.max_delta_ticks.max(delta);
@@ -258,12 +260,6 @@ impl ReadStats {
     pub fn is_monotonic(&self) -> bool {
         self.backwards_steps == 0
     }
-}
-
-/// How far back a wrapped difference `delta` (> `mask / 2`) steps: `mask - delta + 1`, which
-/// is in 1..=mask/2 + 1 because `delta` is in mask/2 + 1..=mask (it was masked).
-fn backwards_by(mask: u64, delta: u64) -> u64 {
-    mask.saturating_sub(delta).saturating_add(1)
 }
 
 #[cfg(test)]
