@@ -132,6 +132,36 @@ struct World {
 }
 
 impl World {
+    /// A world at true time `start` that runs `acts` on one CPU (no warp), nothing read yet.
+    fn new(acts: Vec<Act>, start: u64, hz: u64, quarter: u64, pass_span: u64) -> World {
+        World {
+            acts,
+            next: 0,
+            depth: 0,
+            step: 0,
+            now: start,
+            seen: start,
+            frames: Vec::new(),
+            quarter,
+            pass_span,
+            hz,
+            readings: Vec::new(),
+            offsets: vec![0],
+            cpus: Vec::new(),
+            next_cpu: 0,
+            on: Vec::new(),
+            home: 0,
+            bad_results: Vec::new(),
+            warp: false,
+            ops: 0,
+        }
+    }
+
+    /// Makes this the thread's world.
+    fn install(self) {
+        WORLD.with(|w| *w.borrow_mut() = Some(self));
+    }
+
     /// The counter `cpu` sees now: true ticks plus its offset (the start is far enough from
     /// 0 that nothing underflows; clamped all the same).
     fn counter_on(&self, cpu: usize) -> u64 {
@@ -358,29 +388,7 @@ fn schedules(bits: u32) {
         } else {
             start & width.mask()
         };
-        WORLD.with(|w| {
-            *w.borrow_mut() = Some(World {
-                acts,
-                next: 0,
-                depth: 0,
-                step: 0,
-                now: start,
-                seen: start,
-                frames: Vec::new(),
-                quarter,
-                pass_span: quarter,
-                hz,
-                readings: Vec::new(),
-                offsets: vec![0],
-                cpus: Vec::new(),
-                next_cpu: 0,
-                on: Vec::new(),
-                home: 0,
-                bad_results: Vec::new(),
-                warp: false,
-                ops: 0,
-            })
-        });
+        World::new(acts, start, hz, quarter, quarter).install();
         let clock: &'static Clock<Sim> = Box::leak(Box::new(Clock::new(
             Sim(bits),
             Frequency::user_hz(hz).unwrap(),
@@ -670,29 +678,14 @@ fn warp_world(
     pass_span: u64,
     acts: Vec<Act>,
 ) {
-    WORLD.with(|w| {
-        *w.borrow_mut() = Some(World {
-            acts,
-            next: 0,
-            depth: 0,
-            step: 0,
-            now: start,
-            seen: start,
-            frames: Vec::new(),
-            quarter: 1 << 40,
-            pass_span,
-            hz,
-            readings: Vec::new(),
-            offsets,
-            cpus,
-            next_cpu: 0,
-            on: Vec::new(),
-            home,
-            bad_results: Vec::new(),
-            warp: true,
-            ops: 0,
-        })
-    });
+    World {
+        offsets,
+        cpus,
+        home,
+        warp: true,
+        ..World::new(acts, start, hz, 1 << 40, pass_span)
+    }
+    .install();
 }
 
 /// Counters that warp between CPUs (the SMP scenarios' 2^62-tick jump): a 64-bit counter,
