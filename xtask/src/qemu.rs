@@ -74,6 +74,54 @@ const DELAY_NS: u64 = 10_000_000;
 /// in every run, so the least disturbed run is the one that measures the delay, not the host.
 const DELAY_SLACK_NS: u64 = 200_000;
 
+/// Every scenario's name, written once: the runners, and `run`'s lists of what each kernel
+/// runs, use these.
+pub(crate) mod name {
+    pub const TCG_PIT: &str = "x86_64-tcg-pit";
+    pub const TCG_HPET: &str = "x86_64-tcg-hpet";
+    pub const TCG_ACPIPM: &str = "x86_64-tcg-acpipm";
+    pub const KVM: &str = "x86_64-kvm";
+    pub const LYING_CPUID: &str = "x86_64-lying-cpuid";
+    pub const TCG_DELAY: &str = "x86_64-tcg-delay";
+    pub const KVM_PVCLOCK: &str = "x86_64-kvm-pvclock";
+    pub const KVM_HYPERV: &str = "x86_64-kvm-hyperv";
+    pub const SMP: &str = "x86_64-smp";
+    pub const SMP_KVM: &str = "x86_64-smp-kvm";
+    pub const SMP_TSC_SKEW: &str = "x86_64-smp-tsc-skew";
+    pub const SMP_TSC_SKEW_SIM: &str = "x86_64-smp-tsc-skew-sim";
+    pub const CALIBRATION_FAULT: &str = "x86_64-calibration-fault";
+    pub const AARCH64_VIRT: &str = "aarch64-virt";
+    pub const AARCH64_BAD_CNTFRQ: &str = "aarch64-bad-cntfrq";
+    pub const AARCH64_DELAY: &str = "aarch64-delay";
+    pub const AARCH64_ERRATA: &str = "aarch64-errata";
+    pub const AARCH64_SMP: &str = "aarch64-smp";
+
+    /// The scenarios of the x86_64 kernel, in the order they run.
+    pub const X86_64: &[&str] = &[
+        TCG_PIT,
+        TCG_HPET,
+        TCG_ACPIPM,
+        KVM,
+        LYING_CPUID,
+        TCG_DELAY,
+        KVM_PVCLOCK,
+        KVM_HYPERV,
+        SMP,
+        SMP_KVM,
+        SMP_TSC_SKEW,
+        SMP_TSC_SKEW_SIM,
+        CALIBRATION_FAULT,
+    ];
+    /// The scenarios of the aarch64 kernel, in the order they run.
+    pub const AARCH64: &[&str] = &[
+        AARCH64_VIRT,
+        AARCH64_BAD_CNTFRQ,
+        AARCH64_DELAY,
+        AARCH64_ERRATA,
+        AARCH64_SMP,
+    ];
+}
+
 /// QEMU options of the single-CPU TCG scenarios.
 const TCG_ARGS: &[&str] = &["-accel", "tcg"];
 
@@ -549,36 +597,8 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
     // Each architecture: its scenario names, and the runner that boots its kernel.
     type Runner = fn(&Path, &dyn Fn(&str) -> bool) -> Vec<Line>;
     let arches: [(Arch, &[&str], Runner); 2] = [
-        (
-            Arch::X86_64,
-            &[
-                "x86_64-tcg-pit",
-                "x86_64-tcg-hpet",
-                "x86_64-tcg-acpipm",
-                "x86_64-kvm",
-                "x86_64-lying-cpuid",
-                "x86_64-tcg-delay",
-                hv::NAMES[0],
-                hv::NAMES[1],
-                "x86_64-smp",
-                "x86_64-smp-kvm",
-                "x86_64-smp-tsc-skew",
-                "x86_64-smp-tsc-skew-sim",
-                "x86_64-calibration-fault",
-            ],
-            x86_scenarios,
-        ),
-        (
-            Arch::Aarch64,
-            &[
-                "aarch64-virt",
-                "aarch64-bad-cntfrq",
-                "aarch64-delay",
-                "aarch64-errata",
-                "aarch64-smp",
-            ],
-            aarch64_scenarios,
-        ),
+        (Arch::X86_64, name::X86_64, x86_scenarios),
+        (Arch::Aarch64, name::AARCH64, aarch64_scenarios),
     ];
     for (arch, names, scenarios) in arches {
         if !names.iter().any(|n| wanted(n)) {
@@ -605,15 +625,15 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
 /// Boots and prints a line as soon as it is known (the TCG trio waits for all three).
 fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     let (mut lines, host) = tcg_trio(kernel, wanted);
-    if wanted("x86_64-kvm") {
+    if wanted(name::KVM) {
         lines.push(kvm_timing_leaf(kernel, &host));
     }
-    if wanted("x86_64-lying-cpuid") {
+    if wanted(name::LYING_CPUID) {
         lines.push(lying_cpuid(kernel, &host));
     }
-    if wanted("x86_64-tcg-delay") {
+    if wanted(name::TCG_DELAY) {
         lines.push(delay_scenario(
-            "x86_64-tcg-delay",
+            name::TCG_DELAY,
             Arch::X86_64,
             kernel,
             TCG_ARGS,
@@ -637,12 +657,12 @@ fn tcg_trio(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> (Vec<Line>, HostFig
 
     // The host's own figure, before and after the guests (see the module docs).
     let trio = [
-        ("x86_64-tcg-pit", "pit"),
-        ("x86_64-tcg-hpet", "hpet"),
-        ("x86_64-tcg-acpipm", "acpipm"),
+        (name::TCG_PIT, "pit"),
+        (name::TCG_HPET, "hpet"),
+        (name::TCG_ACPIPM, "acpipm"),
     ];
     let need_host =
-        trio.iter().any(|(n, _)| wanted(n)) || wanted("x86_64-lying-cpuid") || wanted("x86_64-kvm");
+        trio.iter().any(|(n, _)| wanted(n)) || wanted(name::LYING_CPUID) || wanted(name::KVM);
     let host_before = if need_host { Some(host_tsc()) } else { None };
 
     let mut trio_runs: Vec<(&'static str, Result<Run, String>)> = Vec::new();
@@ -726,7 +746,7 @@ fn tcg_trio(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> (Vec<Line>, HostFig
 
 /// `x86_64-kvm`: the hypervisor leaf's exact figure, confirmed.
 fn kvm_timing_leaf(kernel: &Path, host: &HostFigure) -> Line {
-    let name = "x86_64-kvm";
+    let name = name::KVM;
     let line = match kvm_usable() {
         Err(why) => Line::skip(name, why),
         Ok(()) => {
@@ -762,7 +782,7 @@ fn kvm_timing_leaf(kernel: &Path, host: &HostFigure) -> Line {
 
 /// `x86_64-lying-cpuid`: leaf 0x15 claims 25/24 of the host's measured rate.
 fn lying_cpuid(kernel: &Path, host: &HostFigure) -> Line {
-    let name = "x86_64-lying-cpuid";
+    let name = name::LYING_CPUID;
     let mut line = Line::new(name);
     match host {
         Err(e) => line.fail(format!("no host measurement to build the lie from: {e}")),
@@ -806,9 +826,9 @@ fn lying_cpuid(kernel: &Path, host: &HostFigure) -> Line {
 fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     let mut lines = Vec::new();
     for (name, cmdline, bad) in [
-        ("aarch64-virt", "mode=calibrate".to_string(), None),
+        (name::AARCH64_VIRT, "mode=calibrate".to_string(), None),
         (
-            "aarch64-bad-cntfrq",
+            name::AARCH64_BAD_CNTFRQ,
             format!("mode=calibrate cntfrq={BAD_CNTFRQ_HZ}"),
             Some(BAD_CNTFRQ_HZ),
         ),
@@ -856,16 +876,16 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
         line.print();
         lines.push(line);
     }
-    if wanted("aarch64-delay") {
+    if wanted(name::AARCH64_DELAY) {
         lines.push(delay_scenario(
-            "aarch64-delay",
+            name::AARCH64_DELAY,
             Arch::Aarch64,
             kernel,
             &[],
             "",
         ));
     }
-    if wanted("aarch64-errata") {
+    if wanted(name::AARCH64_ERRATA) {
         lines.push(errata_scenario(kernel));
     }
     lines.extend(smp::aarch64(kernel, wanted));
@@ -887,7 +907,7 @@ const ERRATA: &[&str] = &[
 /// count's resolution); without it the model's glitches showed as steps back or untrue
 /// values.
 fn errata_scenario(kernel: &Path) -> Line {
-    let mut line = Line::new("aarch64-errata");
+    let mut line = Line::new(name::AARCH64_ERRATA);
     match boot(Arch::Aarch64, kernel, &[], "mode=errata") {
         Err(e) => line.fail(e),
         Ok(run) => {

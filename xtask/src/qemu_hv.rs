@@ -18,10 +18,7 @@ use std::fs::OpenOptions;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 
-use super::{boot, calibrated, host_tsc, kvm_usable, ppm, Arch, Line, Run, CAL_KEYS};
-
-/// The scenario names, for the x86_64 list in qemu.rs.
-pub const NAMES: &[&str] = &["x86_64-kvm-pvclock", "x86_64-kvm-hyperv"];
+use super::{boot, calibrated, host_tsc, kvm_usable, name, ppm, Arch, Line, Run, CAL_KEYS};
 
 /// `-vmware-cpuid-freq`: QEMU turns the timing leaf 0x40000010 on by default with invtsc;
 /// off, pvclock is the only rate the hypervisor states.
@@ -52,13 +49,13 @@ const PV_KEYS: &[&str] = &[
     "disagreements",
 ];
 
-/// Runs the scenarios of [`NAMES`] that `wanted` selects.
+/// Runs the paravirtual scenarios (`name::KVM_PVCLOCK`, `name::KVM_HYPERV`) that `wanted` selects.
 pub fn scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     let mut lines = Vec::new();
-    if wanted("x86_64-kvm-pvclock") {
+    if wanted(name::KVM_PVCLOCK) {
         lines.push(pvclock(kernel));
     }
-    if wanted("x86_64-kvm-hyperv") {
+    if wanted(name::KVM_HYPERV) {
         lines.push(hyperv(kernel));
     }
     lines
@@ -88,7 +85,7 @@ fn check_confirmed(line: &mut Line, run: &Run, source: &str) {
 }
 
 fn pvclock(kernel: &Path) -> Line {
-    let name = "x86_64-kvm-pvclock";
+    let name = name::KVM_PVCLOCK;
     let line = match kvm_usable() {
         Err(why) => Line::skip(name, why),
         Ok(()) => {
@@ -126,7 +123,7 @@ fn pvclock(kernel: &Path) -> Line {
 }
 
 fn hyperv(kernel: &Path) -> Line {
-    let name = "x86_64-kvm-hyperv";
+    let name = name::KVM_HYPERV;
     if let Err(why) = kvm_usable() {
         let line = Line::skip(name, why);
         line.print();

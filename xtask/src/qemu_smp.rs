@@ -22,7 +22,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use super::{boot_within, kvm_usable, Arch, Line, Run, KVM_ARGS, TCG_ARGS};
+use super::{boot_within, kvm_usable, name, Arch, Line, Run, KVM_ARGS, TCG_ARGS};
 
 /// CPUs in every TCG scenario. The KVM ones use at most as many vCPUs as the host has CPUs
 /// (KVM's own recommendation, and QEMU warns beyond it): on an oversubscribed host every
@@ -99,18 +99,18 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     let cmdline = format!("mode=smp cpus={CPUS} writes={WRITES}");
     let kvm_cmdline = format!("mode=smp cpus={kvm_cpus} writes={WRITES} max_ms=1000");
 
-    if wanted("x86_64-smp") {
-        let mut line = Line::new("x86_64-smp");
+    if wanted(name::SMP) {
+        let mut line = Line::new(name::SMP);
         let run = boot_within(Arch::X86_64, kernel, &tcg, &cmdline, TCG_TIMEOUT);
         check_run(&mut line, run, |line, run| check_smp(line, run, CPUS));
         line.print();
         lines.push(line);
     }
-    if wanted("x86_64-smp-kvm") {
+    if wanted(name::SMP_KVM) {
         let line = match kvm_usable() {
-            Err(why) => Line::skip("x86_64-smp-kvm", why),
+            Err(why) => Line::skip(name::SMP_KVM, why),
             Ok(()) => {
-                let mut line = Line::new("x86_64-smp-kvm");
+                let mut line = Line::new(name::SMP_KVM);
                 let run = boot_within(Arch::X86_64, kernel, &kvm, &kvm_cmdline, KVM_TIMEOUT);
                 check_run(&mut line, run, |line, run| check_smp(line, run, kvm_cpus));
                 line
@@ -119,8 +119,8 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         line.print();
         lines.push(line);
     }
-    if wanted("x86_64-smp-tsc-skew") {
-        let name = "x86_64-smp-tsc-skew";
+    if wanted(name::SMP_TSC_SKEW) {
+        let name = name::SMP_TSC_SKEW;
         let line = match kvm_usable() {
             Err(why) => Line::skip(name, why),
             Ok(()) => skew(name, kernel, &kvm, &kvm_cmdline, kvm_cpus, KVM_TIMEOUT),
@@ -128,15 +128,15 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         line.print();
         lines.push(line);
     }
-    if wanted("x86_64-smp-tsc-skew-sim") {
-        let name = "x86_64-smp-tsc-skew-sim";
+    if wanted(name::SMP_TSC_SKEW_SIM) {
+        let name = name::SMP_TSC_SKEW_SIM;
         let cmdline = format!("{cmdline} skew_method=simulated");
         let line = skew(name, kernel, &tcg, &cmdline, CPUS, TCG_TIMEOUT);
         line.print();
         lines.push(line);
     }
-    if wanted("x86_64-calibration-fault") {
-        let mut line = Line::new("x86_64-calibration-fault");
+    if wanted(name::CALIBRATION_FAULT) {
+        let mut line = Line::new(name::CALIBRATION_FAULT);
         let run = boot_within(
             Arch::X86_64,
             kernel,
@@ -154,8 +154,8 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
 /// The aarch64 SMP scenario, if `wanted`.
 pub fn aarch64(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     let mut lines = Vec::new();
-    if wanted("aarch64-smp") {
-        let mut line = Line::new("aarch64-smp");
+    if wanted(name::AARCH64_SMP) {
+        let mut line = Line::new(name::AARCH64_SMP);
         let cpus = CPUS.to_string();
         let args = ["-smp", &cpus, "-accel", "tcg,thread=multi"];
         let cmdline = format!("mode=smp cpus={CPUS} writes={WRITES}");
