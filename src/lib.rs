@@ -45,6 +45,7 @@ mod defmt;
 mod delay;
 pub mod diag;
 pub mod discover;
+mod extend;
 mod frequency;
 // The monotonic guard: 64-bit atomics with compare-and-swap, as the Clock's.
 #[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
@@ -67,6 +68,7 @@ pub use clock::{Clock, ClockError, ClockHealth};
 // re-exported here: one path per type (as embassy-time keeps its modules private).
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
+pub use extend::{ExtendedTimer, NarrowTimer};
 pub use frequency::{Accuracy, Frequency, Source};
 #[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
 pub use guard::MonotonicClock;
