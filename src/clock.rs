@@ -123,17 +123,41 @@ use crate::frequency::Frequency;
 use crate::instant::{Instant, RawInstant};
 use crate::scale::{mul_q64, saturate_u64, Scale};
 use crate::sync::{
-    fence, hook, AtomicBool, AtomicU32, AtomicU64, Ordering, Point, Published, Version, Words,
+    fence, hook, spin_loop, AtomicBool, AtomicU32, GateWord, Mark, Ordering, Point, Published,
+    Version, Words, WIDE_ATOMICS,
 };
+
+/// The fastest rate the crate accepts: what an unstarted clock's waits count with.
+const FASTEST: Scale = Scale::new(const_frequency!(
+    millihz: Frequency::MAX_HZ * 1000,
+    crate::frequency::Source::User,
+    crate::frequency::Accuracy::Exact
+));
 
 /// The handover margin: a new timeline takes over this long after the writer's counter
 /// read (at most 1/16 of a narrow counter's wrap, at least one tick).
 pub const HANDOVER_NS: u64 = 20_000;
 
-/// How far a reading may pass the clock's high-water mark before the mark is moved: the
-/// mark costs readers of a 64-bit counter one load and a compare off the critical path, and
-/// an atomic maximum and a store once per this much time.
-const MARK_GRANULE_NS: u64 = 1 << 20;
+/// The lag a 64-bit reading may show and still be taken as time (promise 1 of the module
+/// docs): a reading whose time is less than this behind the latest time the clock handed
+/// out is another CPU's (whose counter lags by up to this much) and is returned as it is;
+/// one further behind means the counter went back (a reset), and time stands still.
+pub const LAG_NS: u64 = HANDOVER_NS;
+
+/// How far past the clock's high-water mark a 64-bit reading may be before the mark is
+/// raised (an atomic maximum, once per this much time): the mark is never more than this
+/// behind the latest time handed out, and a reading behind the counter stands at most this
+/// much above it.
+pub const MARK_GRANULE_NS: u64 = 1 << 12;
+
+/// A reading this far past the high-water mark is confirmed by a second counter read, and
+/// the smaller time is used (promise 7): one glitched read is never the new time.
+const CONFIRM_NS: u64 = 1_000_000;
+
+/// How many counter reads a writer spends waiting for the previous handover to finish (the
+/// counter to reach the newest timeline's base, at most a handover margin away) before it
+/// writes from the base all the same (a counter that does not move).
+const HANDOVER_WAIT_READS: u32 = 1 << 14;
 
 /// Why a [`Clock`] did not do what was asked, or what it found while doing it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -194,19 +218,26 @@ pub struct ClockHealth {
 /// the scale (inv_mult, inv_shift, millihz).
 const WORDS: usize = 12;
 
-/// The end of a timeline while it is being closed: this bit and the version number.
-const CLOSING: u64 = 1 << 63;
-/// Ends are offsets from `base_ticks` below this (the 64-bit deadline is `2^62 − 1`).
-const OFFSET_LIMIT: u64 = 1 << 62;
+/// The end of a timeline while it is being closed: this bit and the version number (its low
+/// 31 bits where gate words are 32-bit).
+const CLOSING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
+/// Ends are offsets from `base_ticks` below this (the 64-bit deadline is `2^62 − 1`; with
+/// 32-bit gate words, where counters are read modulo 2^32, `2^31 − 1`).
+const OFFSET_LIMIT: u64 = if WIDE_ATOMICS { 1 << 62 } else { 1 << 31 };
+
+/// The close tag of `version`.
+fn closing(version: Version) -> u64 {
+    CLOSING | (u64::from(version.number) & CLOSING.wrapping_sub(1))
+}
 
 /// The mutable part of a slot, beside its words: where its timeline ends.
 struct Gate {
     /// Readers take the fast path for `d < lim`: `deadline + 1` while the timeline is open,
     /// 0 once it is closing, closed or latched (then the slow path reads `end`).
-    lim: AtomicU64,
+    lim: GateWord,
     /// The end as an offset from `base_ticks` (the deadline while open), or
     /// `CLOSING | version` while a close point is being decided.
-    end: AtomicU64,
+    end: GateWord,
     /// `version + 1` once a reader or the writer saw the timeline past its end: it then
     /// stays at its end.
     latched: AtomicU32,
@@ -216,16 +247,16 @@ impl Gate {
     #[cfg(not(loom))]
     const fn new() -> Gate {
         Gate {
-            lim: AtomicU64::new(0),
-            end: AtomicU64::new(0),
+            lim: GateWord::new(0),
+            end: GateWord::new(0),
             latched: AtomicU32::new(0),
         }
     }
     #[cfg(loom)]
     fn new() -> Gate {
         Gate {
-            lim: AtomicU64::new(0),
-            end: AtomicU64::new(0),
+            lim: GateWord::new(0),
+            end: GateWord::new(0),
             latched: AtomicU32::new(0),
         }
     }
@@ -262,10 +293,17 @@ impl Geometry {
     #[inline(always)]
     fn of(width: Width) -> Geometry {
         let mask = width.mask();
+        let deadline = width.half().min(OFFSET_LIMIT.wrapping_sub(1));
         Geometry {
             width,
-            deadline: width.half().min(OFFSET_LIMIT.wrapping_sub(1)),
-            late_end: mask.wrapping_sub(mask >> 2),
+            deadline,
+            // A 64-bit counter is never late: whatever is past the deadline (2^62 ticks) is
+            // behind the base.
+            late_end: if width == Width::FULL {
+                deadline
+            } else {
+                mask.wrapping_sub(mask >> 2)
+            },
         }
     }
 
@@ -304,13 +342,38 @@ impl Geometry {
     /// where the timeline reaches the clock's high-water mark (no earlier than anything
     /// handed out, at most its granules ahead), where the deadline would be a jump of 2^62
     /// ticks.
-    fn proposal(&self, b: u64, t: u64, margin: u64, behind: impl FnOnce() -> u64) -> u64 {
-        let d = self.width.delta(b, t);
+    ///
+    /// A narrow reading still in the handover before the base (`hand` ticks: the counter has
+    /// not reached the base yet) proposes itself plus the margin, or the base if that is
+    /// later; a 64-bit one anywhere before the base proposes `behind()`, which is that or
+    /// later.
+    fn proposal(&self, tb: &Timebase, t: u64, margin: u64, behind: impl FnOnce() -> u64) -> u64 {
+        let d = self.width.delta(tb.base_ticks, t);
         match self.zone(d) {
             Zone::Valid => d.saturating_add(margin).min(self.deadline),
-            zone if self.is_late(zone) => self.deadline,
-            _ => behind().min(self.deadline),
+            _ if self.width == Width::FULL => behind().min(self.deadline),
+            _ if self.width.delta(t, tb.base_ticks) <= tb.hand => {
+                from_base(tb, margin, self.width.delta(t, tb.base_ticks)).min(self.deadline)
+            }
+            _ => self.deadline,
         }
+    }
+}
+
+/// How much later than its place in the program a counter read may be performed (loads
+/// passing `LFENCE; RDTSC`, say): far less than this (a reorder buffer of a few hundred
+/// instructions).
+const REORDER_NS: u64 = 500;
+
+/// The close point, as an offset from the base, that a reading `before` ticks before the
+/// base of `tb` proposes: the base itself when the reading is clearly before it (by
+/// [`REORDER_NS`] or more), so that no reader can have passed the base and the timeline
+/// continues unchanged at the new rate; otherwise the reading plus the margin.
+fn from_base(tb: &Timebase, margin: u64, before: u64) -> u64 {
+    if tb.scale.ticks_to_ns(before) >= REORDER_NS {
+        0
+    } else {
+        margin.saturating_sub(before)
     }
 }
 
@@ -397,6 +460,18 @@ impl Timebase {
         }
     }
 
+    /// The value of a reading `t` before the base, on the previous timeline as its own
+    /// readers computed it; a reading before the previous timeline's base too stands at that
+    /// base.
+    fn before_base(&self, width: Width, t: u64) -> u64 {
+        let p = width.delta(self.prev_ticks, t);
+        if p > width.delta(self.prev_ticks, self.base_ticks) {
+            self.prev_ns
+        } else {
+            advance(self.prev_ns, p, self.prev_int, self.prev_frac)
+        }
+    }
+
     /// Its value `d` ticks after its base.
     fn at(&self, d: u64) -> u64 {
         advance(
@@ -446,13 +521,10 @@ pub struct Clock<C: Counter> {
     writer: AtomicBool,
     late_updates: AtomicU32,
     behind: AtomicBool,
-    /// A high-water mark (64-bit counters): every value `now()` returned is below
-    /// `mark + 2 × MARK_GRANULE_NS` (see `ceiling`).
-    mark: AtomicU64,
-    /// The counter value from which readers raise the mark again (modulo 2^64: at or up to
-    /// half a wrap past it). Only ever a reading plus a granule, or a timeline's base: a
-    /// stale value makes readers raise the mark early, with values they return.
-    mark_next: AtomicU64,
+    /// A high-water mark in nanoseconds (64-bit counters): never above a time the clock
+    /// handed out, and every time it handed out is below `mark + MARK_GRANULE_NS` (see
+    /// `ceiling`). It only grows, so no stale raise can undo a newer one.
+    mark: Mark,
 }
 
 /// A clock that has not started: one literal for `Clock::uninit`'s `const` and loom versions.
@@ -465,8 +537,7 @@ macro_rules! unstarted {
             writer: AtomicBool::new(false),
             late_updates: AtomicU32::new(0),
             behind: AtomicBool::new(false),
-            mark: AtomicU64::new(0),
-            mark_next: AtomicU64::new(0),
+            mark: Mark::new(),
         }
     };
 }
@@ -550,57 +621,122 @@ impl<C: Counter> Clock<C> {
         }
     }
 
-    /// Nanoseconds since the clock's epoch. Never goes back and never jumps (see the
-    /// [module docs](self)), never blocks, never waits for a writer: it reads again only
-    /// when two publications overtook it.
+    /// The width the clock reads its counter in: the counter's own, and at most 32 bits where
+    /// the target lacks 64-bit atomics (a wider counter is then read modulo 2^32 and needs
+    /// [`Clock::update`] like any narrow one).
+    #[inline(always)]
+    fn width(&self) -> Width {
+        let width = Width::of(&self.counter);
+        if WIDE_ATOMICS || width.mask() <= u64::from(u32::MAX) {
+            width
+        } else {
+            Width::new(32)
+        }
+    }
+
+    /// Nanoseconds since the clock's epoch. Never goes back and never jumps (promises 1 and
+    /// 2 of the [module docs](self)), never blocks, never waits for a writer: it reads again
+    /// only when two publications overtook it.
     #[inline]
     pub fn now(&self) -> Instant {
+        let width = self.width();
+        // The mark before the counter read: a reading is judged against times handed out
+        // before it was made, so a reader stalled after its read is never taken for behind.
+        let mark = self.mark.load();
         // The fast path: one attempt, no call in it, so it needs no callee-saved registers.
-        let fast = self.timeline.try_read(|version, words| {
-            let (t, ns) = self.read_fast(version, words);
-            ns.map(|ns| (ns, t))
-        });
-        let (ns, t, on_timeline) = match fast {
-            Some((ns, t)) => (ns, t, true),
-            None => self.now_cold(),
+        let fast = self
+            .timeline
+            .try_read(|version, words| self.read_fast(width, version, words));
+        let ns = match fast {
+            Some(ns) if width != Width::FULL => ns,
+            // 64-bit counters: a time in [mark, mark + MARK_GRANULE_NS) is returned as it is
+            // (a subtraction and a compare); anything else goes past the mark.
+            Some(ns) if ns.wrapping_sub(mark) < MARK_GRANULE_NS => ns,
+            _ => self.now_cold(width, mark, fast),
         };
-        // 64-bit counters keep a high-water mark (after the read was accepted: a rejected
-        // run's value may be garbage). The test is on the counter value, which is known
-        // before the multiply, so it stays off the critical path; for narrower counters it
-        // folds away.
-        // The counter may wrap through 2^64 (a TSC set near it): "at or past" is modular.
-        // A time standing at the mark's ceiling (a reading behind the base) does not raise
-        // it: on a CPU whose counter lags, each such reading would stand two granules further
-        // on, and that CPU's time would run at twice the true rate.
-        if Width::of(&self.counter) == Width::FULL
-            && on_timeline
-            && !Width::FULL.is_behind(self.mark_next.load(Ordering::Relaxed), t)
-        {
-            self.raise_mark(t, ns);
-        }
         Instant::from_nanos(ns)
     }
 
-    /// `now()` past its fast path: read again, as often as publications overtake it.
+    /// `now()` past its fast path.
     #[cold]
     #[inline(never)]
-    fn now_cold(&self) -> (u64, u64, bool) {
-        self.timeline
-            .read(|version, words| match self.read_fast(version, words) {
-                (t, Some(ns)) => ((ns, t, true), false),
-                // Past the fast path the answer depends on the timeline's end, which only holds
-                // for the version that is current.
-                (t, None) => {
-                    let (ns, on_timeline) = self.now_slow(version, words, t);
-                    ((ns, t, on_timeline), true)
-                }
-            })
+    fn now_cold(&self, width: Width, mark: u64, fast: Option<u64>) -> u64 {
+        let reading = match fast {
+            Some(ns) => Some(ns),
+            None => self.read_slow(width),
+        };
+        if width == Width::FULL {
+            self.settle(width, mark, reading, true)
+        } else {
+            // Narrow counters are never behind (a reading before the base is late).
+            reading.unwrap_or(0)
+        }
     }
 
-    /// The counter, and its time on `version`'s timeline if the fast path applies (the
-    /// timeline open and the reading before its end).
+    /// One reading past the fast path, read again as often as publications overtake it:
+    /// its time, or `None` for a 64-bit reading behind the base.
+    fn read_slow(&self, width: Width) -> Option<u64> {
+        self.timeline.read(
+            |version, words| match self.read_fast(width, version, words) {
+                Some(ns) => (Some(ns), false),
+                // Past the fast path the answer depends on the timeline's end, which only holds
+                // for the version that is current.
+                None => (self.now_slow(width, version, words), true),
+            },
+        )
+    }
+
+    /// One whole reading, fast path or not (for a second, confirming read).
+    fn read_once(&self, width: Width) -> Option<u64> {
+        match self
+            .timeline
+            .try_read(|version, words| self.read_fast(width, version, words))
+        {
+            Some(ns) => Some(ns),
+            None => self.read_slow(width),
+        }
+    }
+
+    /// Judges a 64-bit reading against the high-water mark `mark`, loaded before the
+    /// reading was made (promises 1, 6 and 7): a time past the mark's granule raises the
+    /// mark (a far one only once a second reading confirms it, and then the smaller of the
+    /// two); a time behind the mark by less than [`LAG_NS`] (another CPU's counter lagging
+    /// a little) stands at the mark; one further behind, or a reading behind the base
+    /// (`None`), is a counter that went back: time stands at the mark's ceiling. Neither
+    /// raises the mark.
+    fn settle(&self, width: Width, mark: u64, reading: Option<u64>, confirm: bool) -> u64 {
+        match reading {
+            Some(ns) if ns >= mark.saturating_add(MARK_GRANULE_NS) => {
+                if confirm && ns > mark.saturating_add(CONFIRM_NS) {
+                    hook(Point::ReadConfirm);
+                    // A reading this far ahead may be one glitched read: read again, and take
+                    // the smaller (both are readings made within this call).
+                    match self.read_once(width) {
+                        Some(again) if again < ns => {
+                            return self.settle(width, mark, Some(again), false)
+                        }
+                        None => return self.settle(width, mark, None, false),
+                        Some(_) => {}
+                    }
+                }
+                self.mark.raise(ns);
+                ns
+            }
+            Some(ns) if ns >= mark => ns,
+            Some(ns) if ns.saturating_add(LAG_NS) >= mark => mark,
+            _ => {
+                if !self.behind.load(Ordering::Relaxed) {
+                    self.behind.store(true, Ordering::Relaxed);
+                }
+                self.ceiling()
+            }
+        }
+    }
+
+    /// The counter's time on `version`'s timeline if the fast path applies (the timeline
+    /// open and the reading before its end).
     #[inline(always)]
-    fn read_fast(&self, version: Version, words: &Words<WORDS>) -> (u64, Option<u64>) {
+    fn read_fast(&self, width: Width, version: Version, words: &Words<WORDS>) -> Option<u64> {
         let t = self.counter.ticks();
         hook(Point::ReadCounter);
         let [b, base_ns, int, frac, ..] = words;
@@ -608,28 +744,14 @@ impl<C: Counter> Clock<C> {
         // After the counter read: a reader that passes here with the timeline open read its
         // counter before any close of it became visible.
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
-        let d = Width::of(&self.counter).delta(b, t);
-        (t, (d < lim).then(|| advance(base_ns, d, int, frac)))
+        let d = width.delta(b, t);
+        (d < lim).then(|| advance(base_ns, d, int, frac))
     }
 
-    /// Moves the high-water mark to `ns`, read at counter value `t`, and the counter value
-    /// at which it must next move to a granule later.
-    #[cold]
-    #[inline(never)]
-    fn raise_mark(&self, t: u64, ns: u64) {
-        let granule = self.scale().ns_to_ticks_ceil(MARK_GRANULE_NS);
-        self.mark.fetch_max(ns, Ordering::Relaxed);
-        self.mark_next
-            .store(t.wrapping_add(granule), Ordering::Relaxed);
-    }
-
-    /// A time no earlier than any `now()` has returned (64-bit counters): a reading that did
-    /// not raise the mark came less than a granule of ticks after one that did, so it is
-    /// below the mark plus a granule of nanoseconds at any rate within 2× of that one's.
+    /// A time no earlier than any `now()` has returned (64-bit counters), and at most
+    /// [`MARK_GRANULE_NS`] past the latest.
     fn ceiling(&self) -> u64 {
-        self.mark
-            .load(Ordering::Relaxed)
-            .saturating_add(MARK_GRANULE_NS.saturating_mul(2))
+        self.mark.load().saturating_add(MARK_GRANULE_NS)
     }
 
     /// Time since `earlier` (zero if `earlier` is later).
@@ -638,79 +760,74 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Past the fast path: the handover, a closing or closed timeline, a late or behind
-    /// counter. With the time, whether it is a time on a timeline (false: standing at the
-    /// high-water mark's ceiling, which must not raise the mark).
+    /// counter. `None`: a 64-bit reading behind the base (judged against the mark by
+    /// `settle`).
     #[cold]
     #[inline(never)]
-    fn now_slow(&self, version: Version, words: &Words<WORDS>, t: u64) -> (u64, bool) {
+    fn now_slow(&self, width: Width, version: Version, words: &Words<WORDS>) -> Option<u64> {
+        let t = width.value(self.counter.ticks());
+        hook(Point::ReadCounter);
         // Pairs with the release stores of `lim` (a close, a latch): what they published
         // before it is visible below.
         fence(Ordering::Acquire);
         let tb = Timebase::load(words);
         if tb.scale.millihz() == 0 {
             // Not started (`uninit`): the epoch.
-            return (0, true);
+            return Some(0);
         }
-        let geometry = Geometry::of(Width::of(&self.counter));
+        let geometry = Geometry::of(width);
         let gate = self.gate(version.slot);
-        let wide = geometry.width == Width::FULL;
+        let wide = width == Width::FULL;
         loop {
             let end = gate.end.load(Ordering::Acquire);
-            let d = geometry.width.delta(tb.base_ticks, t);
+            let d = width.delta(tb.base_ticks, t);
             let zone = geometry.zone(d);
             if end & CLOSING == 0
                 && gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1)
             {
-                return (tb.at(end), true);
+                return Some(tb.at(end));
             }
             if zone == Zone::Behind {
-                let before = geometry.width.delta(t, tb.base_ticks);
-                // A 64-bit reading within the previous timeline is one from a CPU whose
-                // counter lags the one the base came from (counters that warp between
-                // CPUs): the previous timeline, as for the handover, so that such a CPU's
-                // time runs on into this one instead of jumping to the mark and back.
-                let lagging = wide && before <= geometry.width.delta(tb.prev_ticks, tb.base_ticks);
-                if before <= tb.hand || lagging {
+                if wide {
+                    // Before the base: the previous timeline, as its own readers computed it
+                    // (the handover, or a CPU whose counter lags); `settle` judges it against
+                    // the mark (a counter reset far back stands at the mark's ceiling).
+                    return Some(tb.before_base(width, t));
+                }
+                if width.delta(t, tb.base_ticks) <= tb.hand {
                     // The previous version was latched past its deadline: the counter has
                     // passed this version's base (which is at or before that deadline), so
                     // this is a narrow counter come round a wrap later, not a reading from
                     // just before the base: stand still at the base.
                     let prev_gate = self.gate(version.slot.wrapping_add(1));
                     if prev_gate.latched.load(Ordering::Acquire) == version.number {
-                        return (tb.base_ns, true);
+                        return Some(tb.base_ns);
                     }
                     // The handover: the previous timeline, exactly as its own readers
                     // compute it.
-                    let p = geometry.width.delta(tb.prev_ticks, t);
-                    return (advance(tb.prev_ns, p, tb.prev_int, tb.prev_frac), true);
-                }
-                if wide {
-                    // A 64-bit counter this far behind was reset (or lags badly): stand
-                    // still no earlier than anything handed out (at most a granule ahead).
-                    if !self.behind.load(Ordering::Relaxed) {
-                        self.behind.store(true, Ordering::Relaxed);
-                    }
-                    return (tb.base_ns.max(self.ceiling()), false);
+                    return Some(tb.before_base(width, t));
                 }
                 // A narrow counter this far round is more likely late by more than a
                 // quarter wrap than behind: treated as late below.
             }
             if end & CLOSING != 0 {
-                if end != CLOSING | u64::from(version.number) {
+                if end != closing(version) {
                     // A close of a later version in this slot: this read will be rejected.
-                    return (tb.base_ns, true);
+                    return Some(tb.base_ns);
                 }
                 // Help decide the close point, with a counter read made after seeing it.
                 hook(Point::ReadHelp);
                 fence(Ordering::SeqCst);
-                let t2 = self.counter.ticks();
+                let t2 = width.value(self.counter.ticks());
                 let margin = geometry.margin(&tb.scale);
                 let proposal =
-                    geometry.proposal(tb.base_ticks, t2, margin, || self.mark_offset(&tb, margin));
+                    geometry.proposal(&tb, t2, margin, || self.behind_proposal(&tb, t2, margin));
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
-                if geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t2))) {
+                if geometry.is_late(geometry.zone(width.delta(tb.base_ticks, t2)))
+                    && width.delta(t2, tb.base_ticks) > tb.hand
+                {
                     // What this helper saw is past the deadline: say so before anyone can
                     // read the counter a wrap later.
                     self.latch(version);
@@ -720,13 +837,13 @@ impl<C: Counter> Clock<C> {
             if zone == Zone::Valid {
                 // Up to the end, or past a close point while the writer publishes: stand
                 // still there.
-                return (tb.at(d.min(end)), true);
+                return Some(tb.at(d.min(end)));
             }
             // Past the deadline: stand still at the end, and latch so that a counter coming
             // round again cannot take time back.
             hook(Point::ReadLatch);
             self.latch(version);
-            return (tb.at(end), true);
+            return Some(tb.at(end));
         }
     }
 
@@ -749,13 +866,33 @@ impl<C: Counter> Clock<C> {
         self.scale().millihz()
     }
 
-    /// The longest time between two [`Clock::update`] calls (the deadline): half the
-    /// counter's wrap period at the rate in force, rounded down. Call `update` at least this
-    /// often — from a periodic tick at half of it, say, to leave room for a late tick.
-    /// For 64-bit counters it is 2^62 ticks (decades): they never need `update`.
+    /// The longest time between the starts of two [`Clock::update`] calls that is never
+    /// late (promise 5): half the counter's wrap period less a handover margin and a tick, at
+    /// the rate in force, rounded down. Updates spaced by exactly this are never
+    /// [`ClockError::Late`]; call `update` at least this often — from a periodic tick at half
+    /// of it, say, to leave room for a late tick. For 64-bit counters it is about 2^62 ticks
+    /// (decades): they never need `update` (except where the target lacks 64-bit atomics:
+    /// there the clock reads counters modulo 2^32). Before [`Clock::start`], the interval at
+    /// the fastest rate the crate accepts ([`Frequency::MAX_HZ`]), which is the shortest.
     pub fn update_interval(&self) -> Duration {
-        let geometry = Geometry::of(Width::of(&self.counter));
-        Duration::from_nanos(self.scale().ticks_to_ns(geometry.deadline))
+        let geometry = Geometry::of(self.width());
+        let scale = self.scale_or_fastest();
+        let ticks = geometry
+            .deadline
+            .saturating_sub(geometry.margin(&scale))
+            .saturating_sub(1);
+        Duration::from_nanos(scale.ticks_to_ns(ticks))
+    }
+
+    /// The scale in force, or before [`Clock::start`] the fastest rate the crate accepts:
+    /// waits computed from it are never short, whatever the rate turns out to be.
+    fn scale_or_fastest(&self) -> Scale {
+        let scale = self.scale();
+        if scale.millihz() == 0 {
+            FASTEST
+        } else {
+            scale
+        }
     }
 
     /// What the clock has noticed: late updates, a counter behind its timeline.
@@ -767,9 +904,13 @@ impl<C: Counter> Clock<C> {
     }
 
     /// A busy-wait [`Delay`] on this clock's counter at the scale in force *now*: it does
-    /// not follow later recalibrations (take a new one after `recalibrate`).
+    /// not follow later recalibrations (take a new one after `recalibrate`). Before
+    /// [`Clock::start`] the rate is not known yet: the delay then counts ticks as if the
+    /// counter ran at [`Frequency::MAX_HZ`], so it waits at least what it is asked (and far
+    /// longer on a slower counter) — a driver that waits before the boot code started the
+    /// clock is never cut short.
     pub fn delay(&self) -> Delay<&C> {
-        Delay::with_scale(&self.counter, self.scale())
+        Delay::with_scale(&self.counter, self.scale_or_fastest())
     }
 
     /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
@@ -859,19 +1000,18 @@ impl<C: Counter> Clock<C> {
 
     fn write_locked(&self, what: Write) -> Result<(), ClockError> {
         hook(Point::WriteLocked);
-        let geometry = Geometry::of(Width::of(&self.counter));
+        let geometry = Geometry::of(self.width());
+        let width = geometry.width;
         let (version, words) = self.timeline.current();
         let tb = Timebase::load(words);
         let started = tb.scale.millihz() != 0;
         match (what, started) {
             (Write::Start(scale), false) => {
-                let t = geometry.width.value(self.counter.ticks());
+                let t = width.value(self.counter.ticks());
                 // The ticks just before the base read as the epoch: a CPU whose counter lags the
-                // one that started the clock by up to the handover stands still at 0, not at
-                // the mark's ceiling (the same hand every fresh timeline gets).
+                // one that started the clock by up to the handover stands still at 0.
                 let hand = geometry.margin(&scale).saturating_mul(2);
                 self.publish(&geometry, &Timebase::fresh(t, 0, scale, hand));
-                self.mark_next.store(t, Ordering::Relaxed);
                 return Ok(());
             }
             (Write::Start(_), true) => return Err(ClockError::Started),
@@ -880,27 +1020,49 @@ impl<C: Counter> Clock<C> {
         }
         let gate = self.gate(version.slot);
         let margin = geometry.margin(&tb.scale);
-        let t = self.counter.ticks();
-        hook(Point::WriteRead);
-        let d = geometry.width.delta(tb.base_ticks, t);
+        // The mark before the reading (as readers load it): what was handed out before.
+        let mark = self.mark.load();
+        let (t, stuck) = self.read_past_handover(&tb, width);
+        let d = width.delta(tb.base_ticks, t);
+        let before = width.delta(t, tb.base_ticks);
+        let in_handover = before <= tb.hand;
         let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
-        let in_handover = geometry.width.delta(t, tb.base_ticks) <= tb.hand;
+        let wide = width == Width::FULL;
         let zone = match geometry.zone(d) {
             _ if latched => Zone::Late,
+            // Still in the handover after waiting (a counter that does not move, or hardly),
+            // or a 64-bit reading before the base (a CPU whose counter lags, unless the mark
+            // finds it behind, below): write from the base. The close point is decided by the
+            // protocol, from a reading made after the close is announced.
+            Zone::Behind if in_handover || wide => Zone::Valid,
             // A narrow counter this far round is late rather than behind (as readers judge).
-            Zone::Behind if !in_handover && geometry.width != Width::FULL => Zone::Late,
+            Zone::Behind => Zone::Late,
             zone => zone,
         };
-        let too_soon = match zone {
-            Zone::Valid => d < margin,
-            Zone::Behind => in_handover,
-            Zone::Late => false,
+        let d = if before != 0 && (in_handover || wide) && geometry.zone(d) == Zone::Behind {
+            0
+        } else {
+            d
         };
-        match (what, zone, too_soon) {
-            (Write::Update, _, true) => return Ok(()),
-            (Write::Recalibrate(_), _, true) => return Err(ClockError::Busy),
-            (Write::Update | Write::Recalibrate(_), Zone::Behind, false) => {
-                return Err(ClockError::Behind)
+        // 64-bit counters: judge the reading against what the clock has handed out (promise
+        // 6), not against the base.
+        let behind = wide && {
+            let value = if geometry.zone(width.delta(tb.base_ticks, t)) == Zone::Valid {
+                tb.at(d)
+            } else {
+                tb.before_base(width, t)
+            };
+            value.saturating_add(LAG_NS) < mark
+        };
+        let zone = if behind { Zone::Behind } else { zone };
+        match (what, zone) {
+            // Nothing to do: the last publication is less than a margin old.
+            (Write::Update, Zone::Valid) if d < margin => return Ok(()),
+            (Write::Update | Write::Recalibrate(_), Zone::Behind) => {
+                if !self.behind.load(Ordering::Relaxed) {
+                    self.behind.store(true, Ordering::Relaxed);
+                }
+                return Err(ClockError::Behind);
             }
             _ => {}
         }
@@ -926,11 +1088,13 @@ impl<C: Counter> Clock<C> {
                 )
             }
             Zone::Behind => {
-                // Only a rebase gets here: hold the old timeline's readers at its start.
+                // Only a rebase gets here: hold the old timeline's readers at its start (they
+                // stand at the mark's ceiling: it is behind what was handed out).
                 gate.end.store(0, Ordering::SeqCst);
                 gate.lim.store(0, Ordering::SeqCst);
                 let at = match what {
-                    Write::Rebase(at, _) => at.max(tb.base_ns).max(self.ceiling()),
+                    Write::Rebase(at, _) if wide => at.max(tb.base_ns).max(self.ceiling()),
+                    Write::Rebase(at, _) => at.max(tb.base_ns),
                     _ => tb.base_ns,
                 };
                 Timebase::fresh(
@@ -941,7 +1105,7 @@ impl<C: Counter> Clock<C> {
                 )
             }
             Zone::Valid => {
-                let (c, late) = self.close(version, &tb, &geometry, margin);
+                let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
                 let end_ns = tb.at(c);
                 if late {
                     // Stalled past the deadline after its first read (readers latched the
@@ -971,30 +1135,61 @@ impl<C: Counter> Clock<C> {
                         scale,
                         margin.saturating_mul(2),
                     ),
+                    // Closed at its base (the counter had not reached it, and no reader had):
+                    // the same timeline at the new rate, its handover unchanged.
+                    Write::Update | Write::Recalibrate(_) | Write::Start(_) if c == 0 => {
+                        Timebase { scale, ..tb }
+                    }
+                    // Readings before the old base (a handover not over when this write
+                    // closed) stand at the old base: the new handover reaches back over the
+                    // old one.
                     Write::Update | Write::Recalibrate(_) | Write::Start(_) => Timebase {
-                        base_ticks: geometry.width.add(tb.base_ticks, c),
+                        base_ticks: width.add(tb.base_ticks, c),
                         base_ns: end_ns,
                         scale,
                         prev_ticks: tb.base_ticks,
                         prev_ns: tb.base_ns,
                         prev_int: tb.scale.mult_int(),
                         prev_frac: tb.scale.mult_frac(),
-                        hand: c.min(margin.saturating_mul(2)),
+                        hand: if c < margin.saturating_mul(2) {
+                            c.saturating_add(tb.hand).min(margin.saturating_mul(3))
+                        } else {
+                            margin.saturating_mul(2)
+                        },
                     },
                 }
             }
         };
         self.publish(&geometry, &next);
-        if zone != Zone::Valid || matches!(what, Write::Rebase(..)) {
-            // The counter may have gone back (a rebase after a reset, a reading a quarter of
-            // 2^64 away), or a rebase moved time forward: readers raise the mark again from
-            // the new base, or a later reset would stand still at a mark left from before.
-            self.mark_next.store(next.base_ticks, Ordering::Relaxed);
-        }
         if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {
             Err(ClockError::Late)
         } else {
             Ok(())
+        }
+    }
+
+    /// The writer's counter reading, made once the previous handover is over: while the
+    /// counter is still before the newest timeline's base (at most a margin: the last write
+    /// was just now), it waits — writers may wait, readers never — so that one writer
+    /// calling twice in a row is never refused. A counter that does not move within
+    /// [`HANDOVER_WAIT_READS`] reads is taken as it is.
+    ///
+    /// With the reading, whether the wait ran out (the counter stuck before the base).
+    fn read_past_handover(&self, tb: &Timebase, width: Width) -> (u64, bool) {
+        let mut t = width.value(self.counter.ticks());
+        hook(Point::WriteRead);
+        let mut reads = 0u32;
+        loop {
+            let before = width.delta(t, tb.base_ticks);
+            if before == 0 || before > tb.hand {
+                return (t, false);
+            }
+            if reads >= HANDOVER_WAIT_READS {
+                return (t, true);
+            }
+            spin_loop();
+            reads = reads.saturating_add(1);
+            t = width.value(self.counter.ticks());
         }
     }
 
@@ -1044,14 +1239,28 @@ impl<C: Counter> Clock<C> {
         tb: &Timebase,
         geometry: &Geometry,
         margin: u64,
+        stuck: bool,
     ) -> (u64, bool) {
         let gate = self.gate(version.slot);
-        let closing = CLOSING | u64::from(version.number);
+        let closing = closing(version);
         gate.end.store(closing, Ordering::SeqCst);
         gate.lim.store(0, Ordering::SeqCst);
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
-        let proposal = geometry.proposal(tb.base_ticks, t, margin, || self.mark_offset(tb, margin));
+        let before = geometry.width.delta(t, tb.base_ticks);
+        // A counter that did not reach the base while the writer waited, and still has not:
+        // no reader has passed the base (their readings came before this one), so the
+        // timeline closes at its base and continues at the new rate, its handover unchanged.
+        let still_stuck = stuck
+            && before != 0
+            && before <= tb.hand
+            && (geometry.width != Width::FULL
+                || tb.before_base(Width::FULL, t).saturating_add(LAG_NS) >= self.mark.load());
+        let proposal = if still_stuck {
+            0
+        } else {
+            geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
+        };
         let end =
             match gate
                 .end
@@ -1061,7 +1270,8 @@ impl<C: Counter> Clock<C> {
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
-        let late = geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
+        let late = (geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
+            && geometry.width.delta(t, tb.base_ticks) > tb.hand)
             || gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
         if late {
             self.latch(version);
@@ -1070,12 +1280,21 @@ impl<C: Counter> Clock<C> {
         (end, late)
     }
 
-    /// Where `tb`'s timeline reaches the high-water mark's ceiling (64-bit counters), plus
-    /// `margin`: a close point no reader of it has passed, for a reading behind its base.
-    fn mark_offset(&self, tb: &Timebase, margin: u64) -> u64 {
-        tb.scale
-            .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
-            .saturating_add(margin)
+    /// The close point a 64-bit reading `t` before `tb`'s base proposes. In the handover
+    /// and not behind the mark: the reading plus the margin, no earlier than the base (as a
+    /// narrow one). Otherwise where the timeline reaches the high-water mark's ceiling, plus
+    /// the margin: a close point no reader has passed, not even one that stood at the
+    /// ceiling.
+    fn behind_proposal(&self, tb: &Timebase, t: u64, margin: u64) -> u64 {
+        let before = Width::FULL.delta(t, tb.base_ticks);
+        let value = tb.before_base(Width::FULL, t);
+        if before <= tb.hand && value.saturating_add(LAG_NS) >= self.mark.load() {
+            from_base(tb, margin, before)
+        } else {
+            tb.scale
+                .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
+                .saturating_add(margin)
+        }
     }
 
     /// A counter reading made after the writer's stores are visible.

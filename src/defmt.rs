@@ -52,7 +52,7 @@ impl Format for crate::diag::warp::WarpCheck {
 }
 
 /// The high-water mark: the latest time any CPU was given.
-#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+#[cfg(all(not(loom), target_has_atomic = "64"))]
 impl<C: Counter> Format for crate::MonotonicClock<'_, C> {
     fn format(&self, f: Formatter<'_>) {
         write!(
@@ -77,7 +77,7 @@ impl Format for crate::arch::errata::FaultyRead {
     }
 }
 
-#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 impl<C: Counter + Format> Format for crate::Clock<C> {
     fn format(&self, f: Formatter<'_>) {
         write!(

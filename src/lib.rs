@@ -36,8 +36,9 @@ macro_rules! const_frequency {
 
 pub mod arch;
 pub mod calibrate;
-// The Clock needs 64-bit atomics and compare-and-swap: the target's own, or portable-atomic's.
-#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
+// The Clock needs 32-bit compare-and-swap and never a lock: the target's own, or (thumbv6m,
+// riscv32imc) portable-atomic's, taken in a critical section or with interrupts off.
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 pub mod clock;
 pub mod counter;
 #[cfg(feature = "defmt")]
@@ -47,8 +48,9 @@ pub mod diag;
 pub mod discover;
 mod extend;
 mod frequency;
-// The monotonic guard: 64-bit atomics with compare-and-swap, as the Clock's.
-#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+// The monotonic guard: a 64-bit compare-and-swap, only where the target has it (a lock-free
+// one: portable-atomic's 64-bit fallback could take a lock).
+#[cfg(all(not(loom), target_has_atomic = "64"))]
 mod guard;
 mod instant;
 pub mod reference;
@@ -57,12 +59,12 @@ mod scale;
 pub mod sim;
 // Without the Clock only `sync::target` (diag's atomics) is used.
 #[cfg_attr(
-    not(any(loom, feature = "portable-atomic", target_has_atomic = "64")),
+    not(any(loom, feature = "portable-atomic", target_has_atomic = "32")),
     allow(dead_code, unused_imports)
 )]
 mod sync;
 
-#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "64"))]
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 pub use clock::{Clock, ClockError, ClockHealth};
 // `delay`, `frequency`, `instant` and `scale` each hold one concept whose types are all
 // re-exported here: one path per type (as embassy-time keeps its modules private).
@@ -70,7 +72,7 @@ pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use extend::{ExtendedTimer, NarrowTimer};
 pub use frequency::{Accuracy, Frequency, Source};
-#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+#[cfg(all(not(loom), target_has_atomic = "64"))]
 pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;

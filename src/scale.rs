@@ -173,7 +173,7 @@ impl Scale {
 /// The parts, for the one user that takes a `Scale` apart: the Clock, which stores them in
 /// atomics (without atomics there is no Clock, and these go unused).
 #[cfg_attr(
-    not(any(loom, feature = "portable-atomic", target_has_atomic = "64")),
+    not(any(loom, feature = "portable-atomic", target_has_atomic = "32")),
     allow(dead_code)
 )]
 impl Scale {

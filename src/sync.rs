@@ -41,21 +41,23 @@ pub(crate) fn spin_loop() {
     core::hint::spin_loop();
 }
 
-/// The target's atomics: `portable-atomic`'s with that feature (compare-and-swap and 64-bit
-/// atomics everywhere, as its own features provide them), else `core`'s (`AtomicU64` only
-/// where the target has 64-bit atomics; compare-and-swap only where it has it). Both take
-/// `core`'s [`Ordering`].
+/// The target's atomics, none of which ever takes a lock: `core`'s where the target has
+/// compare-and-swap for them, else (thumbv6m, riscv32imc) `portable-atomic`'s 32-bit ones,
+/// whose compare-and-swap runs inside a critical section or with interrupts off (its
+/// `critical-section` or `unsafe-assume-single-core` feature) — never portable-atomic's
+/// lock table, on which an interrupt handler could spin for ever. 64-bit atomics only where
+/// the target has them natively. Both take `core`'s [`Ordering`].
 ///
 /// The Clock's atomics come from here except under loom; `diag` takes its own from here
 /// always, as it is outside the model and builds its `WarpCheck` in a `const fn`.
 #[cfg_attr(loom, allow(unused_imports))]
 pub(crate) mod target {
-    #[cfg(all(not(feature = "portable-atomic"), target_has_atomic = "64"))]
+    #[cfg(target_has_atomic = "64")]
     pub(crate) use core::sync::atomic::AtomicU64;
-    #[cfg(not(feature = "portable-atomic"))]
+    #[cfg(any(target_has_atomic = "32", not(feature = "portable-atomic")))]
     pub(crate) use core::sync::atomic::{AtomicBool, AtomicU32};
-    #[cfg(feature = "portable-atomic")]
-    pub(crate) use portable_atomic::{AtomicBool, AtomicU32, AtomicU64};
+    #[cfg(all(not(target_has_atomic = "32"), feature = "portable-atomic"))]
+    pub(crate) use portable_atomic::{AtomicBool, AtomicU32};
 }
 
 // `fence` is `core`'s on every target: it needs no compare-and-swap, and portable-atomic's
@@ -65,10 +67,137 @@ pub(crate) mod target {
 pub(crate) use core::sync::atomic::fence;
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64};
-#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "64")))]
+#[cfg(all(not(loom), target_has_atomic = "64"))]
 pub(crate) use target::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use target::{AtomicBool, AtomicU32};
+
+/// Whether the Clock's gate words and high-water mark are 64-bit: where the target has
+/// 64-bit atomics (and under loom). Elsewhere they are 32-bit, and the Clock reads at most
+/// the low 32 bits of a counter, so that every value it keeps in them fits.
+pub(crate) const WIDE_ATOMICS: bool = cfg!(any(loom, target_has_atomic = "64"));
+
+/// The Clock's atomics exist where it does (see `lib.rs`).
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+pub(crate) use clock_words::{GateWord, Mark};
+
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+mod clock_words {
+    use super::*;
+
+    /// A word of a timeline's gate: an offset from the timeline's base, or a close tag. A
+    /// `u64` in the interface; 32 bits wide where the target lacks 64-bit atomics, where the
+    /// Clock keeps every value below 2^32 (see [`WIDE_ATOMICS`]).
+    pub(crate) struct GateWord {
+        #[cfg(any(loom, target_has_atomic = "64"))]
+        v: AtomicU64,
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        v: AtomicU32,
+    }
+
+    /// `v` in the gate word's width (values are below 2^32 where it is 32-bit).
+    #[cfg(not(any(loom, target_has_atomic = "64")))]
+    #[inline(always)]
+    const fn narrow(v: u64) -> u32 {
+        v as u32
+    }
+
+    impl GateWord {
+        #[cfg(all(not(loom), target_has_atomic = "64"))]
+        pub(crate) const fn new(v: u64) -> Self {
+            GateWord {
+                v: AtomicU64::new(v),
+            }
+        }
+        #[cfg(loom)]
+        pub(crate) fn new(v: u64) -> Self {
+            GateWord {
+                v: AtomicU64::new(v),
+            }
+        }
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        pub(crate) const fn new(v: u64) -> Self {
+            GateWord {
+                v: AtomicU32::new(narrow(v)),
+            }
+        }
+
+        #[inline(always)]
+        pub(crate) fn load(&self, order: Ordering) -> u64 {
+            #[allow(clippy::useless_conversion)] // u32 -> u64 on 32-bit gates
+            u64::from(self.v.load(order))
+        }
+
+        #[inline(always)]
+        pub(crate) fn store(&self, v: u64, order: Ordering) {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            self.v.store(v, order);
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            self.v.store(narrow(v), order);
+        }
+
+        pub(crate) fn compare_exchange(
+            &self,
+            current: u64,
+            new: u64,
+            success: Ordering,
+            failure: Ordering,
+        ) -> Result<u64, u64> {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            return self.v.compare_exchange(current, new, success, failure);
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            return self
+                .v
+                .compare_exchange(narrow(current), narrow(new), success, failure)
+                .map(u64::from)
+                .map_err(u64::from);
+        }
+    }
+
+    /// The Clock's high-water mark (nanoseconds; only grows). Used for 64-bit counters only,
+    /// which exist for the Clock only where the target has 64-bit atomics: elsewhere it is
+    /// empty and reads 0.
+    pub(crate) struct Mark {
+        #[cfg(any(loom, target_has_atomic = "64"))]
+        v: AtomicU64,
+    }
+
+    impl Mark {
+        #[cfg(all(not(loom), target_has_atomic = "64"))]
+        pub(crate) const fn new() -> Self {
+            Mark {
+                v: AtomicU64::new(0),
+            }
+        }
+        #[cfg(loom)]
+        pub(crate) fn new() -> Self {
+            Mark {
+                v: AtomicU64::new(0),
+            }
+        }
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        pub(crate) const fn new() -> Self {
+            Mark {}
+        }
+
+        /// The mark (relaxed: coherence of this one location is all that is needed).
+        #[inline(always)]
+        pub(crate) fn load(&self) -> u64 {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            return self.v.load(Ordering::Relaxed);
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            return 0;
+        }
+
+        /// Raises the mark to `ns` if it is below.
+        pub(crate) fn raise(&self, ns: u64) {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            self.v.fetch_max(ns, Ordering::Relaxed);
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            let _ = ns;
+        }
+    }
+}
 
 /// A `u64` that is read and written with relaxed atomics (possibly as two halves).
 pub(crate) struct RelaxedU64 {
@@ -285,6 +414,8 @@ pub enum Point {
     ReadHelp,
     /// Reader (slow path): about to latch a missed deadline.
     ReadLatch,
+    /// Reader: about to read the counter again to confirm a reading far past the mark.
+    ReadConfirm,
     /// Writer: holds the lock, before its counter read.
     WriteLocked,
     /// Writer: after its counter read, before closing the current timeline.
