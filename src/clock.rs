@@ -1,5 +1,55 @@
 //! [`Clock`]: a counter plus a timeline, published lock-free; time never goes back and never
-//! jumps, through recalibrations, narrow-counter wraps and stalls of any length.
+//! jumps, through recalibrations, narrow-counter wraps, counter resets and stalls of any
+//! length.
+//!
+//! # The promises
+//!
+//! Each is an assertion of the interleaving test (`tests/interleave.rs`), which draws its
+//! environment from everything listed here: counter resets to any value, lags up to
+//! [`LAG_NS`], recalibrations by any ratio within [`Frequency`]'s range, `rebase` and `start`
+//! anywhere, a stall at every call into the counter (`ticks()`, `bits()`) and at every step of
+//! the protocol, every width.
+//!
+//! 1. **Order.** A [`Clock::now`] that finished before another began (on one CPU, or on
+//!    CPUs whose counters agree to within [`LAG_NS`]) never returns more than it — through
+//!    recalibrations, updates, rebases, late updates, and counter resets. The one exception,
+//!    and its bound: where the counter itself steps back (a reset, a CPU whose counter lags),
+//!    a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed out, never
+//!    more.
+//! 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
+//!    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
+//!    ([`HANDOVER_NS`]), except where [`Clock::rebase`] asks for it.
+//! 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
+//!    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
+//!    than the stall: while a writer is between closing the old timeline and publishing the
+//!    next, readers that reach the close point stand still there; when it publishes, time
+//!    continues from that point, and the catch-up equals the stall, never more. A reader
+//!    stalled anywhere returns a time read within its call.
+//! 4. **Writers.** One writer at a time: a second gets [`ClockError::Busy`], which means only
+//!    that — another writer is active right now. A single writer is never refused: a write
+//!    that comes within a handover margin of the last waits for it to finish (writers may
+//!    wait, at most [`HANDOVER_NS`] of counter time; readers never).
+//! 5. **Cadence.** A counter narrower than 64 bits — and on targets without 64-bit atomics
+//!    every counter, read modulo 2^32 there — needs [`Clock::update`] at least once per
+//!    [`Clock::update_interval`] (from the start of one call to the start of the next).
+//!    Updates spaced by exactly that are never late. A late update is detected: time stands
+//!    still from the deadline until the next write, which returns [`ClockError::Late`] and
+//!    starts again from there ([`ClockHealth::late_updates`] counts them).
+//! 6. **A counter behind the clock** (64-bit: a TSC reset by suspend to RAM, a counter
+//!    reprogrammed by firmware, a CPU lagging by more than [`LAG_NS`]): a reading whose time
+//!    is below what the clock has already handed out — on any timeline, the current one or
+//!    an older one, above the base or below it — is judged against that, not against the
+//!    base. Less than [`LAG_NS`] below, it stands at the latest time handed out (a CPU
+//!    lagging a little); further below, time stands still at most [`MARK_GRANULE_NS`] above
+//!    the latest time handed out, [`ClockHealth::counter_behind`] says so, and `update` and
+//!    `recalibrate` return [`ClockError::Behind`]. [`Clock::rebase`] continues from a time
+//!    the caller gives (or the latest time handed out, if later).
+//! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
+//!    time handed out is confirmed by a second counter read, and the smaller is used: one
+//!    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
+//!    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
+//!    in a row do become it; time then stands still until the counter catches up (the
+//!    clock cannot tell them from time that passed while nobody read it).
 //!
 //! # The timeline
 //!
@@ -13,17 +63,21 @@
 //!
 //! Every timeline has an end, and a reader never extrapolates past it: beyond the end,
 //! time stands still at `F(end)`. The end starts at the *deadline* — half the counter's
-//! wrap ([`Clock::update_interval`]; 2^62 ticks for 64-bit counters) — and is moved
-//! earlier once, when the next version takes over.
+//! wrap (2^62 ticks for 64-bit counters) — and is moved earlier once, when the next version
+//! takes over.
 //!
 //! # Handing over to a new version (recalibrate, update, rebase)
 //!
-//! The writer (one at a time; a second gets [`ClockError::Busy`] and never waits):
+//! The writer (one at a time):
 //!
+//! 0. waits, if the counter has not yet reached the newest timeline's base (the last write
+//!    was less than a margin ago), until it has — or, for a counter that does not move,
+//!    for a bounded number of reads;
 //! 1. *closes* the current timeline: stores "closing" into its end (tagged with the version
 //!    number), then reads the counter `t` and proposes the end `c = t + margin` (the margin
-//!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap), which a compare-and-swap makes
-//!    final — unless someone else's proposal got there first;
+//!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap; a reading clearly before the
+//!    base proposes the base), which a compare-and-swap makes final — unless someone else's
+//!    proposal got there first;
 //! 2. publishes the next version: `F'(t) = F(c) + ⌊(t − c) × mult'⌋` for `t ≥ c`, and for
 //!    the few ticks before `c` a copy of the old timeline, computed with the same formula
 //!    and inputs as the old slot's readers use.
@@ -49,18 +103,28 @@
 //! - *The second used an older version* cannot happen: it loaded the generation after the
 //!   first call did.
 //!
-//! ## What a stall costs
+//! ## The high-water mark (64-bit counters)
 //!
-//! - A **writer** stalled anywhere — interrupts off or not, an SMI, an NMI, a vCPU
-//!   preemption — costs at most *time standing still*: before it announces the close
-//!   nothing is visible; after, readers help and then stop at `F(c)` until the new version
-//!   is published, when time continues from `F(c)`: the catch-up equals the stall, never
-//!   more, and never a step back.
-//! - A **reader** stalled anywhere returns the value of its own counter reading, or of the
-//!   end of the timeline it started with: a time within its call, never a future one. If two
-//!   publications overtook it, it reads again.
+//! The argument above assumes the counter does not go back. For 64-bit counters, which a
+//! reset can send anywhere, every reading is also judged against a high-water mark of the
+//! times handed out: a nanosecond count that only grows (`fetch_max`), so a stale or late
+//! raise can never lower it. A reader loads it *before* its counter read, then
 //!
-//! ## Narrow counters, late updates, counters that go back
+//! - returns a time in `[mark, mark + MARK_GRANULE_NS)` as it is (one subtraction and a
+//!   compare on the fast path);
+//! - raises the mark to a time past that (an atomic maximum once per granule: every time
+//!   handed out is below `mark + MARK_GRANULE_NS`, the *ceiling*), after confirming one more
+//!   than 1 ms past it (promise 7);
+//! - returns the mark for a time less than [`LAG_NS`] below it, and the ceiling for one
+//!   further below (promise 6); neither raises the mark, so a CPU that stands still does
+//!   not push time on.
+//!
+//! Loading the mark first means a reader stalled after its counter read is never taken for
+//! a counter that went back. The mark does not depend on the rate or on any timeline, so a
+//! recalibration by any ratio, a rebase or a reset cannot make it wrong. A close point
+//! proposed from a reading behind the base is where the timeline reaches the ceiling.
+//!
+//! ## Narrow counters, late updates
 //!
 //! A counter of fewer than 64 bits wraps, so a reading `t` is interpreted by its distance
 //! `d = t − base_ticks (mod 2^bits)`: up to the deadline (half a wrap) it is time on the
@@ -85,34 +149,27 @@
 //!   it reads again.
 //! - What no one can see: a wrap during which nobody reads the counter *and finishes* (a
 //!   reader stalled between its counter read and its latch has not said what it saw) loses
-//!   a wrap. Call [`Clock::update`] at least once per [`Clock::update_interval`]; the
-//!   interleaving test (`tests/interleave.rs`) keeps exactly this promise — some operation
-//!   reads the counter and finishes at least once per quarter wrap — and nothing more.
+//!   a wrap. Call [`Clock::update`] at least once per [`Clock::update_interval`].
 //!
-//! **64-bit counters** never wrap, so a reading more than a quarter of 2^64 behind the
-//! base is *behind* (a TSC reset on resume, a badly lagging CPU): time stands still no
-//! earlier than anything the clock has handed out — a high-water mark that readers keep
-//! within about a millisecond of their results (one load and a compare on the counter value
-//! per read, off the multiply's critical path; an atomic maximum once per millisecond; the
-//! counter compared modulo 2^64, in case one was set near it; restarted from the new base by
-//! every `rebase`) — so at most two granules (2.1 ms) ahead; never at an older base, never
-//! the epoch.
-//! [`Clock::health`] says so, `update`/`recalibrate` return [`ClockError::Behind`], and
-//! [`Clock::rebase`] continues from a time the caller gives.
+//! ## Targets without 64-bit atomics
 //!
-//! The argument assumes the counter is read in order with the loads around it to within the
-//! margin, and that all CPUs' counters agree to within it.
+//! There (thumbv6m/7m/7em, riscv32imc) the gate words that decide a timeline's end are
+//! 32-bit atomics: ends are offsets below 2^31 with "closing" as bit 31, and the clock reads
+//! every counter modulo 2^32, so a 64-bit counter is treated as a 32-bit one (promise 5:
+//! `update` at least once per [`Clock::update_interval`]; a reset is then a jump the clock
+//! cannot tell from time passing: [`Clock::rebase`] it). The timeline's words are two 32-bit
+//! halves, checked by the generation. No path of the clock takes a lock on any target: it
+//! needs only 32-bit loads, stores and compare-and-swap — the target's own (thumbv7m/7em),
+//! or (thumbv6m, riscv32imc) portable-atomic's inside a critical section or with
+//! interrupts off, which an interrupt handler cannot deadlock on, on a single core.
 //!
-//! **Counters that warp between CPUs** by more (`diag::WarpCheck` finds them) break that
-//! second assumption. What still holds for a 64-bit counter: time never jumps — no reading
-//! is ahead of the most-ahead CPU's time by more than the mark's two granules and a
-//! handover margin (a reading behind the base is a lag, never lateness: it stands at the
-//! mark's ceiling, which only readings on a timeline raise; a close point it proposes is
-//! where the timeline reaches that ceiling) — and a CPU lagging by less than the previous
-//! timeline's length reads the previous timeline, so its time runs on into the next one.
-//! What does not: order across CPUs, and order on a lagging CPU that stood at the ceiling.
-//! There, read through [`crate::MonotonicClock`]. `tests/interleave.rs` (warp mode) checks
-//! this on 2–4 CPUs with offsets up to ±2 ms and counts the orders it does not promise.
+//! **Counters that warp between CPUs** by more than [`LAG_NS`] (`diag::WarpCheck` finds
+//! them) break the assumption that counters agree. What still holds for a 64-bit counter:
+//! time never jumps (promise 2, against the most-ahead CPU), and a lagging CPU stands still
+//! at the mark or its ceiling rather than returning old times; what does not: strict order
+//! across CPUs, and on a lagging CPU (a granule, promise 1). For strict order read through
+//! [`crate::MonotonicClock`]. `tests/interleave.rs` (warp mode) checks this on 2–4 CPUs with
+//! offsets up to ±2 ms.
 
 use core::fmt;
 use core::time::Duration;
@@ -128,26 +185,24 @@ use crate::sync::{
 };
 
 /// The fastest rate the crate accepts: what an unstarted clock's waits count with.
-const FASTEST: Scale = Scale::new(const_frequency!(
-    millihz: Frequency::MAX_HZ * 1000,
-    crate::frequency::Source::User,
-    crate::frequency::Accuracy::Exact
-));
+const FASTEST: Scale = Scale::new(Frequency::FASTEST);
 
 /// The handover margin: a new timeline takes over this long after the writer's counter
 /// read (at most 1/16 of a narrow counter's wrap, at least one tick).
 pub const HANDOVER_NS: u64 = 20_000;
 
-/// The lag a 64-bit reading may show and still be taken as time (promise 1 of the module
-/// docs): a reading whose time is less than this behind the latest time the clock handed
-/// out is another CPU's (whose counter lags by up to this much) and is returned as it is;
-/// one further behind means the counter went back (a reset), and time stands still.
+/// How far CPUs' counters may disagree and still count as one counter (promises 1 and 6
+/// of the module docs): a 64-bit reading whose time is less than this below the latest
+/// time the clock handed out is another CPU's, lagging a little, and stands at that time;
+/// one further below means the counter went back (a reset, or a CPU lagging by more), and
+/// [`ClockHealth::counter_behind`] says so.
 pub const LAG_NS: u64 = HANDOVER_NS;
 
 /// How far past the clock's high-water mark a 64-bit reading may be before the mark is
 /// raised (an atomic maximum, once per this much time): the mark is never more than this
-/// behind the latest time handed out, and a reading behind the counter stands at most this
-/// much above it.
+/// behind the latest time handed out, a counter that went back stands at most this much
+/// above it, and where the counter steps back a time may read at most this much below one
+/// already handed out (promise 1).
 pub const MARK_GRANULE_NS: u64 = 1 << 12;
 
 /// A reading this far past the high-water mark is confirmed by a second counter read, and
@@ -164,9 +219,9 @@ const HANDOVER_WAIT_READS: u32 = 1 << 14;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ClockError {
-    /// Nothing was published: another writer is active, or (`recalibrate` only) the last
-    /// publication's timeline starts less than [`HANDOVER_NS`] from now. Harmless: try
-    /// again later.
+    /// Nothing was published: another writer is active right now (promise 4 of the
+    /// [module docs](self)). A program with one writer never sees it. Harmless: that writer
+    /// publishes; try again later if this write mattered.
     Busy,
     /// The deadline was missed: the counter was more than [`Clock::update_interval`] past
     /// the timeline's base. Time stood still from the deadline until this call, which has
@@ -186,9 +241,7 @@ pub enum ClockError {
 impl fmt::Display for ClockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            ClockError::Busy => {
-                "clock busy: another writer is active, or the last handover has not started"
-            }
+            ClockError::Busy => "clock busy: another writer is active",
             ClockError::Late => {
                 "clock updated late: time stood still from the deadline until this update"
             }
@@ -500,7 +553,10 @@ enum Write {
 /// [module docs](self) for the protocol and why time never goes back.
 ///
 /// `Clock<C>` is `Sync` when `C` is: share it (a `static`, an `Arc`) and read it from any
-/// CPU or interrupt handler. Readers never lock and never wait for a writer.
+/// CPU or interrupt handler. Readers never lock and never wait for a writer, and no call —
+/// `now`, `update`, `recalibrate`, `rebase`, `start`, `delay` — takes a lock on any target,
+/// so an interrupt handler may call any of them whatever the code it interrupted was doing
+/// (a writer interrupted by another writer gets [`ClockError::Busy`], never a deadlock).
 ///
 /// ```
 /// use baretime::{Clock, FnCounter, Frequency};
@@ -914,11 +970,11 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
-    /// no jump, no step back. Never waits. Errors: [`ClockError::Busy`] if another writer is
-    /// active or the last publication's timeline has not started yet (within
-    /// [`HANDOVER_NS`]); [`ClockError::Late`] if the deadline was missed (the new rate is
-    /// applied all the same); [`ClockError::Behind`] if the counter reads behind the
-    /// timeline (nothing changes).
+    /// no jump, no step back. Waits only if the last write was less than a handover margin
+    /// ago, until it has taken over (promise 4). Errors: [`ClockError::Busy`] if another
+    /// writer is active right now; [`ClockError::Late`] if the deadline was missed (the new
+    /// rate is applied all the same); [`ClockError::Behind`] if the counter reads behind
+    /// what the clock has handed out (nothing changes).
     ///
     /// The three writers — `recalibrate`, [`Clock::update`], [`Clock::rebase`] — on a counter
     /// the example moves by hand:
@@ -943,14 +999,14 @@ impl<C: Counter> Clock<C> {
     /// let t2 = clock.now();
     /// assert!(t2 - t1 >= Duration::from_millis(999) && t2 - t1 <= Duration::from_millis(1001));
     ///
-    /// // A 64-bit counter never needs `update`; it returns Ok (nothing to do).
-    /// clock.update().unwrap();
-    ///
     /// // Resume from suspend: the counter restarted from 0. Time stands still instead of
-    /// // going back, and recalibrating from a counter behind the timeline is refused.
+    /// // going back, and recalibrating from a counter behind the clock is refused.
     /// ticks.set(500);
     /// assert!(clock.now() >= t2);
+    /// assert!(clock.health().counter_behind);
     /// assert_eq!(clock.recalibrate(hz(1_100_000)), Err(ClockError::Behind));
+    /// // A 64-bit counter never needs `update`; behind, it is refused as well.
+    /// assert_eq!(clock.update(), Err(ClockError::Behind));
     /// // The kernel knows it slept 30 s: continue from there.
     /// clock.rebase(t2 + Duration::from_secs(30), hz(1_100_000)).unwrap();
     /// ticks.set(500 + 1_100_000); // one second after the resume
@@ -966,9 +1022,9 @@ impl<C: Counter> Clock<C> {
     ///
     /// Returns `Ok` when it re-based, and also when there is nothing to do (the last
     /// publication is less than [`HANDOVER_NS`] old). `Busy` means another writer is active
-    /// right now (harmless: that writer re-bases). `Late` means this call came after the
-    /// deadline: time stood still from the deadline until now (it runs again). `Behind`: see
-    /// [`ClockError::Behind`].
+    /// right now (harmless: that writer re-bases). `Late` means this call came more than
+    /// [`Clock::update_interval`] after the last write: time stood still from the deadline
+    /// until now (it runs again). `Behind`: see [`ClockError::Behind`].
     pub fn update(&self) -> Result<(), ClockError> {
         self.write(Write::Update)
     }

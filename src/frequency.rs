@@ -185,6 +185,18 @@ impl Frequency {
     /// The highest rate the crate accepts: 100 GHz, ten times any counter that exists.
     pub const MAX_HZ: u64 = 100_000_000_000;
 
+    /// [`Frequency::MAX_HZ`] as a rate: what a clock that has not started counts waits with,
+    /// so that they are never short.
+    #[cfg_attr(
+        not(any(loom, feature = "portable-atomic", target_has_atomic = "32")),
+        allow(dead_code)
+    )]
+    pub(crate) const FASTEST: Frequency = Frequency {
+        millihz: Self::MAX_HZ.saturating_mul(MILLIHZ_PER_HZ),
+        source: Source::User,
+        accuracy: Accuracy::Exact,
+    };
+
     /// A rate of `hz` hertz, or `None` outside [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
     pub const fn from_hz(hz: u64, source: Source, accuracy: Accuracy) -> Option<Self> {
         if hz < Self::MIN_HZ || hz > Self::MAX_HZ {
