@@ -53,6 +53,7 @@ const RUST_TARGETS: &[&str] = &[
     "aarch64-unknown-none-softfloat",
     "aarch64-unknown-linux-gnu",
     "thumbv7em-none-eabihf",
+    "thumbv7m-none-eabi",
     "thumbv6m-none-eabi",
     "riscv32imc-unknown-none-elf",
 ];

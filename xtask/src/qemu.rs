@@ -19,6 +19,7 @@
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
 //! | `aarch64-errata` | `virt`, TCG | each counter erratum's faulty-read model over the real CNTVCT_EL0 (`boot/src/aarch64/errata.rs`): with its workaround no step back, no untrue value, no read at the retry bound, a `Clock` never ahead of the true count and 1 ms delays at least 1 ms; without it, the same reads show the model's glitches |
+//! | `cortex-m4-an386`, `cortex-m3-an385`, `cortex-m0-microbit` with each atomic feature | `mps2-an386`, `mps2-an385`, `microbit` (see `qemu_cortexm.rs`) | firmware reading `static` clocks in thread mode and in interrupts at three priorities, `update()` from interrupts, `recalibrate()` from thread mode, a SysTick / 16-bit timer extended by `ExtendedTimer`: no step back, no late update, no short delay, no hang |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -49,6 +50,9 @@ use std::time::{Duration, Instant};
 
 use crate::{cargo, have};
 
+/// The Cortex-M firmware on MPS2 and the micro:bit.
+#[path = "qemu_cortexm.rs"]
+mod cortexm;
 #[path = "qemu_hv.rs"]
 mod hv;
 /// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
@@ -95,6 +99,14 @@ pub(crate) mod name {
     pub const AARCH64_DELAY: &str = "aarch64-delay";
     pub const AARCH64_ERRATA: &str = "aarch64-errata";
     pub const AARCH64_SMP: &str = "aarch64-smp";
+    pub const CM4: &str = "cortex-m4-an386";
+    pub const CM4_PA: &str = "cortex-m4-an386-portable-atomic";
+    pub const CM4_PA_CS: &str = "cortex-m4-an386-portable-atomic-cs";
+    pub const CM3: &str = "cortex-m3-an385";
+    pub const CM3_PA: &str = "cortex-m3-an385-portable-atomic";
+    pub const CM3_PA_CS: &str = "cortex-m3-an385-portable-atomic-cs";
+    pub const CM0_PA_CS: &str = "cortex-m0-microbit-portable-atomic-cs";
+    pub const CM0_PA_SINGLE_CORE: &str = "cortex-m0-microbit-portable-atomic-single-core";
 
     /// The scenarios of the x86_64 kernel, in the order they run.
     pub const X86_64: &[&str] = &[
@@ -119,6 +131,17 @@ pub(crate) mod name {
         AARCH64_DELAY,
         AARCH64_ERRATA,
         AARCH64_SMP,
+    ];
+    /// The Cortex-M firmware's scenarios (`qemu_cortexm.rs`), in the order they run.
+    pub const CORTEX_M: &[&str] = &[
+        CM4,
+        CM4_PA,
+        CM4_PA_CS,
+        CM3,
+        CM3_PA,
+        CM3_PA_CS,
+        CM0_PA_CS,
+        CM0_PA_SINGLE_CORE,
     ];
 }
 
@@ -611,6 +634,17 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
             let why = format!("{} is not installed (cargo xtask setup)", arch.qemu());
             for n in names.iter().filter(|n| wanted(n)) {
                 lines.push(Line::skip(n, &why));
+            }
+        }
+    }
+
+    if name::CORTEX_M.iter().any(|n| wanted(n)) {
+        if have("qemu-system-arm") {
+            lines.extend(cortexm::scenarios(&wanted));
+        } else {
+            let why = "qemu-system-arm is not installed (cargo xtask setup)";
+            for n in name::CORTEX_M.iter().filter(|n| wanted(n)) {
+                lines.push(Line::skip(n, why));
             }
         }
     }

@@ -1,0 +1,316 @@
+//! The Cortex-M scenarios: the `firmware` crate on three QEMU boards, built once per atomic
+//! choice the README offers for the target (see `firmware/src/run.rs` for what the firmware
+//! does and checks).
+//!
+//! | scenario | board (`-M`) | target | features |
+//! | --- | --- | --- | --- |
+//! | `cortex-m4-an386` | `mps2-an386` | thumbv7em-none-eabihf | none |
+//! | `cortex-m4-an386-portable-atomic` | | | `portable-atomic` |
+//! | `cortex-m4-an386-portable-atomic-cs` | | | `portable-atomic-critical-section` |
+//! | `cortex-m3-an385`, `-portable-atomic`, `-portable-atomic-cs` | `mps2-an385` | thumbv7m-none-eabi | the same three |
+//! | `cortex-m0-microbit-portable-atomic-cs` | `microbit` | thumbv6m-none-eabi | `portable-atomic-critical-section` |
+//! | `cortex-m0-microbit-portable-atomic-single-core` | | | `portable-atomic` + portable-atomic's `unsafe-assume-single-core` |
+//!
+//! Time is QEMU's instruction count (`-icount`): the timers advance with the instructions
+//! the guest executes, not with the host's clock, so a busy host slows a run down without
+//! changing what the guest sees (without it, a host that deschedules QEMU for a few
+//! milliseconds makes the 16-bit timers wrap several times with no interrupt in between,
+//! which no firmware can count). `shift=5` (32 ns an instruction, a 31 MIPS core) on MPS2;
+//! `shift=3` (125 MIPS) on the micro:bit, whose Cortex-M0 needs several times more
+//! instructions per clock read (no 64-bit multiply, atomics in critical sections).
+//!
+//! A run passes when the firmware finished (`done=1`) with at least
+//! [`MIN_INTERRUPTS`] interrupts, reads in thread mode and in interrupts, no step back, no
+//! late update, no short delay, no other clock error, updates, recalibrations and delays
+//! made, and the extended narrow timer within a quarter of its wrap of the clock's 32-bit
+//! counter (both count the same board clock: a wrap lost or counted twice shows). The
+//! firmware's watchdog turns a hang into `error=watchdog` within 200 ms of guest time;
+//! [`TIMEOUT`] of wall time is the backstop.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::{name, parse_kv, Line, Run};
+use crate::cargo;
+
+/// Longest a run may take on the host before it is killed and fails.
+const TIMEOUT: Duration = Duration::from_secs(45);
+/// Interrupts a run must have taken (the firmware stops after 120 000).
+const MIN_INTERRUPTS: f64 = 100_000.0;
+
+/// One firmware build and the board it runs on.
+struct Board {
+    name: &'static str,
+    target: &'static str,
+    machine: &'static str,
+    features: &'static str,
+    icount_shift: u32,
+}
+
+const BOARDS: &[Board] = &[
+    Board {
+        name: name::CM4,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM4_PA,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "portable-atomic",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM4_PA_CS,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "portable-atomic-critical-section",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM3,
+        target: "thumbv7m-none-eabi",
+        machine: "mps2-an385",
+        features: "",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM3_PA,
+        target: "thumbv7m-none-eabi",
+        machine: "mps2-an385",
+        features: "portable-atomic",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM3_PA_CS,
+        target: "thumbv7m-none-eabi",
+        machine: "mps2-an385",
+        features: "portable-atomic-critical-section",
+        icount_shift: 5,
+    },
+    Board {
+        name: name::CM0_PA_CS,
+        target: "thumbv6m-none-eabi",
+        machine: "microbit",
+        features: "portable-atomic-critical-section",
+        icount_shift: 3,
+    },
+    Board {
+        name: name::CM0_PA_SINGLE_CORE,
+        target: "thumbv6m-none-eabi",
+        machine: "microbit",
+        features: "single-core",
+        icount_shift: 3,
+    },
+];
+
+/// The firmware's keys each line carries.
+const KEYS: &[&str] = &[
+    "reads",
+    "irq_reads",
+    "interrupts",
+    "steps_back",
+    "back_thread",
+    "back_irq",
+    "back_cross",
+    "updates",
+    "late",
+    "busy",
+    "recalibrations",
+    "delays",
+    "short_delays",
+    "high_irqs",
+    "mid_irqs",
+    "wrap_irqs",
+    "ext_wraps",
+    "ext_vs_main_ticks",
+    "run_ms",
+];
+
+/// Builds, boots and judges every wanted Cortex-M scenario, printing each line.
+pub(super) fn scenarios(wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
+    let mut lines = Vec::new();
+    for board in BOARDS.iter().filter(|b| wanted(b.name)) {
+        let mut line = Line::new(board.name);
+        line.key("machine", board.machine);
+        line.key("target", board.target);
+        line.key(
+            "features",
+            if board.features.is_empty() {
+                "none"
+            } else {
+                board.features
+            },
+        );
+        // Built and run one at a time: every build writes the same executable path.
+        match build(board).and_then(|elf| boot(board, &elf)) {
+            Err(e) => line.fail(e),
+            Ok(run) => judge(&mut line, &run),
+        }
+        line.print();
+        lines.push(line);
+    }
+    lines
+}
+
+/// Builds the firmware for `board`; returns the ELF's path.
+fn build(board: &Board) -> Result<PathBuf, String> {
+    let mut c = cargo();
+    c.args([
+        "build",
+        "--release",
+        "-p",
+        "firmware",
+        "--target",
+        board.target,
+    ]);
+    if !board.features.is_empty() {
+        c.args(["--features", board.features]);
+    }
+    let out = c
+        .args(["--message-format", "json-render-diagnostics"])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "building the firmware for {} [{}] failed",
+            board.target, board.features
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    stdout
+        .lines()
+        .filter(|l| {
+            l.contains("\"reason\":\"compiler-artifact\"") && l.contains("\"name\":\"firmware\"")
+        })
+        .find_map(|l| {
+            let at = l.find("\"executable\":\"")? + "\"executable\":\"".len();
+            let end = l[at..].find('"')?;
+            Some(PathBuf::from(&l[at..at + end]))
+        })
+        .ok_or_else(|| "cargo did not report the firmware's executable".to_string())
+}
+
+/// Boots the firmware; the results come on the semihosting console (QEMU's stderr).
+fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
+    let mut cmd = Command::new("qemu-system-arm");
+    cmd.args(["-M", board.machine, "-display", "none", "-monitor", "none"])
+        .args([
+            "-serial",
+            "none",
+            "-semihosting-config",
+            "enable=on,target=native",
+        ])
+        .args(["-icount", &format!("shift={}", board.icount_shift)])
+        .arg("-kernel")
+        .arg(elf)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| format!("cannot start qemu-system-arm: {e}"))?;
+    let mut out = child.stdout.take().ok_or("no stdout")?;
+    let mut err = child.stderr.take().ok_or("no stderr")?;
+    let out_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let err_reader = thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let mut timed_out = false;
+    loop {
+        match child.try_wait() {
+            Ok(Some(_)) => break,
+            Ok(None) if start.elapsed() > TIMEOUT => {
+                timed_out = true;
+                let _ = child.kill();
+                let _ = child.wait();
+                break;
+            }
+            Ok(None) => thread::sleep(Duration::from_millis(20)),
+            Err(e) => return Err(format!("waiting for qemu: {e}")),
+        }
+    }
+    let wall = start.elapsed();
+    let stdout = out_reader.join().unwrap_or_default();
+    let stderr = err_reader.join().unwrap_or_default();
+    Ok(Run {
+        kv: parse_kv(&format!("{stdout}\n{stderr}")),
+        stdout: format!("{stdout}{stderr}"),
+        stderr,
+        wall,
+        timed_out,
+        timeout: TIMEOUT,
+    })
+}
+
+/// Checks a run (see the module docs).
+fn judge(line: &mut Line, run: &Run) {
+    line.copy(run, KEYS);
+    if run.get("error") == Some("watchdog") {
+        line.fail(format!(
+            "the watchdog fired: the {} context stopped finishing (a hang)",
+            run.get("stuck").unwrap_or("?")
+        ));
+        return;
+    }
+    if let Some(why) = run.broken() {
+        line.fail(why);
+        return;
+    }
+    let num = |k: &str| run.num(k).unwrap_or(f64::NAN);
+    let interrupts = num("interrupts");
+    if interrupts.is_nan() || interrupts < MIN_INTERRUPTS {
+        line.fail(format!(
+            "{interrupts} interrupts, fewer than {MIN_INTERRUPTS}"
+        ));
+    }
+    for k in [
+        "steps_back",
+        "late",
+        "health_late",
+        "short_delays",
+        "clock_errors",
+    ] {
+        let v = num(k);
+        if v != 0.0 {
+            line.fail(format!("{k}={v}"));
+        }
+    }
+    for k in [
+        "reads",
+        "irq_reads",
+        "updates",
+        "recalibrations",
+        "delays",
+        "high_irqs",
+        "mid_irqs",
+        "wrap_irqs",
+        "ext_wraps",
+    ] {
+        let v = num(k);
+        if v.is_nan() || v <= 0.0 {
+            line.fail(format!("{k}={v}: nothing done"));
+        }
+    }
+    // The extended count against the clock's counter, both at the board's clock.
+    let quarter_wrap = 2f64.powf(num("ext_bits") - 31.0) / 4.0;
+    let drift = num("ext_vs_main_ticks");
+    if drift.is_nan() || drift.abs() >= quarter_wrap {
+        line.fail(format!(
+            "the extended timer is {drift} ticks off the clock's counter (a wrap lost or counted twice; bound {quarter_wrap})"
+        ));
+    }
+}
