@@ -1,68 +1,7 @@
 //! [`ExtendedTimer`]: a narrow hardware timer whose only interrupt is its own wrap (SysTick, a
 //! 16-bit timer), extended in software to a count that wraps only after 2^31 of its wraps.
 //!
-//! # Why
-//!
-//! A [`crate::Clock`] on a counter of `bits` bits needs [`crate::Clock::update`] at least
-//! once per half wrap ([`crate::Clock::update_interval`]). A timer whose one interrupt is
-//! its own wrap fires once per *whole* wrap: the obvious design — the 24-bit SysTick count as
-//! the counter, `update()` from SysTick's interrupt — misses every deadline, every update is
-//! [`crate::ClockError::Late`] and the clock runs at about half speed. Count the wraps in that
-//! interrupt instead and give the clock the wide count.
-//!
-//! # The protocol
-//!
-//! The wrap interrupt is the only writer of one `AtomicU32`, the *state*, and uses plain
-//! loads and stores (no compare-and-swap: thumbv6m has none). The state is twice the
-//! number of wraps counted, plus one while the interrupt is between counting a wrap and
-//! clearing the timer's wrap flag. [`ExtendedTimer::on_wrap`] stores `state + 1` (the wrap
-//! is counted; the flag is stale), clears the flag ([`NarrowTimer::clear_wrap`]), and stores
-//! `state + 2`.
-//!
-//! A reader loads the state, reads the count, reads the flag, reads the count again only if
-//! the flag is set, and loads the state again; it starts over if the state changed (the
-//! wrap interrupt ran in between), so it never waits for anyone. With `w` wraps counted:
-//!
-//! - state odd: the interrupt has counted the wrap and not finished: `w + 1` wraps, the first
-//!   count, and the flag is ignored (it is the wrap just counted);
-//! - state even, flag clear: every wrap before the flag read is counted, and the first count
-//!   was read before the flag: `w` wraps and the first count;
-//! - state even, flag set: one wrap happened that is not counted yet; the second count was
-//!   read after the flag, so after that wrap: `w + 1` wraps and the second count.
-//!
-//! Each case is exact: no "count in the low half" guess, so a reader stalled for any time
-//! between its reads (by handlers above it) still returns a count it read, or starts over.
-//!
-//! # Rules
-//!
-//! - **Cadence**: the wrap interrupt must have finished `on_wrap` for a wrap before the timer
-//!   wraps again (one whole period; with interrupts masked or handlers above it running, the
-//!   time they take counts). A missed wrap is lost for good: the count is a wrap behind from
-//!   then on.
-//! - **Who reads**: any context, any priority, thread mode or interrupt, when the wrap flag
-//!   is one the interrupt clears itself (a peripheral's status flag: a CMSDK timer's
-//!   `INTSTATUS`, an nRF timer's `EVENTS_COMPARE` / `EVENTS_OVRFLW`, an STM32 timer's `UIF`),
-//!   called from [`NarrowTimer::clear_wrap`]. When the hardware clears the flag itself on
-//!   interrupt entry — SysTick's `ICSR.PENDSTSET`, or any NVIC pending bit — there is a gap
-//!   between the entry and the interrupt's first store in which nothing says a wrap
-//!   happened: a reader at a **higher** priority than the wrap interrupt that runs in that
-//!   gap reads a whole wrap back. Read such a timer at the wrap interrupt's priority or
-//!   below (thread mode, equal or lower handlers): give the wrap interrupt — a few
-//!   instructions — the highest priority of all handlers that read the time. The same gap
-//!   opens if the interrupt clears a software-cleared flag *before* calling `on_wrap`: let
-//!   `on_wrap` clear it.
-//! - One wrap interrupt, one core counting: `on_wrap` is not re-entrant and must not be
-//!   called from two contexts.
-//!
-//! # The Clock on top
-//!
-//! [`ExtendedTimer`] is a [`Counter`] of `bits + 31` bits (capped at 64). A clock on it needs
-//! [`crate::Clock::update`] once per half of *that* wrap: on a target with 64-bit atomics, a
-//! 24-bit SysTick at 25 MHz extended to 55 bits needs one every 22 years. On a 32-bit
-//! microcontroller (no 64-bit atomics) the clock reads the low 32 bits of the count, and
-//! needs an update once per 2^31 ticks, about 85 s at 25 MHz: calling `update()` from the
-//! wrap interrupt, right after `on_wrap`, is far more often than needed — every n-th wrap
-//! does as long as n wraps fit in [`crate::Clock::update_interval`].
+//! The protocol, the cadence rule and who may read: see [`ExtendedTimer`].
 
 use core::sync::atomic::{compiler_fence, AtomicU32, Ordering};
 
@@ -87,7 +26,7 @@ pub trait NarrowTimer {
 
     /// Clears the wrap flag; [`ExtendedTimer::on_wrap`] calls it between its two stores.
     /// Empty for a flag the hardware clears on interrupt entry (SysTick's pending bit; see
-    /// the module docs for who may read such a timer).
+    /// [`ExtendedTimer`] for who may read such a timer).
     fn clear_wrap(&self);
 }
 
@@ -111,8 +50,72 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 }
 
 /// A [`NarrowTimer`] extended with a wrap count kept by its wrap interrupt: a [`Counter`] of
-/// the timer's width plus 31 bits. See the [module docs](self) for the protocol, the cadence
-/// rule and who may read it.
+/// the timer's width plus 31 bits.
+///
+/// # Why
+///
+/// A [`crate::Clock`] on a counter of `bits` bits needs [`crate::Clock::update`] at least once
+/// per half wrap ([`crate::Clock::update_interval`]). A timer whose one interrupt is
+/// its own wrap fires once per *whole* wrap: the obvious design — the 24-bit SysTick count as
+/// the counter, `update()` from SysTick's interrupt — misses every deadline, every update is
+/// [`crate::ClockError::Late`] and the clock runs at about half speed. Count the wraps in that
+/// interrupt instead and give the clock the wide count.
+///
+/// # The protocol
+///
+/// The wrap interrupt is the only writer of one `AtomicU32`, the *state*, and uses plain
+/// loads and stores (no compare-and-swap: thumbv6m has none). The state is twice the
+/// number of wraps counted, plus one while the interrupt is between counting a wrap and
+/// clearing the timer's wrap flag. [`ExtendedTimer::on_wrap`] stores `state + 1` (the wrap
+/// is counted; the flag is stale), clears the flag ([`NarrowTimer::clear_wrap`]), and stores
+/// `state + 2`.
+///
+/// A reader loads the state, reads the count, reads the flag, reads the count again only if
+/// the flag is set, and loads the state again; it starts over if the state changed (the
+/// wrap interrupt ran in between), so it never waits for anyone. With `w` wraps counted:
+///
+/// - state odd: the interrupt has counted the wrap and not finished: `w + 1` wraps, the first
+///   count, and the flag is ignored (it is the wrap just counted);
+/// - state even, flag clear: every wrap before the flag read is counted, and the first count
+///   was read before the flag: `w` wraps and the first count;
+/// - state even, flag set: one wrap happened that is not counted yet; the second count was
+///   read after the flag, so after that wrap: `w + 1` wraps and the second count.
+///
+/// Each case is exact: no "count in the low half" guess, so a reader stalled for any time
+/// between its reads (by handlers above it) still returns a count it read, or starts over.
+///
+/// # Rules
+///
+/// - **Cadence**: the wrap interrupt must have finished `on_wrap` for a wrap before the timer
+///   wraps again (one whole period; with interrupts masked or handlers above it running, the
+///   time they take counts). A missed wrap is lost for good: the count is a wrap behind from
+///   then on.
+/// - **Who reads**: any context, any priority, thread mode or interrupt, when the wrap flag
+///   is one the interrupt clears itself (a peripheral's status flag: a CMSDK timer's
+///   `INTSTATUS`, an nRF timer's `EVENTS_COMPARE` / `EVENTS_OVRFLW`, an STM32 timer's `UIF`),
+///   called from [`NarrowTimer::clear_wrap`]. When the hardware clears the flag itself on
+///   interrupt entry — SysTick's `ICSR.PENDSTSET`, or any NVIC pending bit — there is a gap
+///   between the entry and the interrupt's first store in which nothing says a wrap
+///   happened: a reader at a **higher** priority than the wrap interrupt that runs in that
+///   gap reads a whole wrap back. Read such a timer at the wrap interrupt's priority or
+///   below (thread mode, equal or lower handlers): give the wrap interrupt — a few
+///   instructions — the highest priority of all handlers that read the time. The same gap
+///   opens if the interrupt clears a software-cleared flag *before* calling `on_wrap`: let
+///   `on_wrap` clear it.
+/// - One wrap interrupt, one core counting: `on_wrap` is not re-entrant and must not be
+///   called from two contexts.
+///
+/// # The Clock on top
+///
+/// [`ExtendedTimer`] is a [`Counter`] of `bits + 31` bits (capped at 64). A clock on it needs
+/// [`crate::Clock::update`] once per half of *that* wrap: on a target with 64-bit atomics, a
+/// 24-bit SysTick at 25 MHz extended to 55 bits needs one every 22 years. On a 32-bit
+/// microcontroller (no 64-bit atomics) the clock reads the low 32 bits of the count, and
+/// needs an update once per 2^31 ticks, about 85 s at 25 MHz: calling `update()` from the
+/// wrap interrupt, right after `on_wrap`, is far more often than needed — every n-th wrap
+/// does as long as n wraps fit in [`crate::Clock::update_interval`].
+///
+/// # Example
 ///
 /// ```
 /// use baretime::{Clock, Counter, ExtendedTimer, Frequency, NarrowTimer};
@@ -124,16 +127,16 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 /// static VAL: AtomicU32 = AtomicU32::new(0xff_ffff);
 /// static PENDSTSET: AtomicBool = AtomicBool::new(false);
 /// impl NarrowTimer for SysTick {
-///     fn count(&self) -> u32 {
-///         0xff_ffff - VAL.load(Ordering::Relaxed) // reload − VAL: counting up
-///     }
-///     fn bits(&self) -> u32 {
-///         24
-///     }
-///     fn wrap_pending(&self) -> bool {
-///         PENDSTSET.load(Ordering::Relaxed)
-///     }
-///     fn clear_wrap(&self) {} // the hardware cleared it on entry
+///    fn count(&self) -> u32 {
+///        0xff_ffff - VAL.load(Ordering::Relaxed) // reload − VAL: counting up
+///    }
+///    fn bits(&self) -> u32 {
+///        24
+///    }
+///    fn wrap_pending(&self) -> bool {
+///        PENDSTSET.load(Ordering::Relaxed)
+///    }
+///    fn clear_wrap(&self) {} // the hardware cleared it on entry
 /// }
 ///
 /// static TIMER: ExtendedTimer<SysTick> = ExtendedTimer::new(SysTick);
@@ -141,21 +144,21 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 ///
 /// /// The SysTick handler: count the wrap first, then keep the clock's deadline.
 /// fn systick_handler() {
-///     TIMER.on_wrap();
-///     let _ = CLOCK.update();
+///    TIMER.on_wrap();
+///    let _ = CLOCK.update();
 /// }
 ///
 /// CLOCK.start(Frequency::user_hz(25_000_000).unwrap()).unwrap();
 /// assert_eq!(TIMER.bits(), 55);
 /// for _ in 0..3 {
-///     VAL.store(0x10, Ordering::Relaxed); // near the end of the period
-///     let before = CLOCK.now();
-///     VAL.store(0xff_fff0, Ordering::Relaxed); // wrapped: 32 ticks later
-///     PENDSTSET.store(true, Ordering::Relaxed);
-///     assert_eq!(TIMER.ticks() & 0xff_ffff, 15); // a wrap pending, counted already
-///     PENDSTSET.store(false, Ordering::Relaxed); // the interrupt is entered
-///     systick_handler();
-///     assert!(CLOCK.now() - before >= core::time::Duration::from_nanos(32 * 40));
+///    VAL.store(0x10, Ordering::Relaxed); // near the end of the period
+///    let before = CLOCK.now();
+///    VAL.store(0xff_fff0, Ordering::Relaxed); // wrapped: 32 ticks later
+///    PENDSTSET.store(true, Ordering::Relaxed);
+///    assert_eq!(TIMER.ticks() & 0xff_ffff, 15); // a wrap pending, counted already
+///    PENDSTSET.store(false, Ordering::Relaxed); // the interrupt is entered
+///    systick_handler();
+///    assert!(CLOCK.now() - before >= core::time::Duration::from_nanos(32 * 40));
 /// }
 /// assert_eq!(TIMER.wraps(), 3);
 /// ```
@@ -210,8 +213,8 @@ impl<T: NarrowTimer> ExtendedTimer<T> {
 const WRAP_MASK: u32 = (1 << 31) - 1;
 
 impl<T: NarrowTimer> Counter for ExtendedTimer<T> {
-    /// The wraps counted (modulo 2^31) above the timer's count; see the module docs for why
-    /// each case is exact. Starts over only when the wrap interrupt ran during the read.
+    /// The wraps counted (modulo 2^31) above the timer's count; see [`ExtendedTimer`] for
+    /// why each case is exact. Starts over only when the wrap interrupt ran during the read.
     fn ticks(&self) -> u64 {
         let bits = self.timer_bits();
         let mask = u32::MAX >> 32u32.wrapping_sub(bits);

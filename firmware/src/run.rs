@@ -270,9 +270,9 @@ fn fail(why: &str, who: usize) -> ! {
     cortex_m::interrupt::disable();
     let mut line = Line::new();
     let name = NAMES.get(who).copied().unwrap_or("irq");
-    let _ = write!(line, "error={why} stuck={name} irqn={who}");
+    let _ = write!(line, "error={why} stuck={name} id={who}");
     line.send();
-    report(0);
+    report(None);
     out::exit(false)
 }
 
@@ -290,9 +290,13 @@ fn interrupts() -> u32 {
     sum(|c| &c.done, &HANDLERS)
 }
 
-/// Prints the counts (`extra`: the extended count's drift against the clock's counter, in
-/// ticks).
-fn report(ext_vs_main_ticks: i64) {
+/// The clock's counter when the clocks started.
+static START_TICKS: AtomicU32 = AtomicU32::new(0);
+
+/// Prints the counts, with the extended count's drift against the clock's counter (ticks)
+/// at the end of a run. Without it (the watchdog's report) it reads no clock: the code it
+/// interrupted may hold whatever a clock read would wait for.
+fn report(ext_vs_main_ticks: Option<i64>) {
     let back = [&BACK_THREAD, &BACK_IRQ, &BACK_CROSS].map(|a| a.load(Relaxed));
     let mut line = Line::new();
     let _ = write!(
@@ -321,13 +325,16 @@ fn report(ext_vs_main_ticks: i64) {
         COUNTS[THREAD].updates.load(Relaxed),
         sum(|c| &c.delays, &ALL),
         sum(|c| &c.short_delays, &ALL),
-        CLOCK.health().late_updates + EXT_CLOCK.health().late_updates,
+        match ext_vs_main_ticks {
+            Some(_) => CLOCK.health().late_updates + EXT_CLOCK.health().late_updates,
+            None => 0,
+        },
     );
     line.send();
     let mut line = Line::new();
     let _ = write!(
         line,
-        "high_irqs={} mid_irqs={} wrap_irqs={} watchdog_irqs={} thread_loops={} ext_wraps={} ext_bits={} ext_vs_main_ticks={} run_ms={}",
+        "high_irqs={} mid_irqs={} wrap_irqs={} watchdog_irqs={} thread_loops={} ext_wraps={} ext_bits={} run_ms={}",
         COUNTS[Role::High as usize].done.load(Relaxed),
         COUNTS[Role::Mid as usize].done.load(Relaxed),
         COUNTS[Role::Wrap as usize].done.load(Relaxed),
@@ -335,10 +342,15 @@ fn report(ext_vs_main_ticks: i64) {
         COUNTS[THREAD].done.load(Relaxed),
         NARROW.wraps(),
         NARROW.bits(),
-        ext_vs_main_ticks,
-        CLOCK.now().as_nanos() / 1_000_000,
+        u64::from((Main.ticks() as u32).wrapping_sub(START_TICKS.load(Relaxed))) * 1000
+            / board::HZ,
     );
     line.send();
+    if let Some(drift) = ext_vs_main_ticks {
+        let mut line = Line::new();
+        let _ = write!(line, "ext_vs_main_ticks={drift}");
+        line.send();
+    }
 }
 
 /// ±100 ppm around the board's rate.
@@ -389,6 +401,7 @@ fn main() -> ! {
     }
     board::start_interrupts(&mut cp.SYST, &mut cp.SCB, &mut cp.NVIC);
     let main0 = Main.ticks() as u32;
+    START_TICKS.store(main0, Relaxed);
     let ext0 = NARROW.ticks();
     // SAFETY: every handler's data is ready; no critical section is open.
     unsafe { cortex_m::interrupt::enable() };
@@ -420,7 +433,7 @@ fn main() -> ! {
     cortex_m::interrupt::disable();
     let main_ticks = (Main.ticks() as u32).wrapping_sub(main0);
     let ext_ticks = NARROW.ticks().wrapping_sub(ext0);
-    report(ext_ticks as i64 - i64::from(main_ticks));
+    report(Some(ext_ticks as i64 - i64::from(main_ticks)));
     let mut line = Line::new();
     let _ = write!(line, "done=1");
     line.send();

@@ -127,6 +127,8 @@ const KEYS: &[&str] = &[
     "high_irqs",
     "mid_irqs",
     "wrap_irqs",
+    "watchdog_irqs",
+    "thread_loops",
     "ext_wraps",
     "ext_vs_main_ticks",
     "run_ms",
