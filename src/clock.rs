@@ -525,6 +525,37 @@ impl Timebase {
         }
     }
 
+    /// Whether a 64-bit reading `t` is behind what the clock has handed out (`mark`, loaded
+    /// before the reading) by more than [`LAG_NS`] (promise 6). On the timeline, by its
+    /// time; before the base, within the previous timeline, by that timeline's time, as its
+    /// readers computed it; before that (or before a fresh timeline, whose handover stands
+    /// still), by the timeline run backwards at its rate: a reset is judged by how far back
+    /// it went, not by where the timeline happens to start.
+    fn is_behind(&self, t: u64, mark: u64) -> bool {
+        let w = Width::FULL;
+        let d = w.delta(self.base_ticks, t);
+        if d < OFFSET_LIMIT {
+            return self.at(d).saturating_add(LAG_NS) < mark;
+        }
+        let flat = self.prev_int == 0 && self.prev_frac == 0;
+        let (ticks, ns, int, frac) = if flat {
+            (
+                self.base_ticks,
+                self.base_ns,
+                self.scale.mult_int(),
+                self.scale.mult_frac(),
+            )
+        } else {
+            (self.prev_ticks, self.prev_ns, self.prev_int, self.prev_frac)
+        };
+        let ahead = w.delta(ticks, t);
+        if !flat && ahead <= w.delta(ticks, self.base_ticks) {
+            return advance(ns, ahead, int, frac).saturating_add(LAG_NS) < mark;
+        }
+        // `ns − back × mult + LAG_NS < mark`, without going below zero.
+        advance(mark, w.delta(t, ticks), int, frac) > ns.saturating_add(LAG_NS)
+    }
+
     /// Its value `d` ticks after its base.
     fn at(&self, d: u64) -> u64 {
         advance(
@@ -719,7 +750,7 @@ impl<C: Counter> Clock<C> {
     fn now_cold(&self, width: Width, mark: u64, fast: Option<u64>) -> u64 {
         let reading = match fast {
             Some(ns) => Some(ns),
-            None => self.read_slow(width),
+            None => self.read_slow(width, mark),
         };
         if width == Width::FULL {
             self.settle(width, mark, reading, true)
@@ -731,25 +762,25 @@ impl<C: Counter> Clock<C> {
 
     /// One reading past the fast path, read again as often as publications overtake it:
     /// its time, or `None` for a 64-bit reading behind the base.
-    fn read_slow(&self, width: Width) -> Option<u64> {
+    fn read_slow(&self, width: Width, mark: u64) -> Option<u64> {
         self.timeline.read(
             |version, words| match self.read_fast(width, version, words) {
                 Some(ns) => (Some(ns), false),
                 // Past the fast path the answer depends on the timeline's end, which only holds
                 // for the version that is current.
-                None => (self.now_slow(width, version, words), true),
+                None => (self.now_slow(width, mark, version, words), true),
             },
         )
     }
 
     /// One whole reading, fast path or not (for a second, confirming read).
-    fn read_once(&self, width: Width) -> Option<u64> {
+    fn read_once(&self, width: Width, mark: u64) -> Option<u64> {
         match self
             .timeline
             .try_read(|version, words| self.read_fast(width, version, words))
         {
             Some(ns) => Some(ns),
-            None => self.read_slow(width),
+            None => self.read_slow(width, mark),
         }
     }
 
@@ -767,7 +798,7 @@ impl<C: Counter> Clock<C> {
                     hook(Point::ReadConfirm);
                     // A reading this far ahead may be one glitched read: read again, and take
                     // the smaller (both are readings made within this call).
-                    match self.read_once(width) {
+                    match self.read_once(width, mark) {
                         Some(again) if again < ns => {
                             return self.settle(width, mark, Some(again), false)
                         }
@@ -820,7 +851,13 @@ impl<C: Counter> Clock<C> {
     /// `settle`).
     #[cold]
     #[inline(never)]
-    fn now_slow(&self, width: Width, version: Version, words: &Words<WORDS>) -> Option<u64> {
+    fn now_slow(
+        &self,
+        width: Width,
+        mark: u64,
+        version: Version,
+        words: &Words<WORDS>,
+    ) -> Option<u64> {
         let t = width.value(self.counter.ticks());
         hook(Point::ReadCounter);
         // Pairs with the release stores of `lim` (a close, a latch): what they published
@@ -846,8 +883,11 @@ impl<C: Counter> Clock<C> {
             if zone == Zone::Behind {
                 if wide {
                     // Before the base: the previous timeline, as its own readers computed it
-                    // (the handover, or a CPU whose counter lags); `settle` judges it against
-                    // the mark (a counter reset far back stands at the mark's ceiling).
+                    // (the handover, or a CPU whose counter lags), unless that is behind what
+                    // was handed out (a reset: `None`, the mark's ceiling).
+                    if tb.is_behind(t, mark) {
+                        return None;
+                    }
                     return Some(tb.before_base(width, t));
                 }
                 if width.delta(t, tb.base_ticks) <= tb.hand {
@@ -1102,14 +1142,7 @@ impl<C: Counter> Clock<C> {
         };
         // 64-bit counters: judge the reading against what the clock has handed out (promise
         // 6), not against the base.
-        let behind = wide && {
-            let value = if geometry.zone(width.delta(tb.base_ticks, t)) == Zone::Valid {
-                tb.at(d)
-            } else {
-                tb.before_base(width, t)
-            };
-            value.saturating_add(LAG_NS) < mark
-        };
+        let behind = wide && tb.is_behind(t, mark);
         let zone = if behind { Zone::Behind } else { zone };
         match (what, zone) {
             // Nothing to do: the last publication is less than a margin old.
@@ -1126,6 +1159,11 @@ impl<C: Counter> Clock<C> {
             Write::Update => tb.scale,
             Write::Recalibrate(s) | Write::Rebase(_, s) | Write::Start(s) => s,
         };
+        // The handover is computed with the old rate's formula and judged by the new one:
+        // its margin is the smaller of the two rates' (ticks), so that a recalibration by a
+        // large ratio neither stretches the old rate over a long handover nor jumps by many
+        // old ticks.
+        let margin = margin.min(geometry.margin(&scale));
         let next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
@@ -1310,8 +1348,7 @@ impl<C: Counter> Clock<C> {
         let still_stuck = stuck
             && before != 0
             && before <= tb.hand
-            && (geometry.width != Width::FULL
-                || tb.before_base(Width::FULL, t).saturating_add(LAG_NS) >= self.mark.load());
+            && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
         let proposal = if still_stuck {
             0
         } else {
@@ -1343,8 +1380,7 @@ impl<C: Counter> Clock<C> {
     /// ceiling.
     fn behind_proposal(&self, tb: &Timebase, t: u64, margin: u64) -> u64 {
         let before = Width::FULL.delta(t, tb.base_ticks);
-        let value = tb.before_base(Width::FULL, t);
-        if before <= tb.hand && value.saturating_add(LAG_NS) >= self.mark.load() {
+        if before <= tb.hand && !tb.is_behind(t, self.mark.load()) {
             from_base(tb, margin, before)
         } else {
             tb.scale
