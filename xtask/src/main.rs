@@ -22,16 +22,17 @@ const NO_STD_BUILDS: &[(&str, &str)] = &[
     ("aarch64-unknown-none", "defmt,embedded-hal"),
     ("aarch64-unknown-none-softfloat", ""),
     ("aarch64-unknown-none-softfloat", "defmt,embedded-hal"),
+    // 32-bit compare-and-swap, no 64-bit atomics (Cortex-M3/M4/M7): the Clock with core's
+    // atomics alone; the portable-atomic features change nothing there (README, "Features").
     ("thumbv7em-none-eabihf", ""),
     ("thumbv7em-none-eabihf", "defmt,embedded-hal"),
-    // 32-bit compare-and-swap but no 64-bit atomics: the Clock only through portable-atomic.
+    ("thumbv7em-none-eabihf", "portable-atomic"),
     ("thumbv7em-none-eabihf", "portable-atomic-critical-section"),
-    // A single-core M4/M7: 64-bit atomics with interrupts off, safe to read from a handler
-    // (portable-atomic's own feature, which the application enables: README, "Features").
     (
         "thumbv7em-none-eabihf",
         "portable-atomic,portable-atomic/unsafe-assume-single-core",
     ),
+    ("thumbv7m-none-eabi", ""),
     (
         "riscv32imc-unknown-none-elf",
         "portable-atomic,portable-atomic/unsafe-assume-single-core",
