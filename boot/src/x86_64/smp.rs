@@ -216,7 +216,7 @@ fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, guard: &MonotonicClock<'_, C>
     smp::rendezvous(at::WARP1_DONE);
     if p.skew_us != 0 {
         smp::rendezvous(at::REPAIR);
-        repair();
+        repair(cpu);
         skew::record(cpu);
         smp::rendezvous(at::REPAIRED);
         smp::warp(1, cpu, clock.counter(), &Tsc::BASELINE);
@@ -225,12 +225,13 @@ fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, guard: &MonotonicClock<'_, C>
     park()
 }
 
-/// The repair on this CPU: TSC_ADJUST back to CPU 0's value (a simulated skew: offset 0).
-fn repair() {
+/// The repair on this CPU: TSC_ADJUST back to its package reference's value (CPU 0's in CPU 0's
+/// package; a simulated skew: offset 0).
+fn repair(cpu: u32) {
     if simulated() {
         percpu::set_offset(0);
     } else {
-        skew::repair();
+        skew::repair(cpu);
     }
 }
 
@@ -452,6 +453,8 @@ pub fn main(
     {
         fail(out, format_args!("trampoline_page_in_use"));
     }
+    // CPU 0 first: the reference of its package, before any AP records its own value.
+    skew::record(0);
     smp::arrive(at::ONLINE);
     let online_ms = start_aps(out, &super::CLOCK, p.cpus);
     let _ = writeln!(
@@ -499,11 +502,11 @@ fn bsp_work<C: Counter>(
     skew::print(out, p.cpus, "");
     smp::bsp_warp(out, clock, &Tsc::BASELINE, t_read, &rate);
     if p.skew_us != 0 {
-        // The repair: every CPU writes CPU 0's TSC_ADJUST into its own, as Linux's
-        // tsc_store_and_check_tsc_adjust does for a CPU whose value differs from its
-        // package's first CPU; then the warp check runs again.
+        // The repair: every CPU writes its package reference's TSC_ADJUST (CPU 0's, in
+        // CPU 0's package) into its own where it differs, as Linux's
+        // tsc_store_and_check_tsc_adjust does; then the warp check runs again.
         smp::rendezvous(at::REPAIR);
-        repair();
+        repair(0);
         skew::record(0);
         smp::rendezvous(at::REPAIRED);
         skew::print(out, p.cpus, "repaired_");
@@ -516,18 +519,21 @@ fn bsp_work<C: Counter>(
 }
 
 /// The fault of `x86_64-smp-tsc-skew`: one AP moves its own TSC, and the repair, on the
-/// crate's `TscAdjust` / `TscAdjustTable` (what a kernel would use).
+/// crate's `TscAdjust` / `TscAdjustTable` (what a kernel would use), per package as CPUID
+/// reports the packages (QEMU's `-smp N`: one package).
 mod skew {
     use core::fmt::Write;
     use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
     use baretime::arch::x86_64::msr::{rdmsr, wrmsr, IA32_TSC};
+    use baretime::arch::x86_64::tsc_adjust::{package_in_cpuid, BootCpuValue, PackageId};
     use baretime::arch::x86_64::{Tsc, TscAdjust, TscAdjustTable};
 
     use crate::smp::MAX_CPUS;
 
-    /// Each CPU's IA32_TSC_ADJUST as it last recorded it; CPU 0 is the reference.
-    static TABLE: TscAdjustTable<MAX_CPUS> = TscAdjustTable::new(0);
+    /// Each CPU's IA32_TSC_ADJUST as it last recorded it; CPU 0 is its package's reference.
+    /// Its value is kept, not reset to 0: the clock already runs on CPU 0's TSC.
+    static TABLE: TscAdjustTable<MAX_CPUS> = TscAdjustTable::new(0, BootCpuValue::Keep);
     /// How the skew was applied: 0 none, 1 TSC_ADJUST, 2 a write to IA32_TSC.
     static METHOD: AtomicU32 = AtomicU32::new(0);
     /// How far the skewed CPU's TSC moved across the write (skew + the write's own time).
@@ -575,25 +581,36 @@ mod skew {
         }
     }
 
+    /// This CPU's package, from its APIC ID (CPUID leaf 0x1F, 0xB or 1).
+    fn package() -> PackageId {
+        package_in_cpuid(&raw_cpuid::CpuIdReaderNative).unwrap_or(PackageId(0))
+    }
+
     /// Records this CPU's TSC_ADJUST (where it exists).
     pub fn record(cpu: u32) {
         if let Some(adjust) = tsc_adjust() {
-            let _ = TABLE.record(cpu as usize, adjust.read());
+            let _ = TABLE.record(cpu as usize, package(), adjust.read());
         }
     }
 
-    /// Linux's repair on this CPU: CPU 0's recorded value written back where this CPU's
-    /// differs (`TscAdjust::restore`); counts a write that did not take.
-    pub fn repair() {
-        if let (Some(adjust), Some(reference)) = (tsc_adjust(), TABLE.boot_value()) {
-            if !adjust.restore(reference).is_fixed() {
-                UNFIXED.fetch_add(1, Ordering::SeqCst);
+    /// Linux's repair on this CPU: its package reference's recorded value written back
+    /// where this CPU's differs (`TscAdjustTable::check_and_restore`); counts a write that
+    /// did not take.
+    pub fn repair(cpu: u32) {
+        if let Some(adjust) = tsc_adjust() {
+            match TABLE.check_and_restore(&adjust, cpu as usize, package()) {
+                Ok(check) if check.is_fixed() => {}
+                _ => {
+                    UNFIXED.fetch_add(1, Ordering::SeqCst);
+                }
             }
         }
     }
 
     /// Prints `tsc_adjust_msr=0|1 tsc_adjust=a,b,… tsc_adjust_nonzero=N
-    /// tsc_adjust_unequal=0|1 tsc_adjust_worst_cpu=N` (and `tsc_adjust_unfixed=N`).
+    /// tsc_adjust_unequal=0|1 tsc_adjust_worst_cpu=N` (and `tsc_adjust_unfixed=N`,
+    /// `tsc_adjust_packages=N tsc_adjust_package_pairs_unequal=N`): unequal within a package;
+    /// packages are compared and reported, not repaired.
     pub fn print(out: &mut impl Write, cpus: u32, label: &str) {
         let _ = write!(
             out,
@@ -607,11 +624,13 @@ mod skew {
         let s = TABLE.summary();
         let _ = writeln!(
             out,
-            " {label}tsc_adjust_nonzero={} {label}tsc_adjust_unequal={} {label}tsc_adjust_worst_cpu={} {label}tsc_adjust_unfixed={}",
+            " {label}tsc_adjust_nonzero={} {label}tsc_adjust_unequal={} {label}tsc_adjust_worst_cpu={} {label}tsc_adjust_unfixed={} {label}tsc_adjust_packages={} {label}tsc_adjust_package_pairs_unequal={}",
             s.nonzero,
             u8::from(s.differing != 0),
             s.worst.map_or(-1, |(cpu, _)| cpu as i64),
             UNFIXED.load(Ordering::SeqCst),
+            s.packages,
+            s.package_pairs_differing,
         );
     }
 }
