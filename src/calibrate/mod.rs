@@ -124,6 +124,7 @@ pub struct Config {
     min_counter_hz: u64,
     max_counter_hz: u64,
     stuck_after_ns: u64,
+    rate_hint: Option<Frequency>,
 }
 
 impl Default for Config {
@@ -142,6 +143,7 @@ impl Config {
             min_counter_hz: 1_000,
             max_counter_hz: 10_000_000_000,
             stuck_after_ns: 10_000_000,
+            rate_hint: None,
         }
     }
 
@@ -177,15 +179,56 @@ impl Config {
         self
     }
 
-    /// A count that does not move for this long is stuck: the counter, judged by the
-    /// reference's time; the reference, judged by the counter at the rate measured so far
-    /// (after twice this time, or four reference steps if longer), or, before the reference
-    /// has made four steps, at the highest plausible rate (with the defaults 10 ms × 10 GHz =
-    /// 10^8 counter ticks). So a reference that stops part-way ends the calibration with
-    /// [`Error::ReferenceStuck`] within about `max_duration + 2 × stuck_after`. Must exceed
-    /// the reference's resolution.
+    /// A count that does not move for this long is stuck. Must exceed the reference's
+    /// resolution.
+    ///
+    /// - The counter is judged by the reference's time.
+    /// - The reference can only be judged by the counter, whose rate is what is being
+    ///   measured. Once the reference has made four steps, by the rate measured so far: stuck
+    ///   after twice this time (or eight reference steps if longer). Before that, by the rate
+    ///   hint ([`Config::with_rate_hint`], or the claim [`calibrate_and_verify`] checks) at its
+    ///   highest (value plus stated bound): stuck after twice this time. And always at the
+    ///   highest plausible rate ([`Config::with_plausible_counter_hz`]): stuck after
+    ///   `stuck_after × max_hz` counter ticks, with the defaults 10 ms × 10 GHz = 10^8.
+    ///
+    /// So a reference that dies, from the start or part-way, ends the calibration with
+    /// [`Error::ReferenceStuck`]:
+    ///
+    /// - **with a rate hint** that is right within its stated bound (up to 20 %), within
+    ///   `max_duration + 3 × stuck_after` of true time at any counter rate, 1 kHz to 10 GHz
+    ///   (typically `+ 2 × stuck_after`; the third covers a rate measured from only four
+    ///   reference steps, and the hint's tolerance);
+    /// - **without one**, the same once the reference has made four steps; if it dies before,
+    ///   only after `stuck_after × max_hz` counter ticks, which is `stuck_after × max_hz / f`
+    ///   of true time for a counter at `f`. With the defaults: 10 ms at 10 GHz, 0.4 s at
+    ///   2.4 GHz, 4.2 s at 24 MHz, 100 s at 1 MHz, 28 hours at 1 kHz. A firmware that knows
+    ///   its counter's rate roughly passes a hint, or narrows the plausible range (a range
+    ///   ending at `100 × f` ends it within a second).
     pub const fn with_stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after_ns = duration_ns(d);
+        self
+    }
+
+    /// What the counter's rate is believed to be (a CPUID or CNTFRQ claim, a board's known
+    /// crystal), with its [`crate::Accuracy`]: used only to tell a dead reference in known
+    /// time (see [`Config::with_stuck_after`]) before the reference has moved enough for the
+    /// rate to be measured. Never used for the measurement itself, nor after it has begun.
+    ///
+    /// A hint that is too *low* by a factor `F` can make a reference coarser than
+    /// `2 × stuck_after / F` look stuck in those first steps: an error, never a wrong rate.
+    /// [`calibrate_and_verify`] passes its claim as the hint unless the config has one.
+    ///
+    /// ```
+    /// use baretime::calibrate::Config;
+    /// use baretime::{Accuracy, Frequency, Source};
+    ///
+    /// let cntfrq = Frequency::from_hz(24_000_000, Source::Cntfrq, Accuracy::Exact).unwrap();
+    /// let config = Config::new().with_rate_hint(cntfrq);
+    /// assert_eq!(config.rate_hint(), Some(cntfrq));
+    /// assert_eq!(Config::new().rate_hint(), None);
+    /// ```
+    pub const fn with_rate_hint(mut self, hint: Frequency) -> Self {
+        self.rate_hint = Some(hint);
         self
     }
 
@@ -212,6 +255,11 @@ impl Config {
     /// How long a count may stand still.
     pub const fn stuck_after(&self) -> Duration {
         Duration::from_nanos(self.stuck_after_ns)
+    }
+
+    /// The rate hint, if any (see [`Config::with_rate_hint`]).
+    pub const fn rate_hint(&self) -> Option<Frequency> {
+        self.rate_hint
     }
 }
 
@@ -280,7 +328,7 @@ impl fmt::Display for Calibration {
 #[non_exhaustive]
 pub enum Error {
     /// The reference did not move while the counter ran for [`Config::stuck_after`] (see
-    /// there for how the counter's time is judged).
+    /// there for how the counter's time is judged, and how soon this comes).
     ReferenceStuck,
     /// The reference went backwards (beyond any wrap) by this many ticks.
     ReferenceBackwards {

@@ -65,6 +65,15 @@ enum Unwrapped {
     CounterStill(u64),
 }
 
+/// A fit's rate and the measurement's uncertainty (see `Engine::rated`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rated {
+    /// The counter's rate, in mHz.
+    millihz: u64,
+    /// The fit's uncertainty plus the rounding to mHz, in ppb.
+    measurement_ppb: u64,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Step {
     Continue,
@@ -90,8 +99,14 @@ struct Engine {
     max_x: u64,
     /// A counter standing still for this many reference ticks is stuck.
     stuck_x: u64,
-    /// A reference standing still for this many counter ticks is stuck.
+    /// A reference standing still for this many counter ticks is stuck (judged at the highest
+    /// plausible rate).
     stuck_c: u64,
+    /// Before the rate is measured: a reference standing still for this many counter ticks
+    /// is stuck, judged at the rate hint's highest rate (twice [`Config::stuck_after`]).
+    hint_stuck_c: Option<u64>,
+    /// The reference's stated rate, in mHz.
+    ref_millihz: u64,
 
     started: bool,
     c_raw: u64,
@@ -133,12 +148,27 @@ impl Engine {
         let to_ref_ticks = |ns: u64| {
             mul_div(u128::from(ns), rmillihz, 1_000_000_000_000).map_or(u64::MAX, saturate_u64)
         };
-        let stuck_c = mul_div(
-            u128::from(cfg.stuck_after_ns),
-            u128::from(cfg.max_counter_hz),
-            1_000_000_000,
-        )
-        .map_or(u64::MAX, saturate_u64);
+        let ticks_in_stuck_after = |hz: u64| {
+            mul_div(
+                u128::from(cfg.stuck_after_ns),
+                u128::from(hz),
+                1_000_000_000,
+            )
+            .map_or(u64::MAX, saturate_u64)
+        };
+        let stuck_c = ticks_in_stuck_after(cfg.max_counter_hz);
+        // The hint's highest rate (its value plus its stated bound), kept inside the plausible
+        // range: a counter claimed slower than the slowest plausible one is judged at that.
+        let hint_stuck_c = cfg.rate_hint.map(|hint| {
+            let hi = mul_div(
+                u128::from(hint.as_hz()).saturating_add(1),
+                1_000_000_000u128.saturating_add(u128::from(hint.accuracy().bound_ppb())),
+                1_000_000_000,
+            )
+            .map_or(u64::MAX, saturate_u64)
+            .clamp(cfg.min_counter_hz, cfg.max_counter_hz);
+            ticks_in_stuck_after(hi).saturating_mul(2).max(2)
+        });
         let zero = Anchor {
             raw: 0,
             x: 0,
@@ -152,6 +182,8 @@ impl Engine {
             max_x: to_ref_ticks(cfg.max_duration_ns),
             stuck_x: to_ref_ticks(cfg.stuck_after_ns).max(2),
             stuck_c: stuck_c.max(2),
+            hint_stuck_c,
+            ref_millihz: reference.frequency().as_millihz(),
             started: false,
             c_raw: 0,
             c_ext: 0,
@@ -360,18 +392,44 @@ impl Engine {
             return;
         }
         self.last_eval_span = span;
-        if let Some(fit) = self.window.fit(self.floor()) {
-            if fit.uncertainty_ppb <= self.cfg.target_ppb {
+        let rated = self
+            .window
+            .fit(self.floor())
+            .and_then(|fit| self.rated(&fit));
+        if let Some(Rated {
+            measurement_ppb, ..
+        }) = rated
+        {
+            // The quantity `finish` reports and `met_target` judges.
+            if measurement_ppb <= self.cfg.target_ppb {
                 self.met = true;
             }
         }
     }
 
+    /// The counter's rate from `fit`, and the measurement's uncertainty: the fit's own plus
+    /// the rounding to mHz. `None` if the rate does not fit in a `u64` of mHz.
+    fn rated(&self, fit: &fit::Fit) -> Option<Rated> {
+        let rate = fit::rate_millihz(fit, self.ref_millihz)?;
+        let millihz = u64::try_from(rate).ok()?;
+        // Rounding to the nearest mHz: at most 0.5 mHz, in ppb of the rate.
+        let rounding = 500_000_000u64.div_ceil(millihz.max(1));
+        Some(Rated {
+            millihz,
+            measurement_ppb: fit.uncertainty_ppb.saturating_add(rounding),
+        })
+    }
+
     /// Whether a reference that last moved at counter value `ref_moved_at_c` has stood still
     /// too long by `c1`: for [`Config::stuck_after`] judged by the counter's rate measured so
     /// far (with a factor 2 of margin, once the reference has made 4 steps), or, before that,
-    /// at the highest plausible rate. Without the first rule a slow counter would take
-    /// `max_hz / hz` times `stuck_after` to notice: 4 s for a 24 MHz CNTVCT with the defaults.
+    /// by the rate hint's highest rate (with the same factor 2), and always at the highest
+    /// plausible rate. Without the first two rules a slow counter would take `max_hz / hz`
+    /// times `stuck_after` to notice: 4 s for a 24 MHz CNTVCT with the defaults, 28 hours
+    /// for a 1 kHz timer.
+    ///
+    /// The hint is not used once the rate is measured: a wrong claim (which `verify` is there
+    /// to catch) then cannot make a working reference look stuck.
     fn reference_stuck(&self, c1: u64) -> bool {
         let still_c = c1.saturating_sub(self.ref_moved_at_c);
         if still_c > self.stuck_c {
@@ -381,7 +439,7 @@ impl Engine {
         let big_r = a.x.saturating_sub(f.x);
         let big_m = a.y.saturating_sub(f.y);
         if self.step_seen == u64::MAX || big_r < self.step_seen.saturating_mul(4) || big_m == 0 {
-            return false;
+            return self.hint_stuck_c.is_some_and(|limit| still_c > limit);
         }
         // Reference ticks the counter says have passed: still_c counter ticks are 2·still_c
         // y units, at R reference ticks per M y units.
@@ -467,19 +525,23 @@ impl Engine {
         }
         let fit = self.window.fit(self.floor()).ok_or(too_few)?;
         let ref_millihz = ref_freq.as_millihz();
-        let rate = fit::rate_millihz(&fit, ref_millihz).unwrap_or(u128::MAX);
-        let implausible = Error::ImplausibleRate {
-            counter_millihz: saturate_u64(rate),
+        let Some(Rated {
+            millihz,
+            measurement_ppb,
+        }) = self.rated(&fit)
+        else {
+            return Err(Error::ImplausibleRate {
+                counter_millihz: u64::MAX,
+            });
         };
-        let lo = u128::from(self.cfg.min_counter_hz).saturating_mul(1000);
-        let hi = u128::from(self.cfg.max_counter_hz).saturating_mul(1000);
-        if rate < lo || rate > hi {
+        let implausible = Error::ImplausibleRate {
+            counter_millihz: millihz,
+        };
+        let lo = self.cfg.min_counter_hz.saturating_mul(1000);
+        let hi = self.cfg.max_counter_hz.saturating_mul(1000);
+        if millihz < lo || millihz > hi {
             return Err(implausible);
         }
-        let millihz = saturate_u64(rate);
-        // Rounding to the nearest mHz: at most 0.5 mHz, in ppb of the rate.
-        let rounding = 500_000_000u64.div_ceil(millihz.max(1));
-        let measurement_ppb = fit.uncertainty_ppb.saturating_add(rounding);
         let uncertainty_ppb = measurement_ppb.saturating_add(ref_freq.accuracy().bound_ppb());
         let frequency = Frequency::from_millihz(
             millihz,

@@ -207,6 +207,11 @@ pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
 /// Calibrates `counter` against `reference` and [`verify`]s `claim` against the result: the
 /// one call a kernel makes at boot.
 ///
+/// The claim is also the config's rate hint ([`Config::with_rate_hint`]) unless it has one:
+/// a reference that is dead from the start is then found within about twice
+/// [`Config::stuck_after`] whatever the counter's rate, instead of after `stuck_after` at the
+/// highest plausible rate.
+///
 /// # Errors
 ///
 /// Those of [`calibrate()`]; then no measurement exists to check the claim against, and the
@@ -217,6 +222,10 @@ pub fn calibrate_and_verify<C: Counter, R: Reference>(
     claim: Option<Frequency>,
     config: Config,
 ) -> Result<Verified, Error> {
+    let config = match (config.rate_hint(), claim) {
+        (None, Some(hint)) => config.with_rate_hint(hint),
+        _ => config,
+    };
     let calibration = calibrate(counter, reference, config)?;
     Ok(verify(claim, &calibration))
 }
