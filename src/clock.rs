@@ -39,11 +39,14 @@
 //!    reprogrammed by firmware, a CPU lagging by more than [`LAG_NS`]): a reading whose time
 //!    is below what the clock has already handed out — on any timeline, the current one or
 //!    an older one, above the base or below it — is judged against that, not against the
-//!    base. Less than [`LAG_NS`] below, it stands at the latest time handed out (a CPU
-//!    lagging a little); further below, time stands still at most [`MARK_GRANULE_NS`] above
-//!    the latest time handed out, [`ClockHealth::counter_behind`] says so, and `update` and
-//!    `recalibrate` return [`ClockError::Behind`]. [`Clock::rebase`] continues from a time
-//!    the caller gives (or the latest time handed out, if later).
+//!    base (a reading before a timeline's base by how far back it went). Less than
+//!    [`LAG_NS`] below, it stands at the high-water mark, at most [`MARK_GRANULE_NS`] below
+//!    the latest time handed out (a CPU lagging a little); further below, time stands still
+//!    at most [`MARK_GRANULE_NS`] above the latest time handed out,
+//!    [`ClockHealth::counter_behind`] says so, and `update` and `recalibrate` return
+//!    [`ClockError::Behind`] (a new rate is applied all the same, so that a CPU that lags
+//!    can still recalibrate; time stays where it stands). [`Clock::rebase`] continues from
+//!    a time the caller gives (or the latest time handed out, if later).
 //! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
 //!    time handed out is confirmed by a second counter read, and the smaller is used: one
 //!    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
@@ -228,9 +231,12 @@ pub enum ClockError {
     /// re-based the clock (and applied the new rate, for `recalibrate`): the clock runs
     /// again, that time is lost.
     Late,
-    /// The counter reads behind the timeline (it was reset or stepped back, or this CPU's
-    /// counter lags): nothing was published and time stands still until the counter catches
-    /// up. [`Clock::rebase`] continues from a time you give.
+    /// The counter reads behind what the clock has handed out, by more than
+    /// [`LAG_NS`] (promise 6 of the [module docs](self)): it was reset or stepped back, or
+    /// this CPU's counter lags another's. A new rate was applied all the same (so that a
+    /// CPU that lags can still recalibrate; an update has nothing to do on a 64-bit counter).
+    /// Where the counter was reset, time stands still until [`Clock::rebase`] continues from
+    /// a time you give.
     Behind,
     /// The clock was made with [`Clock::uninit`] and has not been started.
     NotStarted,
@@ -245,7 +251,9 @@ impl fmt::Display for ClockError {
             ClockError::Late => {
                 "clock updated late: time stood still from the deadline until this update"
             }
-            ClockError::Behind => "counter behind the clock's timeline: rebase the clock",
+            ClockError::Behind => {
+                "counter behind the time the clock has handed out: if it was reset, rebase the clock"
+            }
             ClockError::NotStarted => "clock not started",
             ClockError::Started => "clock already started",
         })
@@ -1012,9 +1020,9 @@ impl<C: Counter> Clock<C> {
     /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
     /// no jump, no step back. Waits only if the last write was less than a handover margin
     /// ago, until it has taken over (promise 4). Errors: [`ClockError::Busy`] if another
-    /// writer is active right now; [`ClockError::Late`] if the deadline was missed (the new
-    /// rate is applied all the same); [`ClockError::Behind`] if the counter reads behind
-    /// what the clock has handed out (nothing changes).
+    /// writer is active right now (nothing changes); [`ClockError::Late`] if the deadline
+    /// was missed, [`ClockError::Behind`] if the counter reads behind what the clock has
+    /// handed out (in both, the new rate is applied all the same).
     ///
     /// The three writers — `recalibrate`, [`Clock::update`], [`Clock::rebase`] — on a counter
     /// the example moves by hand:
@@ -1142,18 +1150,26 @@ impl<C: Counter> Clock<C> {
         };
         // 64-bit counters: judge the reading against what the clock has handed out (promise
         // 6), not against the base.
+        // A reading behind what was handed out (promise 6): a rebase starts afresh from it;
+        // a recalibration is applied from it all the same (a CPU that lags the others must
+        // still be able to recalibrate; every reader is held by the mark) and returns
+        // `Behind`; an update has nothing to do (a 64-bit counter needs none) but says so.
         let behind = wide && tb.is_behind(t, mark);
-        let zone = if behind { Zone::Behind } else { zone };
-        match (what, zone) {
-            // Nothing to do: the last publication is less than a margin old.
-            (Write::Update, Zone::Valid) if d < margin => return Ok(()),
-            (Write::Update | Write::Recalibrate(_), Zone::Behind) => {
-                if !self.behind.load(Ordering::Relaxed) {
-                    self.behind.store(true, Ordering::Relaxed);
-                }
+        if behind && !self.behind.load(Ordering::Relaxed) {
+            self.behind.store(true, Ordering::Relaxed);
+        }
+        let zone = match what {
+            Write::Rebase(..) if behind => Zone::Behind,
+            _ => zone,
+        };
+        if let (Write::Update, Zone::Valid) = (what, zone) {
+            if behind {
                 return Err(ClockError::Behind);
             }
-            _ => {}
+            if d < margin {
+                // Nothing to do: the last publication is less than a margin old.
+                return Ok(());
+            }
         }
         let scale = match what {
             Write::Update => tb.scale,
@@ -1199,7 +1215,7 @@ impl<C: Counter> Clock<C> {
                 )
             }
             Zone::Valid => {
-                let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
+                let (c, late) = self.close(version, &tb, &geometry, margin, stuck, behind);
                 let end_ns = tb.at(c);
                 if late {
                     // Stalled past the deadline after its first read (readers latched the
@@ -1255,10 +1271,11 @@ impl<C: Counter> Clock<C> {
             }
         };
         self.publish(&geometry, &next);
-        if zone == Zone::Late && !matches!(what, Write::Rebase(..)) {
-            Err(ClockError::Late)
-        } else {
-            Ok(())
+        match what {
+            Write::Rebase(..) => Ok(()),
+            _ if zone == Zone::Late => Err(ClockError::Late),
+            _ if behind => Err(ClockError::Behind),
+            _ => Ok(()),
         }
     }
 
@@ -1334,6 +1351,7 @@ impl<C: Counter> Clock<C> {
         geometry: &Geometry,
         margin: u64,
         stuck: bool,
+        behind: bool,
     ) -> (u64, bool) {
         let gate = self.gate(version.slot);
         let closing = closing(version);
@@ -1351,6 +1369,18 @@ impl<C: Counter> Clock<C> {
             && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
         let proposal = if still_stuck {
             0
+        } else if behind {
+            // The writer's reading is behind what was handed out (a reset, or this CPU lags):
+            // the new rate takes over from its own reading (or, before the base, from the
+            // base), not from the mark's ceiling, so that time that stands still stays where
+            // it stands. Readers on other CPUs whose counters are ahead are held by the mark.
+            geometry.proposal(tb, t, margin, || {
+                if before <= tb.hand {
+                    from_base(tb, margin, before)
+                } else {
+                    0
+                }
+            })
         } else {
             geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
         };
@@ -1383,10 +1413,16 @@ impl<C: Counter> Clock<C> {
         if before <= tb.hand && !tb.is_behind(t, self.mark.load()) {
             from_base(tb, margin, before)
         } else {
-            tb.scale
-                .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
-                .saturating_add(margin)
+            self.ceiling_offset(tb, margin)
         }
+    }
+
+    /// Where `tb`'s timeline reaches the high-water mark's ceiling, plus `margin`: a close
+    /// point that no reader has passed, not even one that stood at the ceiling.
+    fn ceiling_offset(&self, tb: &Timebase, margin: u64) -> u64 {
+        tb.scale
+            .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
+            .saturating_add(margin)
     }
 
     /// A counter reading made after the writer's stores are visible.
