@@ -41,6 +41,24 @@
 //!   margin, or of a narrow counter's wrap, cannot hide under it. `max_excess_ns` reports
 //!   the largest (advance − real elapsed) seen, jump or not, to show how close a run came.
 //!
+//! The readers also report what a stalled writer costs them (issue 14, item 8), timed by the
+//! same `std::time::Instant` reads that bracket each `now()` for the jump check (so the
+//! accounting adds no read to the loop, and a reader preempted next to a `now()` cannot
+//! make one up):
+//!
+//! - a **stand-still** is a run of consecutive equal `now()` readings with more than
+//!   [`STAND_STILL_NS`] of real time surely between the first and the last (from after the
+//!   first `now()` to before the last): the clock stood still while time passed.
+//!   `stand_stills` counts them, `max_stand_still_us` is the longest.
+//! - a **catch-up** is the first change after a stand-still. Its size is how far the clock
+//!   moved in that one step beyond the most real time that can have passed between the two
+//!   `now()` calls (0 if not beyond). `catch_ups` counts them, `max_catch_up_us` is the
+//!   largest.
+//!
+//! Both are reported, not failures: the clock's promise for a stalled writer is time standing
+//! still, never going back; a catch-up larger than the jump tolerance would also count as a
+//! jump.
+//!
 //! Output: a human summary and `key=value` lines per mode; exit code 1 if any mode saw an
 //! inversion (either kind) or a jump. Writer errors (`Busy` within a handover, say) are
 //! reported, not failures.
@@ -65,6 +83,9 @@ const WRITER_PERIOD: Duration = Duration::from_micros(200);
 const OFFSETS_PPM: [i64; 5] = [50, -50, 50, -50, 0];
 /// A 16-bit view's shortest wrap period: `s` is the smallest shift whose wrap is this long.
 const MIN_WRAP: Duration = Duration::from_millis(15);
+/// A run of equal `now()` readings over more real time than this is a stand-still. Above the
+/// 16-bit view's tick (at most 0.46 µs, see `MIN_WRAP`), so its resolution is not one.
+const STAND_STILL_NS: u64 = 1_000;
 
 #[cfg(target_arch = "x86_64")]
 mod platform {
@@ -190,6 +211,14 @@ struct ReaderStats {
     /// publishing (all of them in the 64-bit mode): with the contract of `update()` kept,
     /// the clock has no excuse for these.
     failures_in_contract: u64,
+    /// Runs of equal readings over more than `STAND_STILL_NS` of real time.
+    stand_stills: u64,
+    /// The longest.
+    max_stand_still: Duration,
+    /// First changes after a stand-still.
+    catch_ups: u64,
+    /// The largest step of one beyond the real time that can have passed, in ns.
+    max_catch_up_ns: u64,
 }
 
 /// What the threads of one mode share.
@@ -248,6 +277,8 @@ fn reader<C: Counter>(sh: &Shared<C>) -> ReaderStats {
     };
     let mut prev_real = StdInstant::now();
     let mut prev = clock.now().as_nanos();
+    // After the first `now()` that returned `prev`: where the run of equal readings began.
+    let mut run_start = StdInstant::now();
     latest.fetch_max(prev, Ordering::AcqRel);
     loop {
         // Check the flag only every 1024 reads: the loop should be mostly `now()`.
@@ -259,6 +290,24 @@ fn reader<C: Counter>(sh: &Shared<C>) -> ReaderStats {
         let v = clock.now().as_nanos();
         let real_after = StdInstant::now();
         st.reads += 1;
+
+        if v != prev {
+            // The run of readings equal to `prev` ended, its last `now()` began after
+            // `prev_real`: a stand-still if time surely passed through it, and then this step
+            // is its catch-up.
+            let run = prev_real.saturating_duration_since(run_start);
+            if run.as_nanos() > u128::from(STAND_STILL_NS) {
+                st.stand_stills += 1;
+                st.max_stand_still = st.max_stand_still.max(run);
+                st.catch_ups += 1;
+                if v > prev {
+                    let most =
+                        u64::try_from((real_after - prev_real).as_nanos()).unwrap_or(u64::MAX);
+                    st.max_catch_up_ns = st.max_catch_up_ns.max((v - prev).saturating_sub(most));
+                }
+            }
+            run_start = real_after;
+        }
         let failures = st.thread_inversions + st.cross_inversions + st.jumps;
 
         if v < floor {
@@ -393,7 +442,13 @@ fn run_mode<C: Counter + Send + Sync + 'static>(
         r.worst_jump_ns = r.worst_jump_ns.max(s.worst_jump_ns);
         r.max_excess_ns = r.max_excess_ns.max(s.max_excess_ns);
         r.failures_in_contract += s.failures_in_contract;
+        r.stand_stills += s.stand_stills;
+        r.max_stand_still = r.max_stand_still.max(s.max_stand_still);
+        r.catch_ups += s.catch_ups;
+        r.max_catch_up_ns = r.max_catch_up_ns.max(s.max_catch_up_ns);
     }
+    let max_stand_still_us = r.max_stand_still.as_nanos() as f64 / 1e3;
+    let max_catch_up_us = r.max_catch_up_ns as f64 / 1e3;
     let w = w.join().expect("writer panicked");
     let real = started.elapsed();
     let clock_elapsed = sh.clock.now() - clock_start;
@@ -448,7 +503,11 @@ fn run_mode<C: Counter + Send + Sync + 'static>(
         },
     );
     println!(
-        "mode={name} seconds={:.3} threads={threads} reads={} recalibrations_ok={} updates_ok={} errors={errors} error_kinds={error_kinds} max_publish_gap_ns={} half_wrap_ns={} thread_inversions={} cross_inversions={} jumps={} worst_inversion_ns={worst_inversion} worst_thread_inversion_ns={} worst_cross_inversion_ns={} worst_jump_ns={} max_excess_ns={} drift_ppm={drift_ppm:.1} contract_ok={contract_ok} failures_in_contract={} result={result}",
+        "  stand-stills (now() unchanged over more than {STAND_STILL_NS} ns): {} (longest {max_stand_still_us:.3} µs); catch-ups after them: {} (largest {max_catch_up_us:.3} µs beyond real time)",
+        r.stand_stills, r.catch_ups,
+    );
+    println!(
+        "mode={name} seconds={:.3} threads={threads} reads={} recalibrations_ok={} updates_ok={} errors={errors} error_kinds={error_kinds} max_publish_gap_ns={} half_wrap_ns={} thread_inversions={} cross_inversions={} jumps={} worst_inversion_ns={worst_inversion} worst_thread_inversion_ns={} worst_cross_inversion_ns={} worst_jump_ns={} max_excess_ns={} drift_ppm={drift_ppm:.1} contract_ok={contract_ok} failures_in_contract={} stand_stills={} max_stand_still_us={max_stand_still_us:.3} catch_ups={} max_catch_up_us={max_catch_up_us:.3} result={result}",
         real.as_secs_f64(),
         r.reads,
         w.recalibrations_ok,
@@ -463,6 +522,8 @@ fn run_mode<C: Counter + Send + Sync + 'static>(
         r.worst_jump_ns,
         r.max_excess_ns,
         r.failures_in_contract,
+        r.stand_stills,
+        r.catch_ups,
     );
     ModeResult { pass }
 }
