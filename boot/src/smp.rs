@@ -244,8 +244,12 @@ pub struct Writes {
     pub recalibrations: u32,
     /// `update` calls that returned `Ok`.
     pub updates: u32,
-    /// Calls that returned `Busy` (the last publication was too fresh).
+    /// Calls that returned `Busy` (another writer was active: never, with one writer).
     pub busy: u32,
+    /// Calls that returned `Behind`: CPU 0's counter lagged the time another CPU had been
+    /// handed out by more than `clock::LAG_NS` (a warped counter). A recalibration is
+    /// applied all the same and counts as one; an update had nothing to do and counts too.
+    pub behind: u32,
     /// Calls that returned any other error.
     pub errors: u32,
     /// The last such error.
@@ -262,8 +266,8 @@ fn offset(f: Frequency, ppm: i64) -> Frequency {
 
 /// The read phase on CPU 0: checked reads, and between them a `recalibrate` to `base`
 /// +50 ppm, an `update`, a `recalibrate` to −50 ppm, an `update`, …, spaced at least
-/// `2 × HANDOVER_NS` of clock time apart (a write within `HANDOVER_NS` of the last one returns `Busy`, or for `update`
-/// does nothing), until `params.writes` of each succeeded — or `limit_ns` of clock time
+/// `2 × HANDOVER_NS` of clock time apart (an `update` within `HANDOVER_NS` of the last write
+/// has nothing to do), until `params.writes` of each succeeded — or `limit_ns` of clock time
 /// passed. Then tells the other CPUs to stop.
 pub fn bsp_reads<C: Counter>(
     clock: &Clock<C>,
@@ -298,6 +302,14 @@ pub fn bsp_reads<C: Counter>(
             Ok(true) => w.recalibrations += 1,
             Ok(false) => w.updates += 1,
             Err(ClockError::Busy) => w.busy += 1,
+            Err(ClockError::Behind) => {
+                w.behind += 1;
+                if step % 2 == 0 {
+                    w.recalibrations += 1;
+                } else {
+                    w.updates += 1;
+                }
+            }
             Err(e) => {
                 w.errors += 1;
                 w.last_error = Some(e);
@@ -345,16 +357,18 @@ pub fn totals(out: &mut impl Write, cpus: u32) -> Totals {
     t
 }
 
-/// Prints the read phase's figures: `cpus reads recalibrations updates busy write_errors
+/// Prints the read phase's figures: `cpus reads recalibrations updates busy behind_writes
+/// write_errors
 /// own_inversions cross_inversions inversions max_back_ns max_step_ns`.
 pub fn print_reads(out: &mut impl Write, cpus: u32, w: &Writes, t: &Totals, label: &str) {
     let _ = writeln!(
         out,
-        "{label}cpus={cpus} {label}reads={} {label}recalibrations={} {label}updates={} {label}busy={} {label}write_errors={} {label}own_inversions={} {label}cross_inversions={} {label}inversions={} {label}max_back_ns={} {label}max_step_ns={}",
+        "{label}cpus={cpus} {label}reads={} {label}recalibrations={} {label}updates={} {label}busy={} {label}behind_writes={} {label}write_errors={} {label}own_inversions={} {label}cross_inversions={} {label}inversions={} {label}max_back_ns={} {label}max_step_ns={}",
         t.reads,
         w.recalibrations,
         w.updates,
         w.busy,
+        w.behind,
         w.errors,
         t.own_inversions,
         t.cross_inversions,

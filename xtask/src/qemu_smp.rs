@@ -62,6 +62,7 @@ const SMP_KEYS: &[&str] = &[
     "recalibrations",
     "updates",
     "busy",
+    "behind_writes",
     "write_errors",
     "own_inversions",
     "cross_inversions",
@@ -186,6 +187,10 @@ fn check_run(line: &mut Line, run: Result<Run, String>, check: impl FnOnce(&mut 
 fn check_smp(line: &mut Line, run: &Run, cpus: u32) {
     line.copy(run, SMP_KEYS);
     check_workload(line, run, "", cpus);
+    // Counters in step: CPU 0's reading is never behind what another CPU was handed out.
+    if run.num("behind_writes") != Some(0.0) {
+        line.fail("a write said Behind on counters that do not warp");
+    }
     if run.num("warp_warps") != Some(0.0) {
         line.fail(format!(
             "the warp check found {} warps (largest {} ticks)",
@@ -221,7 +226,7 @@ fn check_workload(line: &mut Line, run: &Run, label: &str, cpus: u32) {
         ));
     }
     if num("write_errors") != Some(0.0) {
-        line.fail("a recalibration or update returned an error other than Busy");
+        line.fail("a recalibration or update returned an error other than Busy or Behind");
     }
     // A reader preempted by the host sees the time its vCPU lost (hundreds of ms on a busy
     // host); a clock that jumps by more than this has left its timeline.
