@@ -7,7 +7,11 @@
 //! value, read cost and jitter, and a [`SimFault`]. Every read *takes time*: it advances the
 //! world's clock by its cost (with jitter), and the value is latched part-way through. The
 //! world can also stall the whole machine like an SMI ([`SimWorld::with_smi`]): reads that
-//! straddle a stall take 100 µs longer, exactly what bracket rejection must catch.
+//! straddle a stall take 100 µs longer, exactly what bracket rejection must catch. Each stall
+//! begins a new *regime* in which a device's reads may cost more, mostly on one side of the
+//! latch ([`SimTimer::regime_cost`]), as an emulated target's do after its host scheduled it
+//! out: disturbances that stay inside narrow brackets and shift their midpoints for
+//! milliseconds at a time.
 //!
 //! Everything is integer arithmetic and `no_std`, like the rest of the crate; interior
 //! mutability is `Cell`, so a world is single-threaded (`!Sync`).
@@ -53,6 +57,9 @@ fn ps_of(d: Duration) -> u64 {
 pub struct SimWorld {
     now_ps: Cell<u64>,
     rng: Cell<u64>,
+    /// The seed, from which each regime's draw is derived (not from `rng`, whose sequence
+    /// stays what it was before regimes existed).
+    seed: u64,
     smi_mean_gap_ps: u64,
     smi_ps: u64,
     next_smi_ps: Cell<u64>,
@@ -65,6 +72,7 @@ impl SimWorld {
         SimWorld {
             now_ps: Cell::new(0),
             rng: Cell::new(seed),
+            seed,
             smi_mean_gap_ps: 0,
             smi_ps: 0,
             next_smi_ps: Cell::new(u64::MAX),
@@ -103,6 +111,25 @@ impl SimWorld {
     /// Number of stalls so far.
     pub fn smi_count(&self) -> u64 {
         self.smis.get()
+    }
+
+    /// The current regime: the number of stalls so far (see [`SimTimer::regime_cost`]).
+    pub fn regime(&self) -> u64 {
+        self.smi_count()
+    }
+
+    /// Uniform in `0..=max`, the same for the whole current regime.
+    fn regime_draw(&self, max: u64) -> u64 {
+        let mut z = self.seed.wrapping_add(
+            self.regime()
+                .wrapping_add(1)
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        );
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let span = u128::from(max).saturating_add(1);
+        u64::try_from((u128::from(z).saturating_mul(span)) >> 64).unwrap_or(max)
     }
 
     /// Lets `ps` picoseconds of work pass, plus any stall that begins meanwhile.
@@ -193,6 +220,8 @@ pub struct SimTimer {
     read_ps: u64,
     jitter_ps: u64,
     latch_permille: u64,
+    regime_ps: u64,
+    regime_before_permille: u64,
     fault: SimFault,
 }
 
@@ -214,6 +243,8 @@ impl SimTimer {
             read_ps: 20_000,
             jitter_ps: 2_000,
             latch_permille: 500,
+            regime_ps: 0,
+            regime_before_permille: 500,
             fault: SimFault::None,
         }
     }
@@ -289,6 +320,26 @@ impl SimTimer {
             1000
         } else {
             permille as u64
+        };
+        self
+    }
+
+    /// In each regime of the world (from one stall to the next, see [`SimWorld::with_smi`])
+    /// every read costs an extra amount, drawn uniformly between 0 and `extra` when the
+    /// regime begins, of which `before_permille` thousandths come before the latch.
+    ///
+    /// This is what QEMU's `aarch64-virt` shows for semihosting's elapsed time (a trap to the
+    /// host) read between two generic-timer reads: between host preemptions the narrow
+    /// brackets are wider or narrower by about 150 ns for milliseconds at a time, three
+    /// quarters of the difference after the latch, so the bracket midpoints shift with the
+    /// width by about a quarter of it. A fit through the midpoints takes that shift, from one
+    /// regime to the next, for a rate (issue 15).
+    pub const fn regime_cost(mut self, extra: Duration, before_permille: u32) -> Self {
+        self.regime_ps = saturate_u64(extra.as_nanos().saturating_mul(1000));
+        self.regime_before_permille = if before_permille > 1000 {
+            1000
+        } else {
+            before_permille as u64
         };
         self
     }
@@ -373,13 +424,20 @@ impl SimTimer {
 
     /// Performs one read in `world`: time passes, the value is latched part-way.
     fn read(&self, world: &SimWorld, spike_armed: &Cell<bool>) -> u64 {
+        let part = |ps: u64, permille: u64| {
+            u64::try_from(u128::from(ps).saturating_mul(u128::from(permille)) / 1000).unwrap_or(ps)
+        };
         let cost = world.jittered(self.read_ps, self.jitter_ps);
-        let before =
-            u64::try_from(u128::from(cost).saturating_mul(u128::from(self.latch_permille)) / 1000)
-                .unwrap_or(cost);
+        let extra = if self.regime_ps == 0 {
+            0
+        } else {
+            world.regime_draw(self.regime_ps)
+        };
+        let before = part(cost, self.latch_permille)
+            .saturating_add(part(extra, self.regime_before_permille));
         world.advance_ps(before);
         let v = self.value(world.now_ps(), spike_armed);
-        world.advance_ps(cost.saturating_sub(before));
+        world.advance_ps(cost.saturating_add(extra).saturating_sub(before));
         v
     }
 }

@@ -1,5 +1,11 @@
-//! Coverage: over 1000 seeded runs in varied conditions, the reported bound contains the
+//! Coverage: over 1400 seeded runs in varied conditions, the reported bound contains the
 //! true error at least 99 % of the time. Not timed: true time is simulated.
+//!
+//! Scenario 6 is what QEMU's `aarch64-virt` showed (issue 15): a vCPU scheduled out every
+//! few milliseconds comes back with reference reads up to 200 ns slower, mostly after the
+//! latch, so the bracket midpoints shift with the bracket widths for milliseconds at a time.
+//! A fit through the midpoints alone took those shifts for a rate and missed its bound in
+//! about 3 % of the boots there, and in this scenario.
 
 use baretime::calibrate::{calibrate, Config};
 use baretime::sim::{SimCounter, SimReference, SimTimer, SimWorld};
@@ -10,12 +16,20 @@ struct Outcome {
     bound_ppb: u64,
 }
 
-/// One run of scenario `seed % 6`, with a counter error drawn from the seed.
+/// Scenarios: the six of the references a PC or a board has, and the emulated target.
+const SCENARIOS: u64 = 7;
+
+/// One run of scenario `seed % SCENARIOS`, with a counter error drawn from the seed.
 fn run(seed: u64) -> Outcome {
-    let world = SimWorld::new(seed).with_smi(200, Duration::from_micros(100));
+    let world = if seed % SCENARIOS == 6 {
+        // The host takes the vCPU away for 4 ms about 150 times a second.
+        SimWorld::new(seed).with_smi(150, Duration::from_millis(4))
+    } else {
+        SimWorld::new(seed).with_smi(200, Duration::from_micros(100))
+    };
     let err = (world.random_below(400_001) as i64) - 200_000; // ±200 ppm
     let hz = 1_000_000_000 + world.random_below(3_000_000_000);
-    let (reference, counter, config) = match seed % 6 {
+    let (reference, counter, config) = match seed % SCENARIOS {
         // PIT for a fixed 4 ms.
         0 => (
             SimTimer::pit(),
@@ -61,13 +75,25 @@ fn run(seed: u64) -> Outcome {
                 .with_max_duration(Duration::from_millis(2)),
         ),
         // A slow counter (24 MHz, like CNTVCT) against a 1 GHz reference read in 30 ns.
-        _ => (
+        5 => (
             SimTimer::new(1_000_000_000)
                 .read_cost(Duration::from_nanos(30), Duration::from_nanos(10)),
             SimTimer::new(24_000_000).read_cost(Duration::from_nanos(10), Duration::from_nanos(3)),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_micros(500)),
+        ),
+        // QEMU's aarch64 virt: the 62.5 MHz generic timer against semihosting's elapsed time
+        // (1 GHz, a trap to the host), each regime between preemptions up to 200 ns slower, a
+        // quarter of it before the latch; early stop at 1 ppm, as the boot kernel does.
+        _ => (
+            SimTimer::new(1_000_000_000)
+                .read_cost(Duration::from_nanos(250), Duration::from_nanos(30))
+                .regime_cost(Duration::from_nanos(200), 250),
+            SimTimer::new(62_500_000).read_cost(Duration::from_nanos(40), Duration::from_nanos(10)),
+            Config::new()
+                .with_target_ppb(1_000)
+                .with_max_duration(Duration::from_millis(200)),
         ),
     };
     let start = world.random();
@@ -84,20 +110,20 @@ fn run(seed: u64) -> Outcome {
 
 #[test]
 fn bound_contains_true_error_in_99_percent_of_runs() {
-    let runs = 1000u64;
-    let mut misses = [0u32; 6];
+    let runs = 1400u64;
+    let mut misses = [0u32; SCENARIOS as usize];
     let mut ratios: Vec<(u64, f64)> = Vec::new();
     for seed in 0..runs {
         let o = run(seed);
         if o.err_ppb.unsigned_abs() > o.bound_ppb {
-            misses[(seed % 6) as usize] += 1;
+            misses[(seed % SCENARIOS) as usize] += 1;
         }
         ratios.push((
-            seed % 6,
+            seed % SCENARIOS,
             o.err_ppb.unsigned_abs() as f64 / o.bound_ppb as f64,
         ));
     }
-    for s in 0..6u64 {
+    for s in 0..SCENARIOS {
         let mut r: Vec<f64> = ratios
             .iter()
             .filter(|(k, _)| *k == s)
@@ -117,4 +143,13 @@ fn bound_contains_true_error_in_99_percent_of_runs() {
         total as u64 * 100 <= runs,
         "{total} of {runs} runs outside the bound"
     );
+    // And in each scenario on its own: a bound that holds on average over easy references
+    // but not on one kind of hardware is no bound there.
+    let per = runs / SCENARIOS;
+    for (s, m) in misses.iter().enumerate() {
+        assert!(
+            u64::from(*m) * 100 <= per,
+            "scenario {s}: {m} of {per} runs outside the bound"
+        );
+    }
 }

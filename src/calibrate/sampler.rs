@@ -347,11 +347,11 @@ impl Engine {
                 self.warm = true;
                 self.rate_end = self.anchor;
                 self.origin = (x, y);
-                completed_bin = self.accept(x, y)?;
+                completed_bin = self.accept(x, y, width)?;
             }
         } else if narrow {
             self.rate_end = self.anchor;
-            completed_bin = self.accept(x, y)?;
+            completed_bin = self.accept(x, y, width)?;
         } else {
             self.rejected = self.rejected.saturating_add(1);
         }
@@ -367,11 +367,15 @@ impl Engine {
         Ok(if self.met { Step::Done } else { Step::Continue })
     }
 
-    /// Adds a sample to the window; `Ok(true)` if it completed a bin. A full window ends the
-    /// calibration (by setting `met` only if the target is met; see `finish`).
-    fn accept(&mut self, x: u64, y: u64) -> Result<bool, Error> {
+    /// Adds a sample (with its bracket's width) to the window; `Ok(true)` if it completed a
+    /// bin. A full window ends the calibration (by setting `met` only if the target is met;
+    /// see `finish`).
+    fn accept(&mut self, x: u64, y: u64, width: u64) -> Result<bool, Error> {
         let (x0, y0) = self.origin;
-        match self.window.push(x.saturating_sub(x0), y.saturating_sub(y0)) {
+        match self
+            .window
+            .push(x.saturating_sub(x0), y.saturating_sub(y0), width)
+        {
             Ok(done) => Ok(done),
             Err(()) => {
                 // Out of room (hours of samples): stop here and fit what we have.

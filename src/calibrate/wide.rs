@@ -94,6 +94,143 @@ pub(crate) fn mul_div_signed(a: i128, b: u128, d: u128) -> Option<i128> {
     Some(if a < 0 { q.wrapping_neg() } else { q })
 }
 
+/// A signed 256-bit integer: a sign and a `(high, low)` magnitude (zero is never negative).
+/// Only what the fit with a covariate needs: exact products of `i128`s, differences, and the
+/// magnitude's bit length and shifts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Signed256 {
+    neg: bool,
+    mag: (u128, u128),
+}
+
+impl Signed256 {
+    /// `a × b`, exactly.
+    pub(crate) const fn product(a: i128, b: i128) -> Self {
+        let mag = mul_wide(a.unsigned_abs(), b.unsigned_abs());
+        Signed256 {
+            neg: (a < 0) != (b < 0) && !(mag.0 == 0 && mag.1 == 0),
+            mag,
+        }
+    }
+
+    /// A non-negative value from its `(high, low)` magnitude.
+    pub(crate) const fn unsigned(mag: (u128, u128)) -> Self {
+        Signed256 { neg: false, mag }
+    }
+
+    /// `a × b` for unsigned factors, exactly.
+    pub(crate) const fn unsigned_product(a: u128, b: u128) -> Self {
+        Signed256 {
+            neg: false,
+            mag: mul_wide(a, b),
+        }
+    }
+
+    /// `self − o`, or `None` if the magnitude would reach 2^256.
+    pub(crate) fn checked_sub(self, o: Self) -> Option<Self> {
+        let minus_o = Signed256 {
+            neg: !o.neg && !o.is_zero(),
+            mag: o.mag,
+        };
+        self.checked_add(minus_o)
+    }
+
+    /// `self + o`, or `None` if the magnitude would reach 2^256.
+    pub(crate) fn checked_add(self, o: Self) -> Option<Self> {
+        if self.neg == o.neg {
+            let (lo, carry) = self.mag.1.overflowing_add(o.mag.1);
+            let hi = self
+                .mag
+                .0
+                .checked_add(o.mag.0)?
+                .checked_add(u128::from(carry))?;
+            return Some(Signed256 {
+                neg: self.neg,
+                mag: (hi, lo),
+            });
+        }
+        // Opposite signs: the larger magnitude keeps its sign.
+        let (big, small, neg) = if self.mag >= o.mag {
+            (self.mag, o.mag, self.neg)
+        } else {
+            (o.mag, self.mag, o.neg)
+        };
+        let (lo, borrow) = big.1.overflowing_sub(small.1);
+        // big ≥ small, so the high halves cannot underflow.
+        let hi = big.0.wrapping_sub(small.0).wrapping_sub(u128::from(borrow));
+        Some(Signed256 {
+            neg: neg && !(hi == 0 && lo == 0),
+            mag: (hi, lo),
+        })
+    }
+
+    /// Whether it is below zero.
+    pub(crate) const fn is_negative(self) -> bool {
+        self.neg
+    }
+
+    /// Whether it is zero.
+    pub(crate) const fn is_zero(self) -> bool {
+        self.mag.0 == 0 && self.mag.1 == 0
+    }
+
+    /// The magnitude, `(high, low)`.
+    pub(crate) const fn magnitude(self) -> (u128, u128) {
+        self.mag
+    }
+
+    /// Bits in the magnitude (0 for zero).
+    pub(crate) const fn bits(self) -> u32 {
+        bits256(self.mag)
+    }
+
+    /// The magnitude shifted right by `s` (toward zero), with the sign, as an `i128`; `None`
+    /// if it does not fit.
+    pub(crate) fn shr_to_i128(self, s: u32) -> Option<i128> {
+        let m = shr256(self.mag, s);
+        if m.0 != 0 {
+            return None;
+        }
+        let v = i128::try_from(m.1).ok()?;
+        Some(if self.neg { v.wrapping_neg() } else { v })
+    }
+}
+
+/// Bits in a 256-bit `(high, low)` value (0 for zero).
+pub(crate) const fn bits256(v: (u128, u128)) -> u32 {
+    // leading_zeros() ≤ 128, so these subtractions cannot wrap.
+    if v.0 != 0 {
+        256u32.wrapping_sub(v.0.leading_zeros())
+    } else {
+        128u32.wrapping_sub(v.1.leading_zeros())
+    }
+}
+
+/// A 256-bit `(high, low)` value shifted right by `s` (0 for `s` ≥ 256).
+pub(crate) const fn shr256(v: (u128, u128), s: u32) -> (u128, u128) {
+    match s {
+        0 => v,
+        1..=127 => (v.0 >> s, (v.1 >> s) | (v.0 << 128u32.wrapping_sub(s))),
+        128..=255 => (0, v.0 >> s.wrapping_sub(128)),
+        _ => (0, 0),
+    }
+}
+
+/// A 256-bit `(high, low)` value shifted left by `s`, or `None` if bits would be lost.
+pub(crate) fn checked_shl256(v: (u128, u128), s: u32) -> Option<(u128, u128)> {
+    if s == 0 {
+        return Some(v);
+    }
+    if bits256(v).checked_add(s)? > 256 {
+        return None;
+    }
+    Some(match s {
+        1..=127 => ((v.0 << s) | (v.1 >> 128u32.wrapping_sub(s)), v.1 << s),
+        128..=255 => (v.1 << s.wrapping_sub(128), 0),
+        _ => (0, 0),
+    })
+}
+
 /// `floor(sqrt(v))`.
 pub(crate) const fn isqrt(v: u128) -> u128 {
     // Digit-by-digit (base 4) square root: exact, no division, 64 rounds.
@@ -186,6 +323,29 @@ mod tests {
         assert_eq!(mul_div_round(9, 1, 4), Some(2));
         assert_eq!(mul_div_signed(-10, 3, 4), Some(-7));
         assert_eq!(mul_div_signed(10, 3, 4), Some(7));
+    }
+
+    #[test]
+    fn signed_products_and_differences() {
+        let p = |a: i128, b: i128| Signed256::product(a, b);
+        assert_eq!(p(-3, 5).checked_sub(p(-4, 4)), Some(p(1, 1)));
+        assert_eq!(p(3, 5).checked_sub(p(4, 4)), Some(p(-1, 1)));
+        assert_eq!(p(-3, 5).checked_add(p(3, 5)), Some(p(0, 7)));
+        assert!(!p(0, -7).is_negative() && p(0, -7).is_zero());
+        let big = p(i128::MAX, i128::MIN);
+        assert!(big.is_negative());
+        // (2^127 − 1)·2^127 = 2^254 − 2^127.
+        assert_eq!(big.bits(), 254);
+        assert_eq!(big.shr_to_i128(130), Some(-((1i128 << 124) - 1)));
+        assert_eq!(big.shr_to_i128(120), None);
+        assert_eq!(big.checked_add(big).map(Signed256::bits), Some(255));
+        let max = Signed256::unsigned_product(u128::MAX, u128::MAX);
+        assert_eq!(max.checked_add(max), None);
+        assert_eq!(max.checked_sub(max), Some(p(0, 0)));
+        assert_eq!(shr256((1, 0), 1), (0, 1 << 127));
+        assert_eq!(checked_shl256((0, 1 << 127), 1), Some((1, 0)));
+        assert_eq!(checked_shl256((1 << 127, 0), 1), None);
+        assert_eq!(checked_shl256((0, 3), 200), Some((3 << 72, 0)));
     }
 
     #[test]
