@@ -44,8 +44,8 @@
 //!    the latest time handed out (a CPU lagging a little); further below, time stands still
 //!    at most [`MARK_GRANULE_NS`] above the latest time handed out,
 //!    [`ClockHealth::counter_behind`] says so, and `update` and `recalibrate` return
-//!    [`ClockError::Behind`] (a new rate is applied all the same, so that a CPU that lags
-//!    can still recalibrate; time stays where it stands). [`Clock::rebase`] continues from
+//!    [`ClockError::Behind`] and change nothing (on counters that warp by more than
+//!    [`LAG_NS`], write from the CPU whose counter leads). [`Clock::rebase`] continues from
 //!    a time the caller gives (or the latest time handed out, if later).
 //! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
 //!    time handed out is confirmed by a second counter read, and the smaller is used: one
@@ -233,10 +233,10 @@ pub enum ClockError {
     Late,
     /// The counter reads behind what the clock has handed out, by more than
     /// [`LAG_NS`] (promise 6 of the [module docs](self)): it was reset or stepped back, or
-    /// this CPU's counter lags another's. A new rate was applied all the same (so that a
-    /// CPU that lags can still recalibrate; an update has nothing to do on a 64-bit counter).
-    /// Where the counter was reset, time stands still until [`Clock::rebase`] continues from
-    /// a time you give.
+    /// this CPU's counter lags another's. Nothing was published: a counter that was reset is
+    /// judged at the rate in force until [`Clock::rebase`] continues from a time you give.
+    /// On counters that warp between CPUs by more than `LAG_NS`, write from the CPU whose
+    /// counter leads (or repair the warp: `arch::x86_64::TscAdjust`).
     Behind,
     /// The clock was made with [`Clock::uninit`] and has not been started.
     NotStarted,
@@ -537,8 +537,8 @@ impl Timebase {
     /// before the reading) by more than [`LAG_NS`] (promise 6). On the timeline, by its
     /// time; before the base, within the previous timeline, by that timeline's time, as its
     /// readers computed it; before that (or before a fresh timeline, whose handover stands
-    /// still), by the timeline run backwards at its rate: a reset is judged by how far back
-    /// it went, not by where the timeline happens to start.
+    /// still), by the timeline run backwards at the faster of the two rates: a reset is
+    /// judged by how far back it went, not by where the timeline happens to start.
     fn is_behind(&self, t: u64, mark: u64) -> bool {
         let w = Width::FULL;
         let d = w.delta(self.base_ticks, t);
@@ -560,6 +560,9 @@ impl Timebase {
         if !flat && ahead <= w.delta(ticks, self.base_ticks) {
             return advance(ns, ahead, int, frac).saturating_add(LAG_NS) < mark;
         }
+        // Further back the counter may have run at either timeline's rate (two writes in one
+        // handover): run back at the faster, which puts the reading latest.
+        let (int, frac) = (int, frac).min((self.scale.mult_int(), self.scale.mult_frac()));
         // `ns − back × mult + LAG_NS < mark`, without going below zero.
         advance(mark, w.delta(t, ticks), int, frac) > ns.saturating_add(LAG_NS)
     }
@@ -923,6 +926,7 @@ impl<C: Counter> Clock<C> {
                 hook(Point::ReadHelp);
                 fence(Ordering::SeqCst);
                 let t2 = width.value(self.counter.ticks());
+                let t2 = self.confirm(width, &tb, t2, mark);
                 let margin = geometry.margin(&tb.scale);
                 let proposal =
                     geometry.proposal(&tb, t2, margin, || self.behind_proposal(&tb, t2, margin));
@@ -1020,9 +1024,9 @@ impl<C: Counter> Clock<C> {
     /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
     /// no jump, no step back. Waits only if the last write was less than a handover margin
     /// ago, until it has taken over (promise 4). Errors: [`ClockError::Busy`] if another
-    /// writer is active right now (nothing changes); [`ClockError::Late`] if the deadline
-    /// was missed, [`ClockError::Behind`] if the counter reads behind what the clock has
-    /// handed out (in both, the new rate is applied all the same).
+    /// writer is active right now; [`ClockError::Late`] if the deadline was missed (the new
+    /// rate is applied all the same); [`ClockError::Behind`] if the counter reads behind
+    /// what the clock has handed out (nothing changes).
     ///
     /// The three writers — `recalibrate`, [`Clock::update`], [`Clock::rebase`] — on a counter
     /// the example moves by hand:
@@ -1126,7 +1130,7 @@ impl<C: Counter> Clock<C> {
         let margin = geometry.margin(&tb.scale);
         // The mark before the reading (as readers load it): what was handed out before.
         let mark = self.mark.load();
-        let (t, stuck) = self.read_past_handover(&tb, width);
+        let (t, stuck) = self.read_past_handover(&tb, width, mark);
         let d = width.delta(tb.base_ticks, t);
         let before = width.delta(t, tb.base_ticks);
         let in_handover = before <= tb.hand;
@@ -1151,9 +1155,9 @@ impl<C: Counter> Clock<C> {
         // 64-bit counters: judge the reading against what the clock has handed out (promise
         // 6), not against the base.
         // A reading behind what was handed out (promise 6): a rebase starts afresh from it;
-        // a recalibration is applied from it all the same (a CPU that lags the others must
-        // still be able to recalibrate; every reader is held by the mark) and returns
-        // `Behind`; an update has nothing to do (a 64-bit counter needs none) but says so.
+        // an update or a recalibration changes nothing and says `Behind`, so that a counter
+        // that was reset is judged at the rate it was judged by until the caller rebases
+        // (a new rate would let a reset counter run on towards the time handed out).
         let behind = wide && tb.is_behind(t, mark);
         if behind && !self.behind.load(Ordering::Relaxed) {
             self.behind.store(true, Ordering::Relaxed);
@@ -1162,10 +1166,10 @@ impl<C: Counter> Clock<C> {
             Write::Rebase(..) if behind => Zone::Behind,
             _ => zone,
         };
+        if behind && !matches!(what, Write::Rebase(..)) {
+            return Err(ClockError::Behind);
+        }
         if let (Write::Update, Zone::Valid) = (what, zone) {
-            if behind {
-                return Err(ClockError::Behind);
-            }
             if d < margin {
                 // Nothing to do: the last publication is less than a margin old.
                 return Ok(());
@@ -1179,7 +1183,16 @@ impl<C: Counter> Clock<C> {
         // its margin is the smaller of the two rates' (ticks), so that a recalibration by a
         // large ratio neither stretches the old rate over a long handover nor jumps by many
         // old ticks.
+        // The handover's reach back (readings before the new base still read the old
+        // timeline) is sized by the larger, so that a CPU lagging by up to a margin at either
+        // rate is never taken for late.
+        let reach = margin.max(geometry.margin(&scale)).saturating_mul(2);
         let margin = margin.min(geometry.margin(&scale));
+        // A fresh timeline starts from a counter reading made now (confirmed, promise 7).
+        let fresh_reading = || {
+            let t = self.read_after_fence(&geometry);
+            self.confirm(width, &tb, t, self.mark.load())
+        };
         let next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
@@ -1190,12 +1203,7 @@ impl<C: Counter> Clock<C> {
                     Write::Rebase(at, _) => at.max(frozen),
                     _ => frozen,
                 };
-                Timebase::fresh(
-                    self.read_after_fence(&geometry),
-                    at,
-                    scale,
-                    margin.saturating_mul(2),
-                )
+                Timebase::fresh(fresh_reading(), at, scale, reach)
             }
             Zone::Behind => {
                 // Only a rebase gets here: hold the old timeline's readers at its start (they
@@ -1207,15 +1215,10 @@ impl<C: Counter> Clock<C> {
                     Write::Rebase(at, _) => at.max(tb.base_ns),
                     _ => tb.base_ns,
                 };
-                Timebase::fresh(
-                    self.read_after_fence(&geometry),
-                    at,
-                    scale,
-                    margin.saturating_mul(2),
-                )
+                Timebase::fresh(fresh_reading(), at, scale, reach)
             }
             Zone::Valid => {
-                let (c, late) = self.close(version, &tb, &geometry, margin, stuck, behind);
+                let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
                 let end_ns = tb.at(c);
                 if late {
                     // Stalled past the deadline after its first read (readers latched the
@@ -1226,12 +1229,7 @@ impl<C: Counter> Clock<C> {
                         Write::Rebase(at, _) => at.max(end_ns),
                         _ => end_ns,
                     };
-                    let fresh = Timebase::fresh(
-                        self.read_after_fence(&geometry),
-                        at,
-                        scale,
-                        margin.saturating_mul(2),
-                    );
+                    let fresh = Timebase::fresh(fresh_reading(), at, scale, reach);
                     self.publish(&geometry, &fresh);
                     return match what {
                         Write::Rebase(..) => Ok(()),
@@ -1239,21 +1237,20 @@ impl<C: Counter> Clock<C> {
                     };
                 }
                 match what {
-                    Write::Rebase(at, _) => Timebase::fresh(
-                        self.read_after_fence(&geometry),
-                        at.max(end_ns),
-                        scale,
-                        margin.saturating_mul(2),
-                    ),
+                    // A rebase to a time ahead of the clock's time now starts afresh there, or
+                    // at the close point if that is later (the jump it asks for); one to a
+                    // time at or before now continues the timeline as a recalibration does
+                    // (no jump).
+                    Write::Rebase(at, _) if at > tb.at(d) => {
+                        Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
+                    }
                     // Closed at its base (the counter had not reached it, and no reader had):
                     // the same timeline at the new rate, its handover unchanged.
-                    Write::Update | Write::Recalibrate(_) | Write::Start(_) if c == 0 => {
-                        Timebase { scale, ..tb }
-                    }
+                    _ if c == 0 => Timebase { scale, ..tb },
                     // Readings before the old base (a handover not over when this write
                     // closed) stand at the old base: the new handover reaches back over the
                     // old one.
-                    Write::Update | Write::Recalibrate(_) | Write::Start(_) => Timebase {
+                    _ => Timebase {
                         base_ticks: width.add(tb.base_ticks, c),
                         base_ns: end_ns,
                         scale,
@@ -1261,10 +1258,11 @@ impl<C: Counter> Clock<C> {
                         prev_ns: tb.base_ns,
                         prev_int: tb.scale.mult_int(),
                         prev_frac: tb.scale.mult_frac(),
-                        hand: if c < margin.saturating_mul(2) {
-                            c.saturating_add(tb.hand).min(margin.saturating_mul(3))
+                        hand: if c < reach {
+                            c.saturating_add(tb.hand)
+                                .min(reach.saturating_add(reach >> 1))
                         } else {
-                            margin.saturating_mul(2)
+                            reach
                         },
                     },
                 }
@@ -1286,9 +1284,10 @@ impl<C: Counter> Clock<C> {
     /// [`HANDOVER_WAIT_READS`] reads is taken as it is.
     ///
     /// With the reading, whether the wait ran out (the counter stuck before the base).
-    fn read_past_handover(&self, tb: &Timebase, width: Width) -> (u64, bool) {
+    fn read_past_handover(&self, tb: &Timebase, width: Width, mark: u64) -> (u64, bool) {
         let mut t = width.value(self.counter.ticks());
         hook(Point::WriteRead);
+        t = self.confirm(width, tb, t, mark);
         let mut reads = 0u32;
         loop {
             let before = width.delta(t, tb.base_ticks);
@@ -1351,7 +1350,6 @@ impl<C: Counter> Clock<C> {
         geometry: &Geometry,
         margin: u64,
         stuck: bool,
-        behind: bool,
     ) -> (u64, bool) {
         let gate = self.gate(version.slot);
         let closing = closing(version);
@@ -1359,6 +1357,7 @@ impl<C: Counter> Clock<C> {
         gate.lim.store(0, Ordering::SeqCst);
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
+        let t = self.confirm(geometry.width, tb, t, self.mark.load());
         let before = geometry.width.delta(t, tb.base_ticks);
         // A counter that did not reach the base while the writer waited, and still has not:
         // no reader has passed the base (their readings came before this one), so the
@@ -1369,18 +1368,6 @@ impl<C: Counter> Clock<C> {
             && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
         let proposal = if still_stuck {
             0
-        } else if behind {
-            // The writer's reading is behind what was handed out (a reset, or this CPU lags):
-            // the new rate takes over from its own reading (or, before the base, from the
-            // base), not from the mark's ceiling, so that time that stands still stays where
-            // it stands. Readers on other CPUs whose counters are ahead are held by the mark.
-            geometry.proposal(tb, t, margin, || {
-                if before <= tb.hand {
-                    from_base(tb, margin, before)
-                } else {
-                    0
-                }
-            })
         } else {
             geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
         };
@@ -1423,6 +1410,28 @@ impl<C: Counter> Clock<C> {
         tb.scale
             .ns_to_ticks_ceil(self.ceiling().saturating_sub(tb.base_ns))
             .saturating_add(margin)
+    }
+
+    /// A 64-bit reading `t` whose time on `tb` is more than 1 ms past `mark` (loaded before
+    /// it), confirmed by a second read, the nearer of the two kept (promise 7): one glitched
+    /// read becomes neither a time, nor a close point, nor a timeline's base. Narrow
+    /// readings, and readings not that far ahead, as they are.
+    fn confirm(&self, width: Width, tb: &Timebase, t: u64, mark: u64) -> u64 {
+        if width != Width::FULL {
+            return t;
+        }
+        let d = width.delta(tb.base_ticks, t);
+        if d >= OFFSET_LIMIT || tb.at(d) <= mark.saturating_add(CONFIRM_NS) {
+            return t;
+        }
+        hook(Point::ReadConfirm);
+        let again = width.value(self.counter.ticks());
+        let d_again = width.delta(tb.base_ticks, again);
+        if d_again < d || d_again >= OFFSET_LIMIT {
+            again
+        } else {
+            t
+        }
     }
 
     /// A counter reading made after the writer's stores are visible.
