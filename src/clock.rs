@@ -13,9 +13,11 @@
 //! 1. **Order.** A [`Clock::now`] that finished before another began (on one CPU, or on
 //!    CPUs whose counters agree to within [`LAG_NS`]) never returns more than it — through
 //!    recalibrations, updates, rebases, late updates, and counter resets. The one exception,
-//!    and its bound: where the counter itself steps back (a reset, a CPU whose counter lags),
-//!    a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed out, never
-//!    more.
+//!    and its bound: where a 64-bit counter itself steps back (a reset, a CPU whose counter
+//!    lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed
+//!    out, never more. A narrow counter is taken to be one global counter that never steps
+//!    back: a step back reads as time that went round the wrap (promise 5), so do not reset
+//!    one under a running clock (rebase it) nor read one that lags between CPUs.
 //! 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
 //!    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
 //!    ([`HANDOVER_NS`]), except where [`Clock::rebase`] asks for it.
@@ -48,11 +50,17 @@
 //!    [`LAG_NS`], write from the CPU whose counter leads). [`Clock::rebase`] continues from
 //!    a time the caller gives (or the latest time handed out, if later).
 //! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
-//!    time handed out is confirmed by a second counter read, and the smaller is used: one
+//!    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
+//!    further ahead reads as behind, promise 6) is confirmed by a second counter read, by
+//!    readers and writers alike, and the smaller is used: one
 //!    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
 //!    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
 //!    in a row do become it; time then stands still until the counter catches up (the
 //!    clock cannot tell them from time that passed while nobody read it).
+//!
+//! The promises are for counters of 3 bits or more: a 1- or 2-bit counter's handover
+//! margin is half its wrap, and no timeline fits beside it (the clock runs, never panics,
+//! and promises nothing more there).
 //!
 //! # The timeline
 //!
@@ -1241,7 +1249,10 @@ impl<C: Counter> Clock<C> {
                     // at the close point if that is later (the jump it asks for); one to a
                     // time at or before now continues the timeline as a recalibration does
                     // (no jump).
-                    Write::Rebase(at, _) if at > tb.at(d) => {
+                    // So does one from a reading still in the last write's handover (a
+                    // counter that did not move): continuing would keep the old rate over the
+                    // handover's ticks.
+                    Write::Rebase(at, _) if at > tb.at(d) || (before != 0 && in_handover) => {
                         Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
                     }
                     // Closed at its base (the counter had not reached it, and no reader had):
