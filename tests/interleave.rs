@@ -171,7 +171,6 @@ const WIDTHS: [u32; 12] = [1, 2, 3, 8, 16, 24, 31, 32, 33, 48, 63, 64];
 /// Counter reads with no time passing after which the counter moves on (a spinning writer).
 const SPIN_READS: u32 = 16;
 const NS_PER_S: u128 = 1_000_000_000;
-const HALF_WRAP_64: u64 = 1 << 63;
 /// How far ahead a 64-bit counter may be and still count as ahead (modulo 2^64): the clock's
 /// deadline. Further ahead is behind, as the clock judges it.
 const AHEAD_LIMIT: u64 = 1 << 62;
