@@ -6,7 +6,7 @@
 //! Everything is simulated ([`baretime::sim`]): true time is the world's, so the tests say
 //! exactly how long the calibration ran before it gave up.
 
-use baretime::calibrate::{calibrate, calibrate_and_verify, Config, Error};
+use baretime::calibrate::{calibrate, calibrate_and_verify, verify, Config, Error, Verdict};
 use baretime::reference::Reference;
 use baretime::sim::{SimCounter, SimFault, SimReference, SimTimer, SimWorld};
 use baretime::{Accuracy, Frequency, Source};
@@ -270,4 +270,144 @@ fn a_run_that_stops_early_met_its_target() {
     }
     assert!(early_runs >= 24, "{early_runs}");
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// An exact 3.579545 MHz reference (the ACPI PM timer's rate) whose 1 µs read latches the
+/// count at a point that moves through the read: at `from` thousandths of it until t =
+/// `start`, at `to` thousandths from t = `start + over`, in between linearly. Everything
+/// else is ideal.
+struct DriftingLatch<'w> {
+    world: &'w SimWorld,
+    from: u64,
+    to: u64,
+    start: Duration,
+    over: Duration,
+}
+
+impl DriftingLatch<'_> {
+    const HZ: u64 = 3_579_545;
+    const READ_PS: u64 = 1_000_000;
+}
+
+impl Reference for DriftingLatch<'_> {
+    fn read(&mut self) -> u64 {
+        let over_ps = (self.over.as_nanos() as u64 * 1000).max(1);
+        let start_ps = self.start.as_nanos() as u64 * 1000;
+        let t = self.world.now_ps().saturating_sub(start_ps).min(over_ps);
+        let permille = if self.to >= self.from {
+            self.from + (self.to - self.from) * t / over_ps
+        } else {
+            self.from - (self.from - self.to) * t / over_ps
+        };
+        let before = Self::READ_PS * permille / 1000;
+        self.world.advance_ps(before);
+        let v = (u128::from(self.world.now_ps()) * u128::from(Self::HZ) / 1_000_000_000_000) as u64;
+        self.world.advance_ps(Self::READ_PS - before);
+        v
+    }
+    fn bits(&self) -> u32 {
+        64
+    }
+    fn frequency(&self) -> Frequency {
+        Frequency::from_hz(Self::HZ, Source::Reference, Accuracy::Exact).unwrap()
+    }
+    fn name(&self) -> &'static str {
+        "drifting_latch"
+    }
+}
+
+/// Case 2 of issue 15, the assumption the bound rests on: where in its bracket the reference
+/// was latched may vary from read to read, but its distribution must not drift during the
+/// calibration. A latch point that moves by `δ` inside brackets of unchanged width over a
+/// calibration of length `T` biases the rate by `δ/T`, and nothing in the data can show it
+/// (they are the samples a counter at the biased rate would give). This shows where the
+/// bound and `verify` stop holding: an exact 1 GHz counter, an exact reference read in 1 µs,
+/// 100 ms of calibration, the latch moving by 0, 0.1, 1 and 10 % of the read (0, 1, 10 and
+/// 100 ns: 0, 0.01, 0.1, 1 and 10 ppm).
+#[test]
+fn a_latch_that_drifts_inside_the_read_is_the_bounds_assumption() {
+    let claim = Frequency::from_hz(1_000_000_000, Source::CpuidTscLeaf, Accuracy::Exact).unwrap();
+    let config = Config::new()
+        .with_target_ppb(0)
+        .with_max_duration(Duration::from_millis(100));
+    // (latch moves to, in ‰ of the read from its start; the bias that gives)
+    for (to, bias_ppb) in [
+        (0u64, 0i64),
+        (1, -10),
+        (10, -100),
+        (100, -1_000),
+        (1000, -10_000),
+    ] {
+        let world = SimWorld::new(to);
+        let counter = SimCounter::new(&world, SimTimer::new(1_000_000_000));
+        let reference = DriftingLatch {
+            world: &world,
+            from: 0,
+            to,
+            start: Duration::ZERO,
+            over: Duration::from_millis(100),
+        };
+        let cal = calibrate(&counter, reference, config).unwrap();
+        let err_ppb = (cal.frequency.as_millihz() as i128 - 1_000_000_000_000) / 1_000;
+        let v = verify(Some(claim), &cal);
+        eprintln!(
+            "latch 0 → {to} ‰ over 100 ms: error {err_ppb:+} ppb, {cal}; {}",
+            v.verdict
+        );
+        // The measurement is off by δ/T, whatever its bound says.
+        assert!(
+            (err_ppb as i64 - bias_ppb).abs() <= 30 + bias_ppb.abs() / 20,
+            "latch to {to} ‰: error {err_ppb} ppb, expected {bias_ppb}: {cal}"
+        );
+        let within = err_ppb.unsigned_abs() <= u128::from(cal.uncertainty_ppb);
+        let allowed_ppb = match v.verdict {
+            Verdict::Confirmed { allowed_ppb, .. } | Verdict::Disagrees { allowed_ppb, .. } => {
+                allowed_ppb
+            }
+            other => panic!("{other}"),
+        };
+        // The bound holds while δ/T stays inside it (here about 0.13 ppm, the bracket's own
+        // scatter) …
+        assert_eq!(
+            within,
+            bias_ppb.unsigned_abs() < cal.uncertainty_ppb,
+            "{cal}"
+        );
+        // … and `verify` rejects the correct exact claim once δ/T passes its allowance
+        // (U + max(M/2, 1 ppm)): here at 10 ppm, not at 1 ppm.
+        assert_eq!(
+            v.verdict.is_disagreement(),
+            bias_ppb.unsigned_abs() > allowed_ppb,
+            "{}",
+            v.verdict
+        );
+    }
+}
+
+/// What does hold: a latch point that *steps* (from the start of the read to its end,
+/// half-way through the calibration) leaves residuals of one sign on each side, which the
+/// fit calls structured and covers with its worst-case term.
+#[test]
+fn a_latch_that_steps_is_covered_by_the_bound() {
+    for (seed, (from, to)) in [(0, 1000), (1000, 0), (200, 700)].into_iter().enumerate() {
+        let world = SimWorld::new(seed as u64);
+        let counter = SimCounter::new(&world, SimTimer::new(1_000_000_000));
+        let reference = DriftingLatch {
+            world: &world,
+            from,
+            to,
+            start: Duration::from_millis(50),
+            over: Duration::ZERO,
+        };
+        let config = Config::new()
+            .with_target_ppb(0)
+            .with_max_duration(Duration::from_millis(100));
+        let cal = calibrate(&counter, reference, config).unwrap();
+        let err_ppb = (cal.frequency.as_millihz() as i128 - 1_000_000_000_000) / 1_000;
+        assert!(
+            err_ppb.unsigned_abs() > 1_000
+                && err_ppb.unsigned_abs() <= u128::from(cal.uncertainty_ppb),
+            "latch {from} → {to} ‰ at 50 ms: error {err_ppb} ppb, {cal}"
+        );
+    }
 }

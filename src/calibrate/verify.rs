@@ -154,6 +154,22 @@ pub struct Verified {
 /// Neither hides a real fault: the claims that go wrong in the field are off by thousands of
 /// ppm (Valkey's 0.4 %, CNTFRQ values off by whole percent, a wrong 0x15 crystal: 24 vs
 /// 25 MHz is 4 %), outside the allowed deviation even against an HPET's ±500 ppm.
+///
+/// # When a correct claim is rejected
+///
+/// Only when the measurement is wrong by more than the allowed deviation, which the bound
+/// does not foresee in two cases:
+/// - the reference is off by more than the tolerance it states (state it honestly:
+///   [`crate::reference::WithAccuracy`]);
+/// - the reference's latch point drifts inside its read during the calibration, which biases
+///   the measurement by `δ/T` (a drift `δ` over a calibration of length `T`) without a
+///   trace in the data ([`Reference`]'s contract). A correct exact claim is then rejected
+///   once `δ/T` exceeds `allowed`: a 1 µs read whose latch moves from its start to its end
+///   over 100 ms is 10 ppm, against an allowance of about 1.1 ppm
+///   (`tests/hostile_references.rs`). The verdict then says `Disagrees` with a deviation the
+///   size of that bias, and the measurement is used.
+///
+/// [`Reference`]: crate::reference::Reference
 pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
     let measured = calibration.frequency;
     let Some(claim) = claim else {

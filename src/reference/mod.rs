@@ -81,7 +81,19 @@ pub use {acpi_pm::AcpiPmTimer, hpet::Hpet, hpet::HpetError, pit::Pit};
 ///   calibration's uncertainty: state a crystal's tolerance honestly.
 /// - A read may be slow (port I/O takes about a microsecond): the calibrator brackets every
 ///   reference read between two counter reads and uses the bracket as that sample's
-///   uncertainty, so a slow read costs precision, never correctness.
+///   uncertainty, so a slow read costs precision, not correctness, **as long as where in
+///   the read the count is latched does not drift during the calibration**. That is the
+///   assumption the bound rests on. Latch points that scatter from read to read are noise
+///   the fit measures; latch points that move with the read's duration (a read whose slow
+///   part comes before or after the latch, for milliseconds at a time) are measured too,
+///   through the bracket widths (the `calibrate` fit's width term). But a latch point that
+///   drifts by `δ` inside brackets of unchanged width over a calibration of length `T`
+///   biases the rate by `δ/T` without a trace in the data (they are what a counter at the
+///   biased rate would give): 1 µs over 100 ms is 10 ppm, against a bound of about 0.13 ppm
+///   for a 1 µs read. A reference whose read path changes during the calibration (a bus
+///   that retimes, a hypervisor that starts emulating the timer differently) can do that;
+///   `tests/hostile_references.rs` shows where the bound and [`crate::calibrate::verify`]
+///   stop holding.
 /// - Reads take `&mut self`: hardware references keep state (latches, gates, last value).
 /// - Nothing is trusted blindly: a reference that stands still, runs backwards (beyond its
 ///   wrap), jumps, or runs at an implausible rate yields a typed calibration error

@@ -6,6 +6,8 @@
 //! - `cargo xtask setup`: installs rustup targets and (as root, with apt) Debian packages.
 //! - `cargo xtask bench`: the read-cost benchmark and the accuracy comparison.
 //! - `cargo xtask fuzz [SECONDS]`: each cargo-fuzz target in fuzz/ for SECONDS (default 60).
+//! - `cargo xtask coverage [BOOTS]`: the `aarch64-virt` calibration booted BOOTS times
+//!   (default 400): how often the bound holds where the truth is exact.
 
 mod fuzz;
 mod qemu;
@@ -367,8 +369,17 @@ fn main() -> ExitCode {
             eprintln!("xtask fuzz: {e}");
             false
         }),
+        Some("coverage") => match args.get(1).map(|s| s.parse::<u64>()) {
+            None => qemu::coverage::run(400),
+            Some(Ok(boots)) if boots > 0 => qemu::coverage::run(boots),
+            Some(_) => Err("usage: cargo xtask coverage [BOOTS]".into()),
+        }
+        .unwrap_or_else(|e| {
+            eprintln!("xtask coverage: {e}");
+            false
+        }),
         _ => {
-            eprintln!("usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]>");
+            eprintln!("usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]|coverage [BOOTS]>");
             false
         }
     };

@@ -53,6 +53,9 @@ use crate::{cargo, have};
 /// The Cortex-M firmware on MPS2 and the micro:bit.
 #[path = "qemu_cortexm.rs"]
 mod cortexm;
+/// `cargo xtask coverage`: the `aarch64-virt` calibration booted many times.
+#[path = "coverage.rs"]
+pub(crate) mod coverage;
 #[path = "qemu_hv.rs"]
 mod hv;
 /// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
