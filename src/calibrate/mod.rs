@@ -114,7 +114,8 @@ pub use verify::{calibrate_and_verify, verify, Verdict, Verified};
 /// How long and how hard to calibrate. Build with [`Config::new`] and the `const` setters.
 ///
 /// Defaults: target 1 ppm, at most 100 ms of reference time, at least 64 samples, a plausible
-/// counter between 1 kHz and 10 GHz, and a count that has not moved for 10 ms is stuck.
+/// counter between 1 kHz and 10 GHz, a count that has not moved for 10 ms is stuck, and no
+/// rate hint.
 ///
 /// ```
 /// use baretime::calibrate::Config;
@@ -219,6 +220,21 @@ impl Config {
     ///   2.4 GHz, 4.2 s at 24 MHz, 100 s at 1 MHz, 28 hours at 1 kHz. A firmware that knows
     ///   its counter's rate roughly passes a hint, or narrows the plausible range (a range
     ///   ending at `100 × f` ends it within a second).
+    ///
+    /// ```
+    /// use baretime::calibrate::Config;
+    /// use baretime::{Accuracy, Frequency, Source};
+    ///
+    /// // Firmware calibrating its 1 MHz timer against an RTC that may be dead. Either say
+    /// // what the timer should run at (±2 %): a dead RTC costs at most 2 × 10 ms, or 3 ×
+    /// // once it had moved …
+    /// let nominal = Accuracy::Nominal { tolerance_ppb: 20_000_000 };
+    /// let timer = Frequency::from_hz(1_000_000, Source::Reference, nominal).unwrap();
+    /// let hinted = Config::new().with_rate_hint(timer);
+    /// // … or bound the rates to believe: 10 ms × 100 MHz = 10^6 timer ticks, one second.
+    /// let bounded = Config::new().with_plausible_counter_hz(100_000, 100_000_000);
+    /// # let _ = (hinted, bounded);
+    /// ```
     pub const fn with_stuck_after(mut self, d: Duration) -> Self {
         self.stuck_after_ns = duration_ns(d);
         self
