@@ -1123,7 +1123,9 @@ impl<C: Counter> Clock<C> {
         let started = tb.scale.millihz() != 0;
         match (what, started) {
             (Write::Start(scale), false) => {
-                let t = width.value(self.counter.ticks());
+                // The epoch's reading, confirmed (promise 7): a glitched read here would be
+                // the base, every true reading behind it until the counter caught up.
+                let t = self.confirm_fresh(width, width.value(self.counter.ticks()));
                 // The ticks just before the base read as the epoch: a CPU whose counter lags the
                 // one that started the clock by up to the handover stands still at 0.
                 let hand = geometry.margin(&scale).saturating_mul(2);
@@ -1166,7 +1168,15 @@ impl<C: Counter> Clock<C> {
         // an update or a recalibration changes nothing and says `Behind`, so that a counter
         // that was reset is judged at the rate it was judged by until the caller rebases
         // (a new rate would let a reset counter run on towards the time handed out).
-        let behind = wide && tb.is_behind(t, mark);
+        // So is one before the base by more than the handover reaches, even where what was
+        // handed out is not above its time (nobody read the clock since the counter passed
+        // it: a reset back to a time not yet read again). The close point cannot be before
+        // the base, so a write from there would make the time jump to the base's, which
+        // nobody read, for counter values that read far less a moment before (promise 2);
+        // refused, the counter runs on towards the base on the timeline's handover.
+        let before_hand =
+            wide && !in_handover && geometry.zone(width.delta(tb.base_ticks, t)) == Zone::Behind;
+        let behind = wide && (before_hand || tb.is_behind(t, mark));
         if behind && !self.behind.load(Ordering::Relaxed) {
             self.behind.store(true, Ordering::Relaxed);
         }
@@ -1197,10 +1207,7 @@ impl<C: Counter> Clock<C> {
         let reach = margin.max(geometry.margin(&scale)).saturating_mul(2);
         let margin = margin.min(geometry.margin(&scale));
         // A fresh timeline starts from a counter reading made now (confirmed, promise 7).
-        let fresh_reading = || {
-            let t = self.read_after_fence(&geometry);
-            self.confirm(width, &tb, t, self.mark.load())
-        };
+        let fresh_reading = || self.confirm_fresh(width, self.read_after_fence(&geometry));
         let next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
@@ -1327,7 +1334,9 @@ impl<C: Counter> Clock<C> {
         self.timeline.publish(|v, slot| {
             let gate = self.gate(v.slot);
             gate.open(geometry.deadline);
-            let t = self.read_after_fence(geometry);
+            // Confirmed (promise 7): a glitched read here would drop the handover of a
+            // counter that has not reached the base.
+            let t = self.confirm_fresh(geometry.width, self.read_after_fence(geometry));
             let d = geometry.width.delta(next.base_ticks, t);
             let before_base = geometry.width.delta(t, next.base_ticks) <= next.hand;
             let mut next = *next;
@@ -1439,6 +1448,29 @@ impl<C: Counter> Clock<C> {
         let again = width.value(self.counter.ticks());
         let d_again = width.delta(tb.base_ticks, again);
         if d_again < d || d_again >= OFFSET_LIMIT {
+            again
+        } else {
+            t
+        }
+    }
+
+    /// A 64-bit reading `t` that becomes a fresh timeline's base (`start`, a rebase, a late
+    /// write) or decides a publication's handover, always confirmed by a second read, the earlier of the two kept (promise 7).
+    /// `confirm` judges a reading by its time on the old timeline, which says nothing here:
+    /// there is none before a start, and a rebase from a counter that was reset reads
+    /// behind the old base, where `confirm` takes any reading as it is. A glitched base
+    /// would put every true reading behind it (time standing at the mark's ceiling, writes
+    /// refused with `Behind`) until the counter caught up with the glitch — up to 2^62
+    /// ticks. Writes are rare: the second read costs nothing that matters.
+    fn confirm_fresh(&self, width: Width, t: u64) -> u64 {
+        if width != Width::FULL {
+            return t;
+        }
+        hook(Point::ReadConfirm);
+        let again = width.value(self.counter.ticks());
+        // `again` before `t` (modulo 2^64, as the clock tells ahead from behind): `t` was
+        // the glitch. Otherwise `t` (a glitch on `again` is ignored).
+        if width.delta(t, again) >= OFFSET_LIMIT {
             again
         } else {
             t

@@ -201,6 +201,38 @@ fn behind(from: u64, v: u64) -> u64 {
     }
 }
 
+/// Whether `v` is about `AHEAD_LIMIT` past `base` (within 2^41 ticks, modulo 2^64): where a
+/// 64-bit clock based near `base` tells ahead from behind (its deadline, 2^62 ticks past its
+/// base: "one further ahead reads as behind", promise 7), so that it may take `v` either way.
+fn near_deadline(base: u64, v: u64) -> bool {
+    v.wrapping_sub(base).abs_diff(AHEAD_LIMIT) < 1 << 41
+}
+
+/// Where `v` is, seen from a 64-bit clock based at `base`: ticks past it, or (negative)
+/// before it, as the clock tells them apart (a reading 2^62 or more past its base is one
+/// before it, by what it lacks of 2^64).
+fn place(base: u64, v: u64) -> i128 {
+    let d = v.wrapping_sub(base);
+    if d < AHEAD_LIMIT {
+        i128::from(d)
+    } else {
+        i128::from(d) - (1i128 << 64)
+    }
+}
+
+/// How far `v` is behind `from`, both placed as the clock based at `base` places them (0 if
+/// it is not behind, or if either is so near the clock's deadline that it may be taken
+/// either way). Not `behind(from, v)`, which splits at 2^62 past `from`: two counters 2^62
+/// or more apart may both be on the same side of the clock's base (a reset far ahead, past
+/// the deadline, then back near the base: the clock reads the first as behind, standing at
+/// the mark's ceiling, and the second on its timeline).
+fn behind_on(base: u64, from: u64, v: u64) -> u64 {
+    if near_deadline(base, from) || near_deadline(base, v) {
+        return 0;
+    }
+    sat(u128::try_from(place(base, from) - place(base, v)).unwrap_or(0))
+}
+
 /// Whether `v` is at or ahead of `of` by less than `AHEAD_LIMIT`, modulo 2^64.
 fn ahead_of(v: u64, of: u64) -> bool {
     v.wrapping_sub(of) < AHEAD_LIMIT
@@ -905,10 +937,12 @@ impl World {
                     r.most
                 };
                 r.clean += 1;
-                let by = f.anchor.map_or(0, |a| behind(a, clean));
+                let by = f.anchor.map_or(0, |a| behind_on(base, a, clean));
                 r.clearly_behind &= by > thr;
                 r.on_timeline &= by <= spread;
-                r.behind_front |= behind(front, clean) > spread;
+                // (Or about 2^62 past the last write's base, which the clock may take for
+                // behind its base: it may stand at the mark's ceiling, as behind.)
+                r.behind_front |= behind(front, clean) > spread || near_deadline(base, clean);
                 r.frozen = match (r.frozen, window) {
                     (Frozen::No, _) => Frozen::No,
                     // Behind the front, and behind the last write's base (ahead of the base
@@ -1116,6 +1150,14 @@ impl World {
                     self.bound = self.bound.max(u128::from(at));
                     self.anchor = None;
                     self.window = None;
+                    // And for the operations running around it: a `now()` that overlaps a
+                    // rebase may read again on the timeline the rebase publishes (from a time
+                    // the caller gives, or the mark's ceiling: promise 6) and return that, so
+                    // their reads from here on are not judged against the anchor they began
+                    // with (which the counter the rebase starts from may be behind).
+                    for f in &mut self.frames {
+                        f.anchor = None;
+                    }
                 }
                 _ => {}
             }
@@ -1214,17 +1256,29 @@ impl World {
         let unwritten = !f.enclosed && f.writes_begun == self.writes_begun;
         let qualifies =
             self.started.is_some_and(|s| s < f.start) && unwritten && self.rebases_running == 0;
-        if qualifies && ns >= u64::MAX / 2 {
+        // Nor a reading whose counter is about 2^62 past the last write's base, where the
+        // clock tells ahead from behind (promise 7: "one further ahead reads as behind"):
+        // such a reading may stand at the mark's ceiling, so its counter's time was not
+        // handed out, and a counter then found behind it may be on the timeline.
+        let undecided = near_deadline(self.base_counter, f.reads.least)
+            || near_deadline(self.base_counter, f.reads.most);
+        if qualifies && (ns >= u64::MAX / 2 || undecided) {
             self.anchor = None;
         }
-        if qualifies && ns < u64::MAX / 2 {
+        if qualifies && ns < u64::MAX / 2 && !undecided {
             // It moves to a reading whose counter is ahead of it, or whose time moved on from a
             // counter ahead of the last write's base (a counter that jumped further ahead than
             // a 64-bit clock tells from behind, but not past its base).
             let onward =
                 ns > self.anchor.map_or(0, |a| a.1) && ahead_of(f.reads.least, self.base_counter);
             self.anchor = Some(match self.anchor {
-                Some((a, at)) if !onward && !ahead_of(f.reads.least, a) => (a, at),
+                Some((a, at))
+                    if !onward
+                        && place(self.base_counter, f.reads.least)
+                            < place(self.base_counter, a) =>
+                {
+                    (a, at)
+                }
                 _ => (f.reads.least, ns),
             });
         }
@@ -1254,9 +1308,9 @@ impl World {
         if !self.warp {
             self.judge(&f, what, r, health);
         }
-        if r == Err(ClockError::Behind) {
-            self.base_counter = self.counter_full(0);
-        }
+        // (`Behind` does not move the base: an update or a recalibration that returns it
+        // "changes nothing", promise 6. Taking its counter for the base hid from `end_read`
+        // a counter about 2^62 past the clock's real base, which the clock reads as behind.)
         if published(r) {
             if self.cadence && interval == 0 {
                 // A counter too narrow to keep any cadence (1 or 2 bits: the margin is half
@@ -1929,8 +1983,14 @@ fn check_rebase(w: &World) -> Result<(), TestCaseError> {
                 let ticks = b.true_start.saturating_sub(r.true_end);
                 if ticks > w.spread + 1 {
                     let least = u128::from(ticks - w.spread - 1) * NS_PER_S / u128::from(hz);
+                    // A rebase to a time at or before now continues the timeline as a
+                    // recalibration does: the new rate takes over a handover margin after the
+                    // rebase's counter read (`HANDOVER_NS` in ticks at the smaller margin,
+                    // rounded up: a tick more), and those ticks keep the old rate, which may
+                    // tick far faster (1.4 GHz then 100 kHz: 3 ticks of 10 µs read as 2 ns).
+                    let handover = u128::from(HANDOVER_NS) + ns_of(1, hz);
                     prop_assert!(
-                        u128::from(b.ns) + 2 + u128::from(b.tick_ns)
+                        u128::from(b.ns) + 2 + u128::from(b.tick_ns) + handover
                             >= (u128::from(at) + least).min(u128::from(u64::MAX)),
                         "P6e: time did not run again after a rebase ({ticks} ticks later, at \
                          least {least} ns past {at}): {b:?} after {r:?}{}",
