@@ -310,6 +310,10 @@ struct Gate {
     /// `version + 1` once a reader or the writer saw the timeline past its end: it then
     /// stays at its end.
     latched: AtomicU32,
+    /// The margin (ticks) the writer closing this timeline proposes with — the smaller of
+    /// the old and the new rate's — stored before it announces the close, so that helpers
+    /// propose with it too; 0 while open.
+    margin: GateWord,
 }
 
 impl Gate {
@@ -319,6 +323,7 @@ impl Gate {
             lim: GateWord::new(0),
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
+            margin: GateWord::new(0),
         }
     }
     #[cfg(loom)]
@@ -327,12 +332,14 @@ impl Gate {
             lim: GateWord::new(0),
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
+            margin: GateWord::new(0),
         }
     }
 
     /// Opens the gate for a fresh timeline (the writer, before publishing it).
     fn open(&self, deadline: u64) {
         self.latched.store(0, Ordering::Relaxed);
+        self.margin.store(0, Ordering::Relaxed);
         self.end.store(deadline, Ordering::Relaxed);
         self.lim
             .store(deadline.saturating_add(1), Ordering::Relaxed);
@@ -935,7 +942,12 @@ impl<C: Counter> Clock<C> {
                 fence(Ordering::SeqCst);
                 let t2 = width.value(self.counter.ticks());
                 let t2 = self.confirm(width, &tb, t2, mark);
-                let margin = geometry.margin(&tb.scale);
+                // The closing writer's margin (stored before the close was announced), or
+                // this timeline's own if it is larger.
+                let margin = match gate.margin.load(Ordering::SeqCst) {
+                    0 => geometry.margin(&tb.scale),
+                    m => m.min(geometry.margin(&tb.scale)),
+                };
                 let proposal =
                     geometry.proposal(&tb, t2, margin, || self.behind_proposal(&tb, t2, margin));
                 let _ =
@@ -1373,6 +1385,7 @@ impl<C: Counter> Clock<C> {
     ) -> (u64, bool) {
         let gate = self.gate(version.slot);
         let closing = closing(version);
+        gate.margin.store(margin, Ordering::SeqCst);
         gate.end.store(closing, Ordering::SeqCst);
         gate.lim.store(0, Ordering::SeqCst);
         hook(Point::WriteClosing);
