@@ -950,8 +950,11 @@ impl World {
                     (_, Some(b))
                         if behind(front, clean) > spread && behind(base, clean) > spread =>
                     {
+                        // The latest window's bound: a reading may return what its latest
+                        // read gave, and time may have run on (its counter caught up) between
+                        // an earlier window and the reset that opened this one.
                         match r.frozen {
-                            Frozen::At(a) => Frozen::At(a.min(b)),
+                            Frozen::At(a) => Frozen::At(a.max(b)),
                             _ => Frozen::At(b),
                         }
                     }
@@ -1038,8 +1041,19 @@ impl World {
         // the last write's base: the clock may take any for time (its timeline may stand on a
         // counter behind the front, on the front, or on that base).
         let d = f.wrapping_sub(self.front);
+        // And from what a write still running read: it may publish a timeline based there (a
+        // rebase from a counter behind starts afresh from its own reading, which the model
+        // takes for the base only when it ends).
+        let running: Vec<u64> = self
+            .frames
+            .iter()
+            .filter(|fr| fr.what.is_some() && fr.reads.clean > 0)
+            .flat_map(|fr| [fr.reads.least, fr.reads.most])
+            .map(|r| f.wrapping_sub(r))
+            .collect();
         let moved = [v.wrapping_sub(cur), d, f.wrapping_sub(self.base_counter)]
             .into_iter()
+            .chain(running)
             .filter(|&m| m < AHEAD_LIMIT)
             .max()
             .unwrap_or(0);
@@ -1155,8 +1169,11 @@ impl World {
                     // the caller gives, or the mark's ceiling: promise 6) and return that, so
                     // their reads from here on are not judged against the anchor they began
                     // with (which the counter the rebase starts from may be behind).
+                    // Nor against a window a reset opened before it (P6f): a rebase ends the
+                    // window.
                     for f in &mut self.frames {
                         f.anchor = None;
+                        f.reads.frozen = Frozen::No;
                     }
                 }
                 _ => {}
@@ -1300,9 +1317,12 @@ impl World {
     ) {
         let f = self.end();
         let interval = sat(u128::from(interval_ns) * u128::from(millihz) / 1_000_000_000_000);
-        // A write that says Behind may have been applied all the same: its rate counts.
-        let applied = published(r) || r == Err(ClockError::Behind);
-        let publishes = applied.then(|| what.hz().or(self.rates.current)).flatten();
+        // A write that says Behind changed nothing (promise 6): its rate never came into
+        // force. (Counting it let P2's bound run at a rate the clock never used: 1 ppm slower
+        // over a 2^46-tick forward reset is 0.4 s.)
+        let publishes = published(r)
+            .then(|| what.hz().or(self.rates.current))
+            .flatten();
         let hold = self.margin_bound() + self.spread + 2;
         self.rates.end(f.op, publishes, self.now, hold);
         if !self.warp {
