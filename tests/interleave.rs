@@ -436,6 +436,10 @@ struct Rates {
     /// Over every rate ever given: the lowest and highest.
     lowest: u64,
     highest: u64,
+    /// The rate the latest publication replaced: the previous timeline's, which a counter
+    /// sent back before the newest base runs on again (the clock reads a counter there on
+    /// the previous timeline, as its own readers computed it).
+    previous: Option<u64>,
 }
 
 impl Rates {
@@ -471,6 +475,7 @@ impl Rates {
         self.running.retain(|r| r.0 != op);
         if let Some(hz) = published {
             if let Some(old) = self.current.replace(hz) {
+                self.previous = Some(old);
                 if old != hz {
                     self.retiring.push((old, now.saturating_add(hold)));
                 }
@@ -666,6 +671,10 @@ struct World {
     /// CPU 0's counter when the clock started, and at the last write that published.
     start_counter: u64,
     base_counter: u64,
+    /// Where the last write that published may have based its timeline (64-bit): the counter
+    /// as it ended, and its own least and most reads (a reset during a write leaves the clock's
+    /// base on a read made before it, which may be 2^62 or more from the counter at its end).
+    bases: [u64; 3],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
     glitch: Option<u64>,
@@ -745,6 +754,7 @@ impl World {
             front: start,
             start_counter: start,
             base_counter: start,
+            bases: [start; 3],
             past: Vec::new(),
             glitch: None,
             last_glitch_op: None,
@@ -880,7 +890,14 @@ impl World {
             return 0;
         }
         self.rates.retire(self.now);
-        if let Some(hz) = self.rates.fastest() {
+        // Since a backward reset the counter has not caught up from, it may be running on
+        // the previous timeline again, at that timeline's rate.
+        let again = self.rates.previous.filter(|_| self.window.is_some());
+        if let Some(hz) = self
+            .rates
+            .fastest()
+            .map(|hz| again.map_or(hz, |p| hz.min(p)))
+        {
             let ns = ns_of(u128::from(d), hz);
             self.run += ns;
             self.bound += ns;
@@ -912,12 +929,13 @@ impl World {
                 self.past[i] = clean;
             }
         }
-        let (spread, thr, front, window, base) = (
+        let (spread, thr, front, window, base, bases) = (
             self.spread,
             self.behind_threshold(),
             self.front,
             self.window,
             self.base_counter,
+            self.bases,
         );
         let now = self.now;
         if let Some(f) = self.frames.last_mut() {
@@ -937,12 +955,20 @@ impl World {
                     r.most
                 };
                 r.clean += 1;
-                let by = f.anchor.map_or(0, |a| behind_on(base, a, clean));
+                // Behind as the clock places it, whichever base it took.
+                let by = f.anchor.map_or(0, |a| {
+                    bases
+                        .iter()
+                        .map(|&b| behind_on(b, a, clean))
+                        .min()
+                        .unwrap_or(0)
+                });
                 r.clearly_behind &= by > thr;
                 r.on_timeline &= by <= spread;
                 // (Or about 2^62 past the last write's base, which the clock may take for
                 // behind its base: it may stand at the mark's ceiling, as behind.)
-                r.behind_front |= behind(front, clean) > spread || near_deadline(base, clean);
+                r.behind_front |=
+                    behind(front, clean) > spread || bases.iter().any(|&b| near_deadline(b, clean));
                 r.frozen = match (r.frozen, window) {
                     (Frozen::No, _) => Frozen::No,
                     // Behind the front, and behind the last write's base (ahead of the base
@@ -1277,8 +1303,12 @@ impl World {
         // clock tells ahead from behind (promise 7: "one further ahead reads as behind"):
         // such a reading may stand at the mark's ceiling, so its counter's time was not
         // handed out, and a counter then found behind it may be on the timeline.
-        let undecided = near_deadline(self.base_counter, f.reads.least)
-            || near_deadline(self.base_counter, f.reads.most);
+        let undecided = self.bases.iter().any(|&b| {
+            near_deadline(b, f.reads.least)
+                || near_deadline(b, f.reads.most)
+                || place(b, f.reads.least).signum()
+                    != place(self.base_counter, f.reads.least).signum()
+        });
         if qualifies && (ns >= u64::MAX / 2 || undecided) {
             self.anchor = None;
         }
@@ -1339,6 +1369,11 @@ impl World {
             }
             self.last_ok = Some((f.true_start, interval));
             self.base_counter = self.counter_full(0);
+            self.bases = if f.reads.clean > 0 {
+                [self.base_counter, f.reads.least, f.reads.most]
+            } else {
+                [self.base_counter; 3]
+            };
             // A new timeline on the counter as the write read it: the front is no less than
             // its reads (a reset during the write may have sent the counter behind them).
             let fresh = |w: &mut World| {
