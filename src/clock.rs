@@ -1299,6 +1299,15 @@ impl<C: Counter> Clock<C> {
             }
         };
         self.publish(&geometry, &next);
+        if let (Write::Rebase(..), true) = (what, wide && next.prev_int == 0 && next.prev_frac == 0)
+        {
+            // A fresh timeline from a rebase starts at the time the caller gave (promise 6):
+            // it counts as handed out. Without this a counter that goes behind before anyone
+            // read the new timeline stands at the ceiling of the old mark — below the target,
+            // then jumping past it once a reader of the new timeline raises the mark.
+            // (After the publication: a reader that loads this mark finds the new timeline.)
+            self.mark.raise(next.base_ns);
+        }
         match what {
             Write::Rebase(..) => Ok(()),
             _ if zone == Zone::Late => Err(ClockError::Late),

@@ -1080,6 +1080,8 @@ impl World {
         let moved = [v.wrapping_sub(cur), d, f.wrapping_sub(self.base_counter)]
             .into_iter()
             .chain(running)
+            // (And from wherever the last write may have based its timeline.)
+            .chain(self.bases.map(|b| f.wrapping_sub(b)))
             .filter(|&m| m < AHEAD_LIMIT)
             .max()
             .unwrap_or(0);
