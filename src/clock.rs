@@ -47,12 +47,18 @@
 //!    at most [`MARK_GRANULE_NS`] above the latest time handed out,
 //!    [`ClockHealth::counter_behind`] says so, and `update` and `recalibrate` return
 //!    [`ClockError::Behind`] and change nothing (on counters that warp by more than
-//!    [`LAG_NS`], write from the CPU whose counter leads). [`Clock::rebase`] continues from
-//!    a time the caller gives (or the latest time handed out, if later).
+//!    [`LAG_NS`], write from the CPU whose counter leads). So do `update` and `recalibrate`
+//!    from a reading before the timeline's base by more than its handover, even one not
+//!    below what was handed out (a reset back to a time nobody read since): a timeline
+//!    closes at or after its base, so a write from there would make time jump to the
+//!    base's. [`Clock::rebase`] continues from a time the caller gives (or the latest time
+//!    handed out, if later), which then counts as handed out.
 //! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
 //!    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
 //!    further ahead reads as behind, promise 6) is confirmed by a second counter read, by
-//!    readers and writers alike, and the smaller is used: one
+//!    readers and writers alike, and the smaller is used (a reading a fresh timeline starts
+//!    from — `start`, a rebase — and the one a publication drops its handover by are
+//!    confirmed whatever their time: the earlier is used): one
 //!    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
 //!    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
 //!    in a row do become it; time then stands still until the counter catches up (the
@@ -240,7 +246,8 @@ pub enum ClockError {
     /// again, that time is lost.
     Late,
     /// The counter reads behind what the clock has handed out, by more than
-    /// [`LAG_NS`] (promise 6 of the [module docs](self)): it was reset or stepped back, or
+    /// [`LAG_NS`], or before the timeline's base by more than its handover (promise 6 of the
+    /// [module docs](self)): it was reset or stepped back, or
     /// this CPU's counter lags another's. Nothing was published: a counter that was reset is
     /// judged at the rate in force until [`Clock::rebase`] continues from a time you give.
     /// On counters that warp between CPUs by more than `LAG_NS`, write from the CPU whose

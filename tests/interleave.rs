@@ -72,8 +72,10 @@
 //!   made while the counter was behind: it stands at most a granule above the latest time
 //!   handed out, which may itself be ahead by that much). True time (`World::bound`) is the
 //!   ticks that passed, each converted at the fastest-running rate the clock may have been
-//!   using as it passed, plus every forward move of the counter by a reset (64-bit: the
-//!   largest of its moves from where it was, from its front and from the last write's base;
+//!   using as it passed (since a backward reset the counter has not caught up from, the
+//!   previous timeline's too: the clock reads a counter sent back there on it), plus every forward move of the counter by a reset (64-bit: the
+//!   largest of its moves from where it was, from its front, from the last write's base and
+//!   from what a write still running read, which it may base a timeline on;
 //!   narrow: a whole wrap, which the clock cannot tell from time), raised to the target of
 //!   every `rebase`. An unstarted clock reads exactly 0.
 //! - **P3 Stalls** (`check_catch_up`, `check_liveness`): between two `now()`s (the first
@@ -98,11 +100,17 @@
 //! - **P6 Counter behind** (64-bit; sub-tagged). The *anchor* (`World::anchor`) is the least
 //!   counter value read by a finished `now()` that no write overlapped (it moves to a later
 //!   such reading whose counter is ahead, or whose time moved on from a counter ahead of the
-//!   last write's base; a rebase clears it): a time at least that counter's was handed out.
-//!   A reading whose every counter read is behind the anchor as it stood when the reading
-//!   began, by more than `LAG_NS + MARK_GRANULE_NS + 2 HANDOVER_NS` at the slowest-ticking
-//!   rate given (+ spread), is *clearly behind* (counters within 2^41 ticks of the 2^62 a
-//!   64-bit clock tells ahead from behind by are left undecided). Then:
+//!   last write's base; a rebase clears it, for the readings it overlaps too): a time at
+//!   least that counter's was handed out. A reading whose every counter read is behind the
+//!   anchor as it stood when the reading began, by more than `LAG_NS + MARK_GRANULE_NS + 2
+//!   HANDOVER_NS` at the slowest-ticking rate given (+ spread), is *clearly behind*.
+//!   "Behind" is as the clock places counters: from its base (`place`, `behind_on`), not
+//!   from the anchor — two counters 2^62 or more apart may be on the same side of the base.
+//!   Counters within 2^41 ticks of the 2^62 past the base where the clock tells ahead from
+//!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
+//!   leaves no anchor). The base is uncertain after a reset during a write (the clock bases
+//!   on a read made before it): every candidate (`World::bases`) must agree. `Behind`
+//!   changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
 //!   out by readings that were not behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
@@ -111,7 +119,9 @@
 //!   again or a write re-bases, no reading behind both the counter's front and the last
 //!   write's base passes the P2 bound as it stood at the reset (+ P2's tolerance and a
 //!   granule). **P6e** (`check_rebase`) after `rebase(at)`: no reading below `at` (less a
-//!   granule where CPUs disagree); time runs again (P3's lower bound, from `at`); after a
+//!   granule where CPUs disagree); time runs again (P3's lower bound, from `at`, less a
+//!   handover margin: a rebase to a past time continues as a recalibration, the margin's
+//!   ticks at the old rate); after a
 //!   rebase from a counter clearly behind, no reading above `max(at, handed out, the last
 //!   timeline's base)` + `MARK_GRANULE_NS + HANDOVER_NS` + the true time since.
 //! - **P7 Glitch**: one glitched read is never the time. Checked by P1–P3 and P6 with the
@@ -2912,11 +2922,11 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 }
 
 /// 64-bit schedules with counter resets and glitched reads (promises 6 and 7 and what they
-/// touch in 1–3). NOT YET KEPT: at the end of the session that widened this test, about 3 %
-/// of 3000 schedules still failed (P6a–f, P2, P3, P1; with `WITHOUT=glitch,reset` none did),
-/// some perhaps corners of the test's own model of "handed out". Ignored so that the default
-/// run guards everything else; run it with `cargo test --test interleave -- --ignored`
-/// (`PROMISES=none` for the survey). The open work is in the issue tracker.
+/// touch in 1–3). NOT YET KEPT: about 0.2–0.3 % of 3000 schedules still fail (was 3 %:
+/// the `found_*` tests above are what the triage fixed, clock and model), in P3, P6f, P6a
+/// and P2 mostly; `found_a_rebase_from_a_lagging_cpu_counts_the_lag_twice` is one open
+/// cause. Ignored so that the default run guards everything else; run it with
+/// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
 #[ignore = "promises 6 and 7 on 64-bit counters are not yet kept in every schedule"]
 fn resets_and_glitches_on_a_64_bit_counter() {
@@ -2928,4 +2938,669 @@ fn resets_and_glitches_on_a_64_bit_counter() {
         !SURVEYED.load(Ordering::Relaxed),
         "promises failed (see above: PROMISES surveyed them)"
     );
+}
+/// P6d, P7 (clock): `start` took a glitched read (5 ticks ahead at 1 kHz) for the epoch's base:
+/// every true reading was behind it, time stood at the mark's ceiling and `update` said
+/// `Behind` until the counter caught up with the glitch (up to 2^62 ticks).
+#[test]
+fn found_a_glitched_start_read_freezes_time() {
+    use Act::*;
+    let acts = vec![Go, Start(R0), Glitch(0, 0), Go, Go, Go, Go, Go, Go, Update];
+    assert_kept_with_resets(one_cpu(1_000, (0, 0), 2, true, acts));
+}
+
+/// P6d, P7 (clock): a glitched read as an update published made the counter look past the new
+/// base: the handover was dropped, and the next update, from a counter still before the base,
+/// said `Behind`.
+#[test]
+fn found_a_glitched_publish_read_drops_the_handover() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Update,
+            Read,
+            Pass(1),
+            Go,
+            Read,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Update,
+            Go,
+            Read,
+            Update,
+            Read,
+            Read,
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P3 (clock): a reset back before the base by 2^30 ticks, with nothing read since the last
+/// update (so not behind the mark): a recalibration from there closed at the base, and the
+/// next readings jumped 44.7 s (to the base's time, unread) in 1 µs of counter.
+#[test]
+fn found_a_write_from_before_the_base_jumps_to_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 24000000,
+        start: (0, 0),
+        lags_ns: vec![0, 0, 20000],
+        order: vec![2, 0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Read,
+            Read,
+            Pass(1),
+            Update,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Recalibrate(Rate::Ppm(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3, P6e (clock): a counter behind right after a rebase to 2 ms, before anyone read the new
+/// timeline, stood at the old mark's ceiling (4 µs: below the target), then jumped past the
+/// target once a reader of the new timeline raised the mark.
+#[test]
+fn found_a_rebase_target_is_not_handed_out() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Read,
+            Rebase(At::Latest(2024099), Rate::Exp(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(1),
+            Update,
+            Go,
+            Reset(ResetTo::PastLag(2)),
+            Glitch(1, 0),
+            Go,
+            Go,
+            Read,
+            Read,
+            Read,
+        ],
+    });
+}
+
+/// P6a (model): a `now()` that overlapped a rebase was judged against the anchor it began
+/// with, though it read the rebase's new timeline.
+#[test]
+fn found_a_reading_across_a_rebase_judged_by_its_old_anchor() {
+    use Act::*;
+    let acts = vec![
+        Read,
+        Go,
+        Go,
+        Go,
+        Go,
+        Read,
+        Go,
+        Go,
+        Reset(ResetTo::PastLag(3)),
+        Go,
+        Go,
+        Go,
+        Go,
+        Go,
+        Go,
+        Read,
+        Rebase(At::Zero, R0),
+        Pass(1),
+    ];
+    assert_kept_with_resets(one_cpu(1_000, (0, 1403334536), 2, false, acts));
+}
+
+/// P6c (model): a reading 2^62 ticks past the base (read as behind: it stood at the ceiling)
+/// became the anchor, so a counter back on the timeline looked clearly behind it.
+#[test]
+fn found_an_anchor_past_the_deadline() {
+    use Act::*;
+    let acts = vec![
+        Go,
+        Read,
+        Go,
+        Update,
+        Reset(ResetTo::BelowStart(16384)),
+        Read,
+        Reset(ResetTo::BelowStart(0)),
+        Update,
+    ];
+    assert_kept_with_resets(one_cpu(1_000, (2, 0), 0, false, acts));
+}
+
+/// P6c, P1 (model): an update that returned `Behind` moved the model's base (it changes
+/// nothing), which hid a counter 2^62 past the clock's real base.
+#[test]
+fn found_behind_moved_the_models_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Reset(ResetTo::Earlier(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(4611686018426933801)),
+            Go,
+            Go,
+            Pass(465),
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(0)),
+            Update,
+        ],
+    });
+}
+
+/// P6a (model): 'behind the anchor' split at 2^62 past the anchor, not at the clock's base: a
+/// counter back near the base looked behind an anchor the clock had read as behind.
+#[test]
+fn found_an_anchor_split_at_2_62_from_itself() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 23451815630602240),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Pass(1),
+            Read,
+            Recalibrate(Rate::Exp(2379)),
+            Start(Rate::Ppm(0)),
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Update,
+            Update,
+            Reset(ResetTo::BelowStart(16385)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(0)),
+            Go,
+            Read,
+        ],
+    });
+}
+
+/// P2 (model): a recalibration by 1 ppm that returned `Behind` (nothing changed) set the rate
+/// P2's bound ran at: 0.4 s short over a 2^46-tick forward reset.
+#[test]
+fn found_a_refused_rate_in_the_bound() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 169924260,
+        start: (1, 16617072855705781669),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Reset(ResetTo::Any(2782014800423617957)),
+            Read,
+            Recalibrate(Rate::Ppm(1)),
+            Pass(21),
+            Pass(1),
+            Reset(ResetTo::SinceBase(1)),
+            Go,
+        ],
+    });
+}
+
+/// P2 (model): a counter reset during a rebase from behind, which starts afresh from its own
+/// read: the move from that read is time, which the bound did not count.
+#[test]
+fn found_a_reset_during_a_rebase_moves_its_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Rebase(At::Zero, Rate::Exp(0)),
+            Reset(ResetTo::Any(6078893641507740118)),
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Pass(157),
+            Go,
+            Pass(472),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Reset(ResetTo::Any(6078894992274954713)),
+        ],
+    });
+}
+
+/// P6c (model): a reset during an update left the model's base on the counter at the end,
+/// 2^62 past the clock's base (on a read before the reset).
+#[test]
+fn found_a_reset_during_an_update_leaves_the_base_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Read,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(16385)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Reset(ResetTo::BelowStart(1)),
+            Update,
+        ],
+    });
+}
+
+/// P3 (model): a counter sent back into the previous timeline runs on it, at its rate (1000 Hz
+/// where the newest is 1001 Hz).
+#[test]
+fn found_a_reset_reruns_the_previous_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Pass(204),
+            Pass(561),
+            Start(Rate::Exp(0)),
+            Go,
+            Go,
+            Pass(75),
+            Go,
+            Go,
+            Read,
+            Read,
+            Go,
+            Pass(202),
+            Go,
+            Go,
+            Go,
+            Read,
+            Pass(167),
+            Go,
+            Recalibrate(Rate::Ppm(1000)),
+            Pass(27),
+            Pass(809),
+            Reset(ResetTo::NearTop(3221227495)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Pass(768),
+            Read,
+            Read,
+            Pass(1),
+            Read,
+        ],
+    });
+}
+
+/// P6f (model): a reading spanning a rebase was held to a reset window opened before it.
+#[test]
+fn found_p6f_across_a_rebase() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 5193714432604),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Rebase(At::Zero, Rate::Exp(0)),
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+        ],
+    });
+}
+
+/// P6f, P2 (model): a rebase based on a read made before a reset (2^62 ahead); a later reset
+/// 3 ticks past that base is a forward move, which the bound did not count.
+#[test]
+fn found_a_forward_reset_from_a_rebase_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 6223300312396400924),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Reset(ResetTo::Ahead(757922768937564560)),
+            Read,
+            Go,
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Rebase(At::Latest(1000001), Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(6167522661510145020)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(1555836643082757119)),
+            Go,
+            Read,
+        ],
+    });
+}
+
+/// P6e (model; 64-bit default run): a rebase to a past time continues as a recalibration: its
+/// handover's 3 ticks (at 100 kHz) run at the old rate (1.4 GHz) and read as 2 ns.
+#[test]
+fn found_a_rebase_handover_at_the_old_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Start(Rate::Exp(6152)),
+            Rebase(At::Zero, Rate::Exp(2000)),
+            Pass(1),
+            Read,
+        ],
+    });
+}
+
+/// P2 (open): an update on the CPU 17 ticks ahead bases at 41 µs; a reset; a rebase from behind
+/// on the lagging CPU starts afresh at that base's time (kept for readers of the old version,
+/// which stand there) from its own counter: a reading on the leading CPU is then 2 lags and a
+/// margin ahead of true time, one lag more than P2 allows.
+#[test]
+#[ignore = "a rebase from behind starts at the last base's time, measured on the leading CPU, from the lagging CPU's counter"]
+fn found_a_rebase_from_a_lagging_cpu_counts_the_lag_twice() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![20000, 0],
+        order: vec![1, 0, 0, 2, 0, 0, 0, 1],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Pass(154),
+            Read,
+            Update,
+            Read,
+            Read,
+            Reset(ResetTo::BelowStart(0)),
+            Start(Rate::Ppm(0)),
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// `assert_kept` with counter resets and glitched reads kept (64-bit), as
+/// `resets_and_glitches_on_a_64_bit_counter` runs them (the switch is set under the lock the
+/// other runs hold, so that the default run never sees it).
+fn assert_kept_with_resets(c: Case) {
+    std::env::set_var("PROMISES", "none");
+    let _alone = alone();
+    RESETS_AND_GLITCHES_64.store(true, Ordering::Relaxed);
+    baretime::__test_hook::set(Some(hook));
+    let w = std::panic::catch_unwind(|| {
+        let c = narrowed(&c, 64);
+        let _ = run_case(64, &c);
+    });
+    baretime::__test_hook::set(None);
+    RESETS_AND_GLITCHES_64.store(false, Ordering::Relaxed);
+    w.expect("no panic");
+    let failures: Vec<String> =
+        std::mem::take(&mut *SURVEY.lock().unwrap_or_else(|e| e.into_inner()))
+            .into_iter()
+            .map(|x| x.2)
+            .collect();
+    assert!(failures.is_empty(), "{failures:#?}");
 }
