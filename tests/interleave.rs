@@ -983,8 +983,11 @@ impl World {
                     (Frozen::No, _) => Frozen::No,
                     // Behind the front, and behind the last write's base (ahead of the base
                     // the clock may be on its timeline).
+                    // (Behind every base the last write may have taken: a reset during it
+                    // leaves the clock on a read made before, from which this may be ahead.)
                     (_, Some(b))
-                        if behind(front, clean) > spread && behind(base, clean) > spread =>
+                        if behind(front, clean) > spread
+                            && bases.iter().all(|&x| behind(x, clean) > spread) =>
                     {
                         // The latest window's bound: a reading may return what its latest
                         // read gave, and time may have run on (its counter caught up) between
@@ -3603,4 +3606,72 @@ fn assert_kept_with_resets(c: Case) {
             .map(|x| x.2)
             .collect();
     assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// P6f (model): a reset during a rebase's publication left the model's base 2^62 from the
+/// clock's; a counter reset to 0 was then ahead of the clock's base (time saturated, a forward
+/// move the bound counts) but behind the model's, and judged by a window's bound.
+#[test]
+fn found_a_reset_window_judged_from_the_wrong_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (1, 16990427423317626062),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Pass(140),
+            Read,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Pass(295),
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(434),
+            Go,
+            Read,
+            Go,
+            Pass(4),
+            Read,
+            Pass(368),
+            Go,
+            Pass(386),
+            Go,
+            Update,
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(109),
+            Pass(907),
+            Read,
+            Rebase(At::Any(0), Rate::Ppm(0)),
+            Pass(117),
+            Pass(157),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(3155372500140362958)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Reset(ResetTo::BelowStart(29960)),
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+        ],
+    });
 }
