@@ -939,12 +939,11 @@ impl World {
                 self.past[i] = clean;
             }
         }
-        let (spread, thr, front, window, base, bases) = (
+        let (spread, thr, front, window, bases) = (
             self.spread,
             self.behind_threshold(),
             self.front,
             self.window,
-            self.base_counter,
             self.bases,
         );
         let now = self.now;
