@@ -715,6 +715,9 @@ struct World {
     /// The last write that published: its true start and interval (cadence).
     last_ok: Option<(u64, u64)>,
     ever_back: bool,
+    /// The counter stepped back since the last write that published (64-bit): it may be
+    /// before that write's base again, on the previous timeline.
+    back_since_publish: bool,
 
     // Records.
     readings: Vec<Reading>,
@@ -782,6 +785,7 @@ impl World {
             started: None,
             last_ok: None,
             ever_back: false,
+            back_since_publish: false,
             readings: Vec::new(),
             writes: Vec::new(),
             back_steps: Vec::new(),
@@ -900,9 +904,13 @@ impl World {
             return 0;
         }
         self.rates.retire(self.now);
-        // Since a backward reset the counter has not caught up from, it may be running on
-        // the previous timeline again, at that timeline's rate.
-        let again = self.rates.previous.filter(|_| self.window.is_some());
+        // Since a backward reset (until a write publishes), the counter may be before the
+        // newest base again, on the previous timeline, at that timeline's rate (the rates'
+        // retiring hold assumes a counter that crosses the base once, moving forward).
+        let again = self
+            .rates
+            .previous
+            .filter(|_| self.window.is_some() || self.back_since_publish);
         if let Some(hz) = self
             .rates
             .fastest()
@@ -1113,6 +1121,7 @@ impl World {
             }
             self.back_steps.push(self.step);
             self.ever_back = true;
+            self.back_since_publish = true;
         }
     }
 
@@ -1382,6 +1391,7 @@ impl World {
                 self.cadence = false;
             }
             self.last_ok = Some((f.true_start, interval));
+            self.back_since_publish = false;
             self.base_counter = self.counter_full(0);
             self.bases = if f.reads.clean > 0 {
                 [self.base_counter, f.reads.least, f.reads.most]
@@ -3670,6 +3680,33 @@ fn found_a_reset_window_judged_from_the_wrong_base() {
             Pass(1),
             Reset(ResetTo::BelowStart(29960)),
             Reset(ResetTo::BelowStart(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): a reset back within the lag, then the counter ran on into the recalibration's
+/// handover, long after the old rate's retiring hold: the clock reads it on the previous
+/// timeline at 79.8 GHz, which the model had retired (true time at 100 GHz).
+#[test]
+fn found_a_reset_back_into_the_handover() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 79788000001,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Read,
+            Recalibrate(Rate::Exp(8000)),
+            Reset(ResetTo::InLag(13458)),
+            Pass(669),
+            Read,
+            Update,
             Read,
         ],
     });
