@@ -855,9 +855,19 @@ impl World {
 
     /// P6: a counter read more than this behind the anchor is clearly behind (a time more than
     /// `LAG_NS + MARK_GRANULE_NS + 2 HANDOVER_NS` below it at any rate given).
+    ///
+    /// Each margin rounded up to a whole tick at the slowest-running rate given: a margin is
+    /// `HANDOVER_NS` in ticks, at least one (1 ms at 1 kHz), so a base may be that far past
+    /// what was handed out, and the clock judges a reading before it from there, run back at
+    /// the faster rate (promise 6).
     fn behind_threshold(&self) -> u64 {
-        let ns = LAG_NS + MARK_GRANULE_NS + 2 * HANDOVER_NS;
-        sat(ticks_of(u128::from(ns), self.rates.highest.max(self.hz))) + self.spread + 2
+        let lowest = if self.rates.lowest == 0 {
+            self.hz
+        } else {
+            self.rates.lowest.min(self.hz)
+        };
+        let ns = u128::from(LAG_NS + MARK_GRANULE_NS + 2 * HANDOVER_NS) + 2 * ns_of(1, lowest);
+        sat(ticks_of(ns, self.rates.highest.max(self.hz))) + self.spread + 2
     }
 
     /// How far time may pass now: someone looks once per quarter wrap (late schedules; not
@@ -3707,6 +3717,38 @@ fn found_a_reset_back_into_the_handover() {
             Pass(669),
             Read,
             Update,
+            Read,
+        ],
+    });
+}
+
+/// P6a, P6b (model): at 1 kHz a margin is one tick (1 ms): the recalibration's base was 1 ms
+/// past what was handed out, and a counter 64 µs (at 100 GHz) before it was not behind as the
+/// clock judges it (run back at the faster rate); the threshold counted 20 µs margins.
+#[test]
+fn found_a_one_tick_margin_in_the_threshold() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Read,
+            Reset(ResetTo::Ahead(33541539753858380)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Update,
+            Recalibrate(Rate::Exp(8000)),
+            Reset(ResetTo::PastLag(2)),
             Read,
         ],
     });
