@@ -815,11 +815,22 @@ impl World {
         self.counter_full(cpu)
     }
 
+    /// The counter caught up with its front, or a write re-based: the window a backward reset
+    /// opened (P6f) closes, for the readings running too — time may run on from here, and a
+    /// reading that read in the window and is stalled past its close may return the ceiling
+    /// of a mark raised after it (a time read within its call, promise 3).
+    fn close_window(&mut self) {
+        self.window = None;
+        for f in &mut self.frames {
+            f.reads.frozen = Frozen::No;
+        }
+    }
+
     fn follow_front(&mut self) {
         let f = self.front_now();
         if f != self.front && ahead_of(f, self.front) {
             self.front = f;
-            self.window = None;
+            self.close_window();
         }
     }
 
@@ -1123,7 +1134,7 @@ impl World {
         // (whose 64-bit deadline is 2^62 ticks past its base) may take it for behind.
         if d < AHEAD_LIMIT && f.wrapping_sub(self.base_counter) < AHEAD_LIMIT / 2 {
             self.front = f;
-            self.window = None;
+            self.close_window();
         } else {
             // Behind (or so far ahead that the clock may take it for behind).
             if self.window.is_none() {
@@ -1222,7 +1233,7 @@ impl World {
                     self.rebases_running += 1;
                     self.bound = self.bound.max(u128::from(at));
                     self.anchor = None;
-                    self.window = None;
+                    self.close_window();
                     // And for the operations running around it: a `now()` that overlaps a
                     // rebase may read again on the timeline the rebase publishes (from a time
                     // the caller gives, or the mark's ceiling: promise 6) and return that, so
@@ -1417,7 +1428,7 @@ impl World {
                 } else {
                     now
                 };
-                w.window = None;
+                w.close_window();
             };
             match what {
                 Write::Start(_) if self.started.is_none() => {
@@ -3750,6 +3761,56 @@ fn found_a_one_tick_margin_in_the_threshold() {
             Recalibrate(Rate::Exp(8000)),
             Reset(ResetTo::PastLag(2)),
             Read,
+        ],
+    });
+}
+
+/// P6f (model): a reading that read in a reset's window, stalled while the counter came back
+/// and time ran on, returned the ceiling of a mark raised after the window closed.
+#[test]
+fn found_a_reading_stalled_past_its_window() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 4),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Any(4611687247861776385)),
+            Pass(16),
+            Update,
+            Pass(517),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(370),
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Reset(ResetTo::SinceBase(0)),
+            Read,
+            Go,
+            Pass(1),
+            Go,
+            Go,
         ],
     });
 }
