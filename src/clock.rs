@@ -1470,7 +1470,12 @@ impl<C: Counter> Clock<C> {
             return t;
         }
         let d = width.delta(tb.base_ticks, t);
-        if d >= OFFSET_LIMIT || tb.at(d) <= mark.saturating_add(CONFIRM_NS) {
+        let ns = tb.at(d);
+        // Where time saturates (at `u64::MAX` ns) every reading's time is the same and says
+        // nothing of how far ahead it is: confirm it all the same, or a glitched close read
+        // there becomes a close point and a base ahead of the counter (the next write then
+        // finds the counter before that base: `Behind`, with no step back).
+        if d >= OFFSET_LIMIT || (ns != u64::MAX && ns <= mark.saturating_add(CONFIRM_NS)) {
             return t;
         }
         hook(Point::ReadConfirm);

@@ -3814,3 +3814,53 @@ fn found_a_reading_stalled_past_its_window() {
         ],
     });
 }
+
+/// P6d, P7 (clock): with time saturated at `u64::MAX` (a rebase near the top) a writer's
+/// glitched close read was not confirmed (its time, `u64::MAX`, is never more than 1 ms past
+/// the mark): the base went 7 ticks ahead of the counter, and the next update said `Behind`.
+#[test]
+fn found_a_glitch_unconfirmed_where_time_saturates() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Rebase(At::Top(1000001), Rate::Ppm(0)),
+            Pass(1),
+            Go,
+            Go,
+            Read,
+            Go,
+            Pass(868),
+            Pass(156),
+            Update,
+            Update,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Read,
+            Go,
+        ],
+    });
+}
