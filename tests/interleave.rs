@@ -3864,3 +3864,42 @@ fn found_a_glitch_unconfirmed_where_time_saturates() {
         ],
     });
 }
+
+/// P3, P7 (clock): a reader on the lagging CPU found the timeline closed, and its one
+/// glitched read (2 ms ahead) past the close point stood at the end (42 µs: within a margin of
+/// the mark, so `settle` did not confirm it): time moved 25 µs in 4 µs.
+#[test]
+fn found_a_glitch_past_the_close_point_stands_at_the_end() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![20000, 0, 0],
+        order: vec![1, 0, 0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Pass(4),
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+        ],
+    });
+}
