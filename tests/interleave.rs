@@ -108,7 +108,8 @@
 //!   from the anchor — two counters 2^62 or more apart may be on the same side of the base.
 //!   Counters within 2^41 ticks of the 2^62 past the base where the clock tells ahead from
 //!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
-//!   leaves no anchor). The base is uncertain after a reset during a write (the clock bases
+//!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
+//!   side of it than the old base did). The base is uncertain after a reset during a write (the clock bases
 //!   on a read made before it): every candidate (`World::bases`) must agree. `Behind`
 //!   changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
@@ -1413,12 +1414,37 @@ impl World {
             }
             self.last_ok = Some((f.true_start, interval));
             self.back_since_publish = false;
+            let old_bases = self.bases;
             self.base_counter = self.counter_full(0);
             self.bases = if f.reads.clean > 0 {
                 [self.base_counter, f.reads.least, f.reads.most]
             } else {
                 [self.base_counter; 3]
             };
+            // An anchor the new base places on the other side of it than the old one did is
+            // dropped (for the readings running too): behind the old base, its reading stood
+            // at the mark's ceiling, not at its counter's time, and a base 2^62 or more ahead
+            // (a forward jump the clock takes for time) puts that counter ahead of it.
+            let new_bases = self.bases;
+            // (Only far from every base: an anchor between the old base and the new one, the
+            // common case, keeps its meaning.)
+            let flips = |a: u64| {
+                let places: Vec<i128> = old_bases
+                    .iter()
+                    .chain(new_bases.iter())
+                    .map(|&b| place(b, a))
+                    .collect();
+                places.iter().all(|p| p.unsigned_abs() >= 1 << 59)
+                    && places.windows(2).any(|w| (w[0] >= 0) != (w[1] >= 0))
+            };
+            if self.anchor.is_some_and(|(a, _)| flips(a)) {
+                self.anchor = None;
+            }
+            for fr in &mut self.frames {
+                if fr.anchor.is_some_and(|a| flips(a)) {
+                    fr.anchor = None;
+                }
+            }
             // A new timeline on the counter as the write read it: the front is no less than
             // its reads (a reset during the write may have sent the counter behind them).
             let fresh = |w: &mut World| {
@@ -3900,6 +3926,119 @@ fn found_a_glitch_past_the_close_point_stands_at_the_end() {
             Go,
             Start(Rate::Ppm(0)),
             Go,
+        ],
+    });
+}
+
+/// P6c, P6a (model): an anchor read 2^62 + 2^47 past the base (behind: it stood at the
+/// ceiling); the counter then jumped 3.7e18 ticks ahead of the base, which the clock took for
+/// time and re-based on: that anchor is ahead of the new base, and the counter near the new
+/// base was not behind what was handed out.
+#[test]
+fn found_an_anchor_on_the_far_side_of_a_new_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Reset(ResetTo::Any(13835057013293565779)),
+            Go,
+            Go,
+            Go,
+            Pass(600),
+            Go,
+            Reset(ResetTo::Ahead(3527493398624423618)),
+            Start(Rate::Ppm(0)),
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Pass(1),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Update,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::BelowStart(3928)),
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Reset(ResetTo::NearTop(0)),
+            Go,
+            Read,
+            Update,
+            Update,
         ],
     });
 }
