@@ -109,9 +109,9 @@
 //!   Counters within 2^41 ticks of the 2^62 past the base where the clock tells ahead from
 //!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
 //!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
-//!   side of it than the old base did). The base is uncertain after a reset during a write (the clock bases
-//!   on a read made before it): every candidate (`World::bases`) must agree. `Behind`
-//!   changes nothing (promise 6): not the base, not the rate. Then:
+//!   side of it than the old base did). The base is uncertain after a reset during a write
+//!   (the clock bases on a read made before it): every candidate (`World::bases`) must
+//!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
 //!   out by readings that were not behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
@@ -1441,7 +1441,7 @@ impl World {
                 self.anchor = None;
             }
             for fr in &mut self.frames {
-                if fr.anchor.is_some_and(|a| flips(a)) {
+                if fr.anchor.is_some_and(&flips) {
                     fr.anchor = None;
                 }
             }
