@@ -1414,6 +1414,10 @@ impl World {
             }
             self.last_ok = Some((f.true_start, interval));
             self.back_since_publish = false;
+            // P6f's window lasts "until the counter catches up again or a write re-bases" (the
+            // module docs): any write that published re-based, not only a start or a rebase
+            // (an update from a counter the clock did not find behind runs time on from there).
+            self.close_window();
             let old_bases = self.bases;
             self.base_counter = self.counter_full(0);
             self.bases = if f.reads.clean > 0 {
@@ -4039,6 +4043,91 @@ fn found_an_anchor_on_the_far_side_of_a_new_base() {
             Read,
             Update,
             Update,
+        ],
+    });
+}
+
+/// P6f (model): the window a reset opened stayed open across updates that published (the
+/// counter never caught up with a front 2^62 away): time ran on from them, as the docs' "or a
+/// write re-bases" allows, and a later reading's ceiling was judged by the old bound.
+#[test]
+fn found_a_reset_window_across_updates() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Reset(ResetTo::InLag(3277)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Rebase(At::Latest(14001), Rate::Ppm(0)),
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Update,
+            Reset(ResetTo::BelowStart(49152)),
+            Go,
+            Go,
+            Reset(ResetTo::Any(4611686018427387903)),
+            Glitch(0, 0),
+            Go,
+            Reset(ResetTo::Earlier(9405)),
+            Update,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Reset(ResetTo::Ahead(1566027542964502535)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(257),
+            Glitch(0, 0),
+            Read,
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Read,
+            Go,
+            Go,
+            Go,
+            Update,
+            Update,
+            Go,
+            Go,
+            Read,
+            Reset(ResetTo::BelowStart(16385)),
         ],
     });
 }
