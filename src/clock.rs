@@ -833,7 +833,20 @@ impl<C: Counter> Clock<C> {
                     // the smaller (both are readings made within this call).
                     match self.read_once(width, mark) {
                         Some(again) if again < ns => {
-                            return self.settle(width, mark, Some(again), false)
+                            // The smaller may still be the glitch: the first a true reading
+                            // from before the counter was reset back. Still far past the mark,
+                            // it is confirmed once more (a third read, the smaller kept).
+                            let again = if again > mark.saturating_add(CONFIRM_NS) {
+                                hook(Point::ReadConfirm);
+                                match self.read_once(width, mark) {
+                                    Some(third) if third < again => third,
+                                    None => return self.settle(width, mark, None, false),
+                                    Some(_) => again,
+                                }
+                            } else {
+                                again
+                            };
+                            return self.settle(width, mark, Some(again), false);
                         }
                         None => return self.settle(width, mark, None, false),
                         Some(_) => {}

@@ -4131,3 +4131,48 @@ fn found_a_reset_window_across_updates() {
         ],
     });
 }
+
+/// P3, P7 (clock): a reader stalled after reading 2^31 ms, the counter reset back to 2^30
+/// ms, and its confirming read glitched (7 ms ahead): the smaller of the two was the glitch,
+/// which became the time (7 ms in no time).
+#[test]
+fn found_a_glitched_confirmation_after_a_reset() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Pass(1),
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Reset(ResetTo::SinceBase(0)),
+            Read,
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Start(Rate::Ppm(0)),
+            Read,
+            Read,
+            Read,
+            Go,
+            Go,
+            Go,
+        ],
+    });
+}
