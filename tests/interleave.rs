@@ -81,11 +81,12 @@
 //! - **P3 Stalls** (`check_catch_up`, `check_liveness`): between two `now()`s (the first
 //!   finished before the second began, and no write overlapped the first), time advances by
 //!   no more than true time did — a stalled writer's catch-up never exceeds the stall — (+
-//!   spread + 2 ticks; + a granule and a lag where the counter stepped back; not across a
-//!   rebase or a forward reset). And where no writer ran between them and the counter never
-//!   stepped back (64-bit, and narrow cadence schedules), by at least the ticks that passed
-//!   (less spread) at the slowest-ticking rate: time stands still only while a writer is
-//!   stalled.
+//!   spread + 2 ticks; + a granule and a lag where the counter stepped back; + up to a
+//!   granule above what a reading that straddled a step back handed out, its time from
+//!   before the step; not across a rebase or a forward reset). And where no writer ran
+//!   between them and the counter never stepped back (64-bit, and narrow cadence
+//!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
+//!   rate: time stands still only while a writer is stalled.
 //! - **P4 Writers** (`World::judge`): `Busy` only when another write is running (one
 //!   enclosing this one); `NotStarted` only if no `start` had finished before the call;
 //!   `Started` only from `start`, after one finished; one `start` succeeds; `rebase` returns
@@ -1878,9 +1879,24 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
             {
                 slack += u128::from(MARK_GRANULE_NS + LAG_NS);
             }
+            // A reading that read the counter before it stepped back and finished after a
+            // began hands out its time from before the step (a time read within its call,
+            // promise 3), which a (read after the step, and not behind what had been handed out
+            // then) may be below by the whole step: b may stand a granule above that.
+            let straddled = w
+                .readings
+                .iter()
+                .filter(|r| r.end > a.start && r.end < b.end)
+                .filter(|r| w.back_steps.iter().any(|&s| r.start < s && s < r.end))
+                .map(|r| u128::from(r.ns))
+                .max();
+            let from_straddled = straddled.is_some_and(|ns| {
+                u128::from(b.ns) <= ns + u128::from(MARK_GRANULE_NS) + elapsed + slack
+            });
             // From a reading no write overlapped: one made during a writer's stall stands
             // still, and the catch-up after it is the whole stall.
             if u128::from(b.ns - a.ns) <= elapsed + slack
+                || from_straddled
                 || any_in(&w.jumps, a.start, b.end)
                 || rebase_in(w, a.start, b.end)
                 || w.writes
@@ -4171,6 +4187,53 @@ fn found_a_glitched_confirmation_after_a_reset() {
             Read,
             Read,
             Go,
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P3 (model): a reading that read before a reset back (2 ms, nothing handed out since) and
+/// finished after a reading made after it handed out the pre-reset time: time moved 2 ms in
+/// none, each value read within its call.
+#[test]
+fn found_a_reading_straddling_a_reset_hands_out_the_time_before_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Recalibrate(Rate::Exp(4433)),
+            Read,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Pass(1),
+            Reset(ResetTo::PastLag(0)),
+            Read,
+            Glitch(0, 0),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Read,
             Go,
             Go,
         ],
