@@ -300,13 +300,44 @@ fn boot_within(
     }
     cmd.args(qemu_args);
     cmd.arg("-kernel").arg(kernel).args(["-append", cmdline]);
+    let Finished {
+        stdout,
+        stderr,
+        wall,
+        timed_out,
+    } = run_qemu(&mut cmd, arch.qemu(), timeout)?;
+    Ok(Run {
+        kv: parse_kv(&stdout),
+        stdout,
+        stderr,
+        wall,
+        timed_out,
+        timeout,
+    })
+}
+
+/// What a QEMU run printed, how long it took, and whether it was killed at its timeout.
+pub(crate) struct Finished {
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+    pub(crate) wall: Duration,
+    pub(crate) timed_out: bool,
+}
+
+/// Runs `cmd` (a QEMU, named `name` in errors) with no stdin, reading its stdout (carriage
+/// returns dropped) and stderr, and kills it if it is still running after `timeout`.
+pub(crate) fn run_qemu(
+    cmd: &mut Command,
+    name: &str,
+    timeout: Duration,
+) -> Result<Finished, String> {
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let start = Instant::now();
     let mut child = cmd
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", arch.qemu()))?;
+        .map_err(|e| format!("cannot start {name}: {e}"))?;
     let mut out = child.stdout.take().ok_or("no stdout")?;
     let mut err = child.stderr.take().ok_or("no stderr")?;
     let out_reader = thread::spawn(move || {
@@ -333,16 +364,11 @@ fn boot_within(
             Err(e) => return Err(format!("waiting for qemu: {e}")),
         }
     }
-    let wall = start.elapsed();
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
-    Ok(Run {
-        kv: parse_kv(&stdout),
-        stdout,
-        stderr,
-        wall,
+    Ok(Finished {
+        wall: start.elapsed(),
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
         timed_out,
-        timeout,
     })
 }
 

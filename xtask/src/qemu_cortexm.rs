@@ -27,13 +27,11 @@
 //! firmware's watchdog turns a hang into `error=watchdog` within 200 ms of guest time;
 //! [`TIMEOUT`] of wall time is the backstop.
 
-use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::{name, parse_kv, Line, Run};
+use super::{name, parse_kv, run_qemu, Finished, Line, Run};
 use crate::cargo;
 
 /// Longest a run may take on the host before it is killed and fails.
@@ -211,43 +209,13 @@ fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
         ])
         .args(["-icount", &format!("shift={}", board.icount_shift)])
         .arg("-kernel")
-        .arg(elf)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let start = Instant::now();
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| format!("cannot start qemu-system-arm: {e}"))?;
-    let mut out = child.stdout.take().ok_or("no stdout")?;
-    let mut err = child.stderr.take().ok_or("no stderr")?;
-    let out_reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let err_reader = thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
-    });
-    let mut timed_out = false;
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if start.elapsed() > TIMEOUT => {
-                timed_out = true;
-                let _ = child.kill();
-                let _ = child.wait();
-                break;
-            }
-            Ok(None) => thread::sleep(Duration::from_millis(20)),
-            Err(e) => return Err(format!("waiting for qemu: {e}")),
-        }
-    }
-    let wall = start.elapsed();
-    let stdout = out_reader.join().unwrap_or_default();
-    let stderr = err_reader.join().unwrap_or_default();
+        .arg(elf);
+    let Finished {
+        stdout,
+        stderr,
+        wall,
+        timed_out,
+    } = run_qemu(&mut cmd, "qemu-system-arm", TIMEOUT)?;
     Ok(Run {
         kv: parse_kv(&format!("{stdout}\n{stderr}")),
         stdout: format!("{stdout}{stderr}"),
