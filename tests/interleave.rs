@@ -110,7 +110,8 @@
 //!   Counters within 2^41 ticks of the 2^62 past the base where the clock tells ahead from
 //!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
 //!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
-//!   side of it than the old base did). The base is uncertain after a reset during a write
+//!   side of it than the old base did, or one set before a forward reset that a write then
+//!   based on). The base is uncertain after a reset during a write
 //!   (the clock bases on a read made before it): every candidate (`World::bases`) must
 //!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
@@ -720,6 +721,8 @@ struct World {
     /// The counter stepped back since the last write that published (64-bit): it may be
     /// before that write's base again, on the previous timeline.
     back_since_publish: bool,
+    /// The counter moved forward by a reset since the anchor was set (64-bit).
+    jumped_since_anchor: bool,
 
     // Records.
     readings: Vec<Reading>,
@@ -788,6 +791,7 @@ impl World {
             last_ok: None,
             ever_back: false,
             back_since_publish: false,
+            jumped_since_anchor: false,
             readings: Vec::new(),
             writes: Vec::new(),
             back_steps: Vec::new(),
@@ -1131,6 +1135,7 @@ impl World {
         if moved != 0 {
             self.bound += ns_of(u128::from(moved), fast);
             self.jumps.push(self.step);
+            self.jumped_since_anchor = true;
         }
         // Ahead of the front, and not so far past the last write's base that the clock
         // (whose 64-bit deadline is 2^62 ticks past its base) may take it for behind.
@@ -1364,6 +1369,7 @@ impl World {
             // a 64-bit clock tells from behind, but not past its base).
             let onward =
                 ns > self.anchor.map_or(0, |a| a.1) && ahead_of(f.reads.least, self.base_counter);
+            self.jumped_since_anchor = false;
             self.anchor = Some(match self.anchor {
                 Some((a, at))
                     if !onward
@@ -1442,11 +1448,15 @@ impl World {
                 places.iter().all(|p| p.unsigned_abs() >= 1 << 59)
                     && places.windows(2).any(|w| (w[0] >= 0) != (w[1] >= 0))
             };
-            if self.anchor.is_some_and(|(a, _)| flips(a)) {
+            // So is one set before a forward reset the clock took for time: a base after it
+            // is that much ahead, and the clock judges a reading behind the base by running
+            // back from the base's time (promise 6), which the jump is part of.
+            let jumped = std::mem::take(&mut self.jumped_since_anchor);
+            if self.anchor.is_some_and(|(a, _)| jumped || flips(a)) {
                 self.anchor = None;
             }
             for fr in &mut self.frames {
-                if fr.anchor.is_some_and(&flips) {
+                if fr.anchor.is_some_and(|a| jumped || flips(a)) {
                     fr.anchor = None;
                 }
             }
@@ -4236,6 +4246,87 @@ fn found_a_reading_straddling_a_reset_hands_out_the_time_before_it() {
             Read,
             Go,
             Go,
+        ],
+    });
+}
+
+/// P6b, P6a (model): a forward reset of 9.5e15 ticks (time saturates) that updates then
+/// based on, a reset to 0: 5.8e18 ticks behind the anchor but, run back from the newest base
+/// as the clock judges it, not behind what was handed out (the jump is time).
+#[test]
+fn found_an_anchor_from_before_a_forward_jump() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (1, 5809347840808955802),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Start(Rate::Ppm(0)),
+            Update,
+            Update,
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(1),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Update,
+            Go,
+            Pass(162),
+            Start(Rate::Ppm(0)),
+            Pass(370),
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Reset(ResetTo::Ahead(2425201041277148288)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(1)),
+            Go,
+            Read,
+            Update,
+            Recalibrate(Rate::Ppm(0)),
+            Reset(ResetTo::Any(0)),
         ],
     });
 }
