@@ -86,7 +86,8 @@
 //!   no more than true time did — a stalled writer's catch-up never exceeds the stall — (+
 //!   spread + 2 ticks; + a granule and a lag where the counter stepped back; + up to a
 //!   granule above what a reading that straddled a step back handed out, its time from
-//!   before the step; not across a rebase or a forward reset). And where no writer ran
+//!   before the step; not across a rebase or a forward reset, nor after any forward reset
+//!   where the first stood behind at the mark's ceiling). And where no writer ran
 //!   between them and the counter never stepped back (64-bit, and narrow cadence
 //!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
 //!   rate: time stands still only while a writer is stalled.
@@ -1920,9 +1921,14 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
             });
             // From a reading no write overlapped: one made during a writer's stall stands
             // still, and the catch-up after it is the whole stall.
+            // A reading that stood behind (at the mark's ceiling) did not hand out the
+            // timeline's time: a forward jump before it, which no reading on the timeline saw
+            // yet, may show in b, as time (P2's bound counts it).
+            let stood_behind = a.reads.behind_front || !a.reads.on_timeline;
             if u128::from(b.ns - a.ns) <= elapsed + slack
                 || from_straddled
                 || any_in(&w.jumps, a.start, b.end)
+                || (stood_behind && w.jumps.iter().any(|&j| j < b.end))
                 || rebase_in(w, a.start, b.end)
                 || w.writes
                     .iter()
@@ -4393,6 +4399,65 @@ fn found_a_glitch_from_a_counter_behind_falls_short() {
             Go,
             Glitch(0, 0),
             Read,
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): a forward reset about 2^62 ahead that no reading saw (the clock based on it:
+/// time saturated), then resets: a reading stood behind at the ceiling, the next one on the
+/// timeline read the jump, which P2's bound counts.
+#[test]
+fn found_a_jump_seen_after_a_reading_that_stood_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (1, 13835058053182618728),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Pass(32),
+            Update,
+            Go,
+            Glitch(0, 0),
+            Glitch(0, 0),
+            Update,
+            Pass(373),
+            Pass(249),
+            Go,
+            Reset(ResetTo::NearTop(2099544984)),
+            Read,
+            Read,
+            Update,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Update,
+            Update,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Reset(ResetTo::BelowStart(21846)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Reset(ResetTo::Earlier(11319)),
             Read,
         ],
     });
