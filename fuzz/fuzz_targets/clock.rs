@@ -138,6 +138,13 @@ impl Counter for Script {
         if let Some(step) = step {
             let room = (self.seen.get() + self.quarter).saturating_sub(self.true_now.get());
             let mut step = u128::from(step).min(room);
+            if self.bits == 64 {
+                // The clock's contract for a 64-bit counter: read within its deadline, 2^62
+                // ticks, of the timeline's base (clock promise 6: further ahead reads as
+                // behind). A timeline's base is at or after the start, so no input takes the
+                // counter more than 2^61 ticks past the start (146 years at 1 GHz).
+                step = step.min((1u128 << 61).saturating_sub(self.true_now.get()));
+            }
             if self.mode == Mode::Reset {
                 // Small enough that no input moves the counter a quarter of 2^64 from where
                 // it was last reset: a reset then lands behind every base since.
