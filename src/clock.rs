@@ -1406,6 +1406,19 @@ impl<C: Counter> Clock<C> {
                 word.store(value);
             }
         });
+        // A writer stalled after that read (before the version became visible) may publish a
+        // narrow timeline whose deadline the counter has passed meanwhile, unseen: readers
+        // read the previous version all along. Look once more, now that it is visible, and
+        // latch it if so (a reading a wrap later would otherwise look like one on it).
+        if geometry.width != Width::FULL {
+            let (version, _) = self.timeline.current();
+            let t = self.read_after_fence(geometry);
+            let d = geometry.width.delta(next.base_ticks, t);
+            let before_base = geometry.width.delta(t, next.base_ticks) <= next.hand;
+            if !before_base && geometry.is_late(geometry.zone(d)) {
+                self.latch(version);
+            }
+        }
     }
 
     /// One more late write (under the writer lock: no other writer counts).
