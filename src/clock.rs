@@ -22,9 +22,7 @@
 //!    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
 //!    ([`HANDOVER_NS`], or one tick where a tick is longer: below 50 kHz), except where
 //!    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
-//!    the timeline; one made from a counter that has not yet reached the last write's base
-//!    (a counter that does not move) starts afresh a margin ahead, so rebases repeated on
-//!    such a counter each move time a margin on.
+//!    the timeline (no jump, however often it is repeated).
 //! 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
 //!    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
 //!    than the stall: while a writer is between closing the old timeline and publishing the
@@ -1304,8 +1302,17 @@ impl<C: Counter> Clock<C> {
                     // So does one from a reading still in the last write's handover (a
                     // counter that did not move): continuing would keep the old rate over the
                     // handover's ticks.
-                    Write::Rebase(at, _) if at > tb.at(d) || (before != 0 && in_handover) => {
+                    Write::Rebase(at, _) if at > tb.at(d) => {
                         Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
+                    }
+                    // A counter still in the last write's handover after the wait (one that
+                    // does not move, so no reader has read past it): afresh at the new rate
+                    // from that reading, at the time it reads on the old timeline — no jump,
+                    // and no handover at the old rate.
+                    Write::Rebase(at, _) if before != 0 && in_handover => {
+                        let t = fresh_reading();
+                        let now = tb.before_base(width, t).max(self.mark.load());
+                        Timebase::fresh(t, at.max(now), scale, reach)
                     }
                     // Closed at its base (the counter had not reached it, and no reader had):
                     // the same timeline at the new rate, its handover unchanged.

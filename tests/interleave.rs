@@ -2909,7 +2909,6 @@ fn found_a_glitched_close_read_becomes_the_time() {
 /// (the counter plus a handover margin) from the counter now: each rebase moves time a margin
 /// ahead of the counter (8 rebases with the counter standing still: 160 µs at 1 GHz).
 #[test]
-#[ignore = "found at 88438dd..00fc033: a rebase on a running clock jumps a margin"]
 fn found_rebases_push_time_ahead() {
     let _alone = alone();
     let ticks = Cell::new(1u64 << 40);
