@@ -1392,18 +1392,24 @@ impl<C: Counter> Clock<C> {
     /// its end until the next write, which finds it late).
     fn publish(&self, geometry: &Geometry, next: &Timebase) {
         let margin = geometry.margin(&next.scale);
+        // Where a reading `t` falls for `next`: past its base by a margin or more (its
+        // handover can go), and past its deadline as well (it must be latched).
+        let place = |t: u64| {
+            let d = geometry.width.delta(next.base_ticks, t);
+            let past = geometry.width.delta(t, next.base_ticks) > next.hand && d >= margin;
+            (past, past && geometry.is_late(geometry.zone(d)))
+        };
         self.timeline.publish(|v, slot| {
             let gate = self.gate(v.slot);
             gate.open(geometry.deadline);
             // Confirmed (promise 7): a glitched read here would drop the handover of a
             // counter that has not reached the base.
-            let t = self.confirm_fresh(geometry.width, self.read_after_fence(geometry));
-            let d = geometry.width.delta(next.base_ticks, t);
-            let before_base = geometry.width.delta(t, next.base_ticks) <= next.hand;
+            let (past, late) =
+                place(self.confirm_fresh(geometry.width, self.read_after_fence(geometry)));
             let mut next = *next;
-            if !before_base && d >= margin {
+            if past {
                 next.hand = 0;
-                if geometry.is_late(geometry.zone(d)) {
+                if late {
                     gate.latched
                         .store(v.number.wrapping_add(1), Ordering::Relaxed);
                     gate.lim.store(0, Ordering::Relaxed);
@@ -1419,10 +1425,7 @@ impl<C: Counter> Clock<C> {
         // latch it if so (a reading a wrap later would otherwise look like one on it).
         if geometry.width != Width::FULL {
             let (version, _) = self.timeline.current();
-            let t = self.read_after_fence(geometry);
-            let d = geometry.width.delta(next.base_ticks, t);
-            let before_base = geometry.width.delta(t, next.base_ticks) <= next.hand;
-            if !before_base && geometry.is_late(geometry.zone(d)) {
+            if place(self.read_after_fence(geometry)).1 {
                 self.latch(version);
             }
         }
