@@ -25,6 +25,8 @@ mod board;
 #[path = "microbit.rs"]
 mod board;
 #[cfg(target_os = "none")]
+mod mmio;
+#[cfg(target_os = "none")]
 mod out;
 #[cfg(target_os = "none")]
 mod run;

@@ -15,13 +15,12 @@
 //! that runs between another context's trigger and read overwrites CC[n] with a later
 //! count, so every read still returns a count taken during its own call.
 
-use core::ptr::{read_volatile, write_volatile};
-
 use baretime::{Counter, NarrowTimer};
 use cortex_m::peripheral::scb::SystemHandler;
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::{NVIC, SCB, SYST};
 
+use crate::mmio::{read, write};
 use crate::run::Role;
 
 /// The timers' rate (prescaler 0) and the core clock's.
@@ -64,17 +63,6 @@ const IRQ_TIMER2: u16 = 10;
 
 /// The watchdog's period in TIMER0 ticks: 1 ms.
 const WATCHDOG_TICKS: u32 = (HZ / 1000) as u32;
-
-fn write(addr: usize, value: u32) {
-    // SAFETY: a register of an nRF51 timer (the addresses above); tasks and CC writes are
-    // the documented way to use them.
-    unsafe { write_volatile(addr as *mut u32, value) }
-}
-
-fn read(addr: usize) -> u32 {
-    // SAFETY: a register of an nRF51 timer; reading it has no side effect.
-    unsafe { read_volatile(addr as *const u32) }
-}
 
 /// The clock's counter: TIMER0's count, captured into CC[3].
 pub struct Main;

@@ -13,13 +13,12 @@
 //! reader of the extended count runs at SysTick's priority or below (baretime's
 //! `ExtendedTimer` docs: "Who reads").
 
-use core::ptr::{read_volatile, write_volatile};
-
 use baretime::{Counter, NarrowTimer};
 use cortex_m::peripheral::scb::SystemHandler;
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::{NVIC, SCB, SYST};
 
+use crate::mmio::{read, write};
 use crate::run::Role;
 
 /// QEMU's mps2 system clock, which drives SysTick and the APB timers.
@@ -54,17 +53,6 @@ const T_INTCLEAR: usize = 0x0c;
 const IRQ_TIMER0: u16 = 8;
 const IRQ_TIMER1: u16 = 9;
 const IRQ_DUALTIMER: u16 = 10;
-
-fn write(addr: usize, value: u32) {
-    // SAFETY: a device register of QEMU's mps2 (the addresses above), written by the one
-    // context that owns it.
-    unsafe { write_volatile(addr as *mut u32, value) }
-}
-
-fn read(addr: usize) -> u32 {
-    // SAFETY: a device register of QEMU's mps2; reading it has no side effect.
-    unsafe { read_volatile(addr as *const u32) }
-}
 
 /// The clock's counter: the dual timer's timer 2, counting down from 2^32 − 1, reported
 /// counting up.
