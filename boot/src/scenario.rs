@@ -5,7 +5,7 @@
 use core::fmt::{self, Write};
 use core::time::Duration;
 
-use baretime::calibrate::{self, Config, Reference, Verdict, Verified};
+use baretime::{calibrate_and_verify, Config, Reference, Verdict, Verified};
 use baretime::{Clock, Counter, Frequency};
 
 /// The kernel command line: `mode=calibrate|delay reference=… lie_hz=… cntfrq=… delay_ns=…`.
@@ -126,7 +126,7 @@ pub fn calibrate<C: Counter, R: Reference>(
     // stall): a kernel tries again a few times before it gives up, and says so.
     let mut attempt = 1;
     let verified = loop {
-        match calibrate::calibrate_and_verify(&counter, &mut reference, claim, config) {
+        match calibrate_and_verify(&counter, &mut reference, claim, config) {
             Ok(v) => break v,
             Err(e) => {
                 let _ = writeln!(out, "calibration_error_{attempt}=\"{e}\"");

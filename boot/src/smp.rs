@@ -17,8 +17,8 @@ use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use baretime::diag::warp::{TickBudget, WarpCheck, WarpError, WarpVerdict};
 use baretime::{Clock, ClockError, Counter, Frequency, Instant};
+use baretime_diag::{TickBudget, WarpCheck, WarpError, WarpVerdict};
 
 /// The most CPUs a scenario may use (stacks and per-CPU figures are sized for it).
 pub const MAX_CPUS: usize = 8;
@@ -281,7 +281,7 @@ pub fn bsp_reads<C: Counter>(
     let mut w = Writes::default();
     let up = offset(base, 50);
     let down = offset(base, -50);
-    let spacing_ns = 2 * baretime::clock::HANDOVER_NS;
+    let spacing_ns = 2 * baretime::LAG_NS;
     let start = reader.read(now_ns);
     let mut next = start;
     let mut step = 0u32;

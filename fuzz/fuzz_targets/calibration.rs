@@ -19,9 +19,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use baretime::calibrate::{
-    calibrate, calibrate_and_verify, Calibration, Config, Reference, Verdict,
-};
+use baretime::{Calibration, Config, Reference, Verdict, calibrate, calibrate_and_verify};
 use baretime::{Accuracy, Counter, Frequency, Source, Width};
 use libfuzzer_sys::fuzz_target;
 

@@ -9,11 +9,11 @@
 //! dropped as implausible is outside that range; every disagreement names two candidates.
 #![no_main]
 
-use baretime::discover::dump::{Dump, DUMP_CAPACITY};
-use baretime::discover::x86::{
+use baretime_x86::{Dump, DUMP_CAPACITY};
+use baretime_x86::{
     discover_with, X86Discovery, MAX_PLAUSIBLE_TSC_HZ, MIN_PLAUSIBLE_TSC_HZ,
 };
-use baretime::discover::MAX_CANDIDATES;
+use baretime_x86::MAX_CANDIDATES;
 use baretime::{Frequency, Source};
 use libfuzzer_sys::fuzz_target;
 use raw_cpuid::CpuIdResult;

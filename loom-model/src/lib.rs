@@ -2,7 +2,7 @@
 //! `tests/loom_clock.rs` (`RUSTFLAGS="--cfg loom" cargo test --release -p loom-model --test
 //! loom_clock`, run by `cargo xtask test`).
 //!
-//! The modules are baretime's own sources, included by path: `src/clock.rs` and what it
+//! The modules are baretime's own sources, included by path: `crates/baretime/src/clock.rs` and what it
 //! reaches through `crate::` (`counter`, `delay`, `frequency`, `instant`, `scale`, `sync`).
 //! Under `--cfg loom`, `sync.rs` takes its atomics and `yield_now` from loom. Keeping this in
 //! its own crate keeps loom out of baretime's manifest and so out of its users' lockfiles.
@@ -13,19 +13,19 @@
 // Intra-doc links such as `crate::calibrate::Calibration` resolve only in the library.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-#[path = "../../src/clock.rs"]
+#[path = "../../crates/baretime/src/clock.rs"]
 pub mod clock;
-#[path = "../../src/counter.rs"]
+#[path = "../../crates/baretime/src/counter.rs"]
 pub mod counter;
-#[path = "../../src/delay.rs"]
+#[path = "../../crates/baretime/src/delay.rs"]
 pub mod delay;
-#[path = "../../src/frequency.rs"]
+#[path = "../../crates/baretime/src/frequency.rs"]
 pub mod frequency;
-#[path = "../../src/instant.rs"]
+#[path = "../../crates/baretime/src/instant.rs"]
 pub mod instant;
-#[path = "../../src/scale.rs"]
+#[path = "../../crates/baretime/src/scale.rs"]
 pub mod scale;
-#[path = "../../src/sync.rs"]
+#[path = "../../crates/baretime/src/sync.rs"]
 mod sync;
 
 pub use clock::{Clock, ClockError, ClockHealth};

@@ -17,6 +17,15 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// Bare targets the library must build for, with the feature sets to check.
+/// The published crates besides the core, built for every bare-metal target below.
+const PLATFORM_CRATES: &[&str] = &[
+    "baretime-x86",
+    "baretime-aarch64",
+    "baretime-diag",
+    "baretime-sim",
+];
+
+/// The core crate's bare-metal builds: (target, features).
 const NO_STD_BUILDS: &[(&str, &str)] = &[
     ("x86_64-unknown-none", ""),
     ("x86_64-unknown-none", "defmt,embedded-hal"),
@@ -240,15 +249,15 @@ fn test_all() -> bool {
     tally.record(
         "host tests",
         run(
-            "host tests (std, sim, defmt, embedded-hal)",
-            cargo().args(["test", "--features", "defmt,embedded-hal"]),
+            "host tests (every crate; the suite turns on std, defmt and embedded-hal)",
+            cargo().args(["test", "--workspace", "--exclude", "firmware"]),
         ),
     );
     tally.record(
         "doc tests",
         run(
             "doc tests",
-            cargo().args(["test", "--doc", "--features", "defmt,embedded-hal"]),
+            cargo().args(["test", "--doc", "--workspace", "--exclude", "firmware"]),
         ),
     );
     tally.record(
@@ -256,7 +265,7 @@ fn test_all() -> bool {
         run(
             "interleaving test: 100 000 schedules per counter width (1, 2, 3, 8, 16, 24, 31, 32, 33, 48, 63, 64 bits)",
             cargo()
-                .args(["test", "--test", "interleave"])
+                .args(["test", "-p", "baretime", "--test", "interleave"])
                 .env("SCHEDULES", "100000"),
         ),
     );
@@ -285,14 +294,34 @@ fn test_all() -> bool {
             cargo().args(["run", "--release", "--example", "stress", "--", "3"]),
         ),
     );
+    // The core crate with each feature set; then, once per target, the platform crates,
+    // plain and with defmt (their features are the core's, passed through).
+    let mut targets: Vec<&str> = vec![];
     for (target, features) in NO_STD_BUILDS {
         let mut c = cargo();
-        c.args(["build", "--lib", "--target", target]);
+        c.args(["build", "--lib", "-p", "baretime", "--target", target]);
         if !features.is_empty() {
             c.args(["--features", features]);
         }
-        let name = format!("no_std build {target} [{features}]");
+        let name = format!("no_std build baretime {target} [{features}]");
         tally.record(&name, run(&name, &mut c));
+        if !targets.contains(target) {
+            targets.push(target);
+        }
+    }
+    for target in targets {
+        for features in ["", "defmt"] {
+            let mut c = cargo();
+            c.args(["build", "--lib", "--target", target]);
+            for p in PLATFORM_CRATES {
+                c.args(["-p", p]);
+            }
+            if !features.is_empty() {
+                c.args(["--features", features]);
+            }
+            let name = format!("no_std build platform crates {target} [{features}]");
+            tally.record(&name, run(&name, &mut c));
+        }
     }
     if have("qemu-aarch64") && have("aarch64-linux-gnu-gcc") {
         tally.record("aarch64-linux tests (qemu-user)", aarch64_user_tests());

@@ -16,9 +16,10 @@
 
 use core::fmt::Write;
 
-use baretime::arch::aarch64::{read_cntfrq_el0, GenericTimer};
-use baretime::arch::errata::{read_counted, Erratum, FaultyRead};
 use baretime::{Accuracy, Clock, FnCounter, Frequency, Source};
+use baretime_aarch64::{read_cntfrq_el0, GenericTimer};
+use baretime_aarch64::{read_counted, Erratum};
+use baretime_sim::FaultyRead;
 
 /// Workaround reads per erratum and side.
 const CALLS: u64 = 100_000;

@@ -7,10 +7,10 @@ mod smp;
 
 use core::fmt::{self, Write};
 
-use baretime::arch::aarch64::{write_cntfrq_el0, GenericTimer};
-use baretime::discover::aarch64;
-use baretime::reference::SemihostingElapsed;
 use baretime::Clock;
+use baretime_aarch64::GenericTimer;
+use baretime_aarch64::SemihostingElapsed;
+use core::arch::asm;
 
 use crate::scenario::{self, Args};
 use semihosting::{call, ADP_STOPPED_APPLICATION_EXIT, SYS_EXIT_EXTENDED, SYS_GET_CMDLINE};
@@ -112,7 +112,7 @@ extern "C" fn kernel_main() -> ! {
 
     // 1. The counter, and what CNTFRQ_EL0 claims about it.
     let timer = GenericTimer::new();
-    let claim = aarch64::discover().best();
+    let claim = baretime_aarch64::discover().best();
     scenario::print_claim(&mut out, claim);
 
     // 2. The reference: the semihosting host's elapsed time.
@@ -156,4 +156,22 @@ extern "C" fn kernel_main() -> ! {
     };
     let _ = writeln!(out, "done=1");
     exit(if ok { 0 } else { 1 });
+}
+
+/// Writes CNTFRQ_EL0, as firmware does at boot: the `cntfrq=` scenarios play misprogrammed
+/// firmware with it (the counter's real rate does not change).
+///
+/// # Safety
+///
+/// The caller runs at the highest implemented exception level that may write the register
+/// (EL1 without EL2/EL3 in QEMU's `virt`; EL3 on real hardware), else the write traps; and it
+/// accepts that every other reader of CNTFRQ_EL0 on this CPU (an OS's timekeeping) will see
+/// the new value.
+unsafe fn write_cntfrq_el0(hz: u64) {
+    // (aarch64-cpu models CNTFRQ_EL0 as read-only, as it is below the highest EL.)
+    // SAFETY: the caller guarantees the write is permitted at this EL (see # Safety). MSR
+    // writes only the system register; ISB makes later reads see it. No stack, no flags.
+    unsafe {
+        asm!("msr cntfrq_el0, {v}", "isb", v = in(reg) hz, options(nostack, preserves_flags))
+    };
 }

@@ -16,8 +16,8 @@ use core::arch::{asm, global_asm};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU64, Ordering};
 
-use baretime::arch::aarch64::GenericTimer;
 use baretime::{Clock, Frequency};
+use baretime_aarch64::GenericTimer;
 
 use super::Serial;
 use crate::smp::{self, at, Params, MAX_CPUS};

@@ -15,10 +15,11 @@
 use core::fmt::Write;
 use core::time::Duration;
 
-use baretime::arch::x86_64::Tsc;
-use baretime::calibrate::{self, Config, Error, Reference};
-use baretime::reference::{Hpet, Pit, WithAccuracy};
+use baretime::WithAccuracy;
+use baretime::{calibrate, CalibrationError, Config, Reference};
 use baretime::{Accuracy, Frequency};
+use baretime_x86::Tsc;
+use baretime_x86::{Hpet, Pit};
 
 use super::{acpi, entry, Serial};
 use crate::scenario;
@@ -127,14 +128,14 @@ fn faults(out: &mut Serial, tsc: Tsc, args: &scenario::Args, after: u64) {
             last: 0,
         };
         let start = super::CLOCK.now();
-        let result = calibrate::calibrate(tsc, &mut faulty, config);
+        let result = calibrate(tsc, &mut faulty, config);
         let elapsed: Duration = super::CLOCK.elapsed(start);
         let (error, detail) = match result {
             Ok(c) => ("none", c.frequency.as_hz()),
             Err(e) => (
                 e.token(),
                 match e {
-                    Error::ReferenceBackwards { by_ticks } => by_ticks,
+                    CalibrationError::ReferenceBackwards { by_ticks } => by_ticks,
                     _ => 0,
                 },
             ),

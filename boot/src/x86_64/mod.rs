@@ -3,6 +3,7 @@
 mod acpi;
 mod calfault;
 mod entry;
+mod msr;
 mod paravirt;
 mod port;
 mod serial;
@@ -10,11 +11,12 @@ mod smp;
 
 use core::fmt::Write;
 
-use baretime::arch::x86_64::Tsc;
-use baretime::calibrate::Reference;
-use baretime::discover::x86;
-use baretime::reference::{AcpiPmTimer, Hpet, Pit, WithAccuracy};
+use baretime::Reference;
+use baretime::WithAccuracy;
 use baretime::{Accuracy, Clock, Frequency};
+
+use baretime_x86::Tsc;
+use baretime_x86::{AcpiPmTimer, Hpet, Pit};
 use raw_cpuid::{CpuIdReader, CpuIdReaderNative, CpuIdResult};
 
 use crate::scenario::{self, Args};
@@ -77,8 +79,8 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         }
     };
     let mut discovery = match args.lie_hz {
-        None => x86::discover(),
-        Some(hz) => x86::discover_with(lying_cpuid(hz)),
+        None => baretime_x86::discover(),
+        Some(hz) => baretime_x86::discover_with(lying_cpuid(hz)),
     };
     let _ = writeln!(
         out,

@@ -13,10 +13,10 @@
 
 use core::fmt::Write;
 
-use baretime::arch::x86_64::paravirt::{self as hw, KvmPvclock, PvclockArea};
-use baretime::discover::paravirt::{self, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT};
-use baretime::discover::x86::{HypervisorKind, X86Discovery};
 use baretime::Frequency;
+use baretime_x86::KVM_FEATURE_CLOCKSOURCE_STABLE_BIT;
+use baretime_x86::{self as hw, KvmPvclock, PvclockArea};
+use baretime_x86::{HypervisorKind, X86Discovery};
 use raw_cpuid::{CpuIdReader, CpuIdReaderNative};
 
 use super::Serial;
@@ -70,7 +70,7 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
                 let _ = writeln!(out, "hyperv_msr_read=0x40000022");
                 // SAFETY: ring 0; this Hyper-V range's feature leaf says the frequency MSRs
                 // are readable, which is the function's contract.
-                match unsafe { hw::hyperv_tsc_frequency() } {
+                match unsafe { hw::read_hyperv_tsc_frequency() } {
                     Ok(freq) => {
                         let _ = writeln!(out, "hyperv_tsc_hz={}", Hz(freq.as_millihz()));
                         discovery.add_claim(freq);
@@ -88,7 +88,7 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
                 "kvm_base={base:#x} kvm_features={features:#x} kvm_stable_bit_offered={}",
                 features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0
             );
-            let msr = match paravirt::kvm_clock_msr(features) {
+            let msr = match baretime_x86::kvm_clock_msr(features) {
                 Ok(msr) => msr,
                 Err(e) => {
                     let _ = writeln!(out, " pvclock_error=\"{e}\"");

@@ -25,9 +25,10 @@ use core::arch::{asm, global_asm};
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
-use baretime::arch::x86_64::Tsc;
-use baretime::reference::{Hpet, WithAccuracy};
+use baretime::WithAccuracy;
 use baretime::{Accuracy, Clock, Counter, Frequency, MonotonicClock};
+use baretime_x86::Hpet;
+use baretime_x86::Tsc;
 
 use super::{acpi, entry, Serial};
 use crate::scenario;
@@ -525,9 +526,9 @@ mod skew {
     use core::fmt::Write;
     use core::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 
-    use baretime::arch::x86_64::msr::{rdmsr, wrmsr, IA32_TSC};
-    use baretime::arch::x86_64::tsc_adjust::{package_in_cpuid, BootCpuValue, PackageId};
-    use baretime::arch::x86_64::{Tsc, TscAdjust, TscAdjustTable};
+    use crate::x86_64::msr::{rdmsr, wrmsr, IA32_TSC};
+    use baretime_x86::{package_in_cpuid, BootCpuValue, PackageId};
+    use baretime_x86::{Tsc, TscAdjust, TscAdjustTable};
 
     use crate::smp::MAX_CPUS;
 

@@ -1,0 +1,49 @@
+//! aarch64 for [baretime](https://docs.rs/baretime): the generic timer's virtual counter as a
+//! capability token, the read workarounds for counters that misread, what the CPU claims
+//! about the counter's rate, and semihosting as a reference under QEMU.
+//!
+//! - **The counter**: [`GenericTimer`] reads CNTVCT_EL0 (with ISB, or CNTVCTSS_EL0 where
+//!   FEAT_ECV has it); it is a [`baretime::Counter`], so it runs a [`baretime::Clock`]. On
+//!   a CPU with a known erratum (Freescale A-008585, HiSilicon 161010101, Cortex-A73 858921,
+//!   Allwinner A64) it applies the workaround Linux uses ([`Erratum`]).
+//! - **Discovery**: [`from_registers`] decodes CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1 (a
+//!   pure function, tested on any host); `discover()` reads them on aarch64.
+//! - **A reference**: [`SemihostingElapsed`] (QEMU's `SYS_ELAPSED`) implements
+//!   [`baretime::Reference`].
+//!
+//! Every module is private and each item has one path, the list below. The errata and the
+//! decoding build on every target, so they are tested anywhere; the register reads only on
+//! aarch64.
+#![cfg_attr(not(test), no_std)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+#[cfg(feature = "defmt")]
+mod defmt;
+mod discover;
+mod errata;
+#[cfg(target_arch = "aarch64")]
+mod generic_timer;
+#[cfg(target_arch = "aarch64")]
+mod semihosting;
+#[cfg(target_arch = "aarch64")]
+mod semihosting_call;
+
+pub use discover::*;
+pub use errata::*;
+#[cfg(target_arch = "aarch64")]
+pub use generic_timer::*;
+#[cfg(target_arch = "aarch64")]
+pub use semihosting::*;

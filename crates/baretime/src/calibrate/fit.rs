@@ -1,0 +1,875 @@
+//! The robust straight-line fit behind calibration, in exact integer arithmetic.
+//!
+//! # Model
+//!
+//! Each accepted sample is a point `(x, y)`: `x` is the unwrapped reference count and `y` the
+//! *sum* of the two bracketing counter reads (twice the bracket midpoint, so it stays an
+//! integer), both relative to the first fitted sample. The counter's rate in counter ticks per
+//! reference tick is half the least-squares slope `β` of
+//!
+//! `y = a + β·x + γ·z`
+//!
+//! where `z` is the mean bracket width of the sample's bin (below): the **width term**.
+//!
+//! # The width term
+//!
+//! The reference is read somewhere inside its bracket. Where, relative to the midpoint, is
+//! noise that averages away only while it is stationary. It is not when the time a read
+//! takes changes for milliseconds at a time and the change falls mostly on one side of the
+//! latch: under QEMU's `aarch64-virt` a host preemption brings the vCPU back with brackets
+//! 100–150 ns wider or narrower, three quarters of it after the latch, so the midpoints shift
+//! by about a quarter of the width change. With the few such regimes a calibration of tens
+//! of milliseconds spans, a line through the midpoints takes the shifts for a rate, and
+//! without a trace in its residuals (two regimes: a line fits any offset between them). That
+//! made the bound miss in about 3 % of the boots there (issue 15).
+//!
+//! Such shifts show in the widths, which are measured: `γ` fits the midpoint's dependence
+//! on them, at the scale of bins (per-sample jitter split evenly around the latch does not
+//! dilute it), and `β` is then the rate with that dependence removed. The cost is one degree
+//! of freedom, and, where the widths drift in step with time, the precision that `Sxx`
+//! loses to them (the bound uses `Σ(x − x̄)²` less the part the widths explain), which is the
+//! honest figure: such a drift cannot be told from a rate. Widths that do not vary at bin
+//! scale, or move exactly with `x`, or fewer than 8 bins, leave the plain line `γ = 0`.
+//!
+//! What no fit can see is a latch that moves inside brackets whose widths stay the same:
+//! that is the assumption the bound rests on (see [`crate::Reference`]).
+//!
+//! # Storage: a window of bins, no allocation
+//!
+//! Samples are not stored. They are summed into bins (`n, Σx, Σy, Σw, Σx², Σxy`, exact
+//! `u128`s); when all [`BINS`] bins are full, neighbours are merged pairwise and each bin
+//! then takes twice as many samples. So the window always covers the whole calibration with
+//! 32 to 64 bins of equal sample counts, and the least-squares fit over the bins' sums is
+//! *exactly* the fit over every sample (`z` is constant within a bin; the partly filled last
+//! bin's mean width is rounded, to `1/bin_len` of a tick).
+//!
+//! # Robustness and the uncertainty
+//!
+//! Wide brackets are rejected before they get here (the sampler's job). What remains is
+//! checked per bin: each bin's mean residual `r_b` against the line gives `n_b·r_b²`, which
+//! for well-behaved noise is `σ²·χ²₁`. A bin whose value exceeds 79 times the median (the
+//! median of `χ²₁` is 0.455, so this is six standard deviations) is an outlier — a reference
+//! glitch that stayed inside a narrow bracket — and is dropped, unless more than a quarter
+//! of the bins would go, which is then not an outlier but the model failing, and nothing is
+//! dropped (the scatter then shows in the bound instead).
+//!
+//! The per-sample variance is estimated from the scatter of the **bin means**,
+//! `s² = Σ n_b·r_b² / (B − p)` (`p` = 3 parameters with the width term, else 2), not from
+//! the scatter of single samples: errors correlated over
+//! less than a bin (quantization beating against the sampling cadence, a slowly wandering
+//! read cost) inflate the bin means' scatter and therefore the bound, where a per-sample
+//! estimate would call them averaged out. It is floored by the variance the bracket and the
+//! reference's resolution imply on their own (`(2w)²/12 + q²/12` in `y` units, with `w` the
+//! narrowest bracket and `q` one reference step), so a lucky quiet window cannot claim more
+//! than the instruments allow. The slope's standard uncertainty is `sqrt(s²/Sxx)`; the
+//! reported bound is that times a Student-t coverage factor for `B − p` degrees of freedom
+//! at 99.5 % two-sided (never below 3), which the simulation's coverage test checks, and
+//! `cargo xtask coverage` on QEMU's `aarch64-virt`, whose truth is exact.
+
+use super::bounded::Bounded;
+use super::wide::{
+    bits256, checked_shl256, div_wide, isqrt, isqrt_ceil, mul_div, mul_div_ceil, mul_div_round,
+    mul_div_signed, mul_wide, shr256, Signed256,
+};
+
+/// Number of bins in the window (merged pairwise when full).
+pub(crate) const BINS: usize = 64;
+
+/// Largest `x` (reference ticks), `y` (twice the counter ticks) and `w` (counter ticks)
+/// accepted into a fit, and the largest sample count: with these, every sum stays below
+/// 2^126.
+pub(crate) const X_LIMIT: u64 = 1 << 44;
+/// See [`X_LIMIT`].
+pub(crate) const Y_LIMIT: u64 = 1 << 50;
+/// See [`X_LIMIT`].
+pub(crate) const W_LIMIT: u64 = 1 << 32;
+/// See [`X_LIMIT`].
+pub(crate) const N_LIMIT: u64 = 1 << 31;
+
+/// Exact sums over a set of samples: `x`, `y` and the bracket width `w`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sums {
+    pub n: u64,
+    pub sx: u128,
+    pub sy: u128,
+    pub sw: u128,
+    pub sxx: u128,
+    pub sxy: u128,
+}
+
+impl Sums {
+    /// No samples.
+    pub(crate) const ZERO: Sums = Sums {
+        n: 0,
+        sx: 0,
+        sy: 0,
+        sw: 0,
+        sxx: 0,
+        sxy: 0,
+    };
+
+    fn add(&mut self, x: u64, y: u64, w: u64) -> Option<()> {
+        let (x, y) = (u128::from(x), u128::from(y));
+        let one = Sums {
+            n: 1,
+            sx: x,
+            sy: y,
+            sw: u128::from(w),
+            sxx: x.checked_mul(x)?,
+            sxy: x.checked_mul(y)?,
+        };
+        *self = self.merge(&one)?;
+        Some(())
+    }
+
+    fn merge(&self, o: &Sums) -> Option<Sums> {
+        Some(Sums {
+            n: self.n.checked_add(o.n)?,
+            sx: self.sx.checked_add(o.sx)?,
+            sy: self.sy.checked_add(o.sy)?,
+            sw: self.sw.checked_add(o.sw)?,
+            sxx: self.sxx.checked_add(o.sxx)?,
+            sxy: self.sxy.checked_add(o.sxy)?,
+        })
+    }
+
+    /// These sums less `o`'s (a bin's), or `None` if `o` is not part of them.
+    fn without(&self, o: &Sums) -> Option<Sums> {
+        Some(Sums {
+            n: self.n.checked_sub(o.n)?,
+            sx: self.sx.checked_sub(o.sx)?,
+            sy: self.sy.checked_sub(o.sy)?,
+            sw: self.sw.checked_sub(o.sw)?,
+            sxx: self.sxx.checked_sub(o.sxx)?,
+            sxy: self.sxy.checked_sub(o.sxy)?,
+        })
+    }
+
+    /// `n·Σab − Σa·Σb` (`n` times the centred sum of products), exactly, given `Σab`.
+    fn centred(&self, sab: (u128, u128), sa: u128, sb: u128) -> Option<Signed256> {
+        Signed256::unsigned(mul256(sab, u128::from(self.n))?)
+            .checked_sub(Signed256::unsigned_product(sa, sb))
+    }
+
+    /// This bin's width regressor `z`: its mean bracket width scaled to a full bin of
+    /// `bin_len` samples (its width sum when full; rounded when not).
+    fn width_regressor(&self, bin_len: u64) -> Option<u128> {
+        if self.n == bin_len {
+            Some(self.sw)
+        } else {
+            mul_div_round(self.sw, u128::from(bin_len), u128::from(self.n))
+        }
+    }
+}
+
+/// The least-squares fit through the samples of the bins `all` that `keep` keeps (all when
+/// `None`), whose sums are `total`: `y = a + β·x + γ·z`, `z` being each sample's bin's mean
+/// bracket width (see the module docs), or `y = a + β·x` where those widths do not vary
+/// (or vary with `x` alone) or there are fewer than 8 bins. `None` if degenerate (no spread
+/// in `x`) or not rising.
+fn fit_line(
+    all: Bins<'_>,
+    keep: Option<&[bool; BINS + 1]>,
+    total: &Sums,
+    bin_len: u64,
+) -> Option<Line> {
+    let n = u128::from(total.n);
+    let cxx = total.centred((0, total.sxx), total.sx, total.sx)?;
+    let cxy = total.centred((0, total.sxy), total.sx, total.sy)?;
+    if cxx.is_negative() || cxx.is_zero() || cxy.is_negative() || cxy.is_zero() {
+        return None;
+    }
+    let plain = || {
+        let (hi, lo) = cxx.magnitude();
+        let sxx = div_wide(hi, lo, n)?.0;
+        // The slope is cxy/cxx: shift both down together until they fit in 120 bits, which
+        // keeps at least 100 significant bits of the larger.
+        let (num, den) = shrink(cxy.magnitude(), cxx.magnitude());
+        if num == 0 || den == 0 || sxx == 0 {
+            return None;
+        }
+        Some(Line {
+            num,
+            den,
+            sxx,
+            width: None,
+        })
+    };
+    // The width regressor's sums over the kept bins: Σz, Σz², Σxz, Σyz (256 bits).
+    let (mut bins, mut sz) = (0usize, 0u128);
+    let (mut szz, mut sxz, mut syz) = ((0, 0), (0, 0), (0, 0));
+    for (i, b) in all.iter().enumerate() {
+        if b.n == 0 || !keep.map_or(true, |k| k.get(i).copied().unwrap_or(false)) {
+            continue;
+        }
+        let z = b.width_regressor(bin_len)?;
+        bins = bins.saturating_add(1);
+        sz = sz.checked_add(u128::from(b.n).checked_mul(z)?)?;
+        szz = add256(szz, mul256(mul_wide(z, z), u128::from(b.n))?)?;
+        sxz = add256(sxz, mul_wide(z, b.sx))?;
+        syz = add256(syz, mul_wide(z, b.sy))?;
+    }
+    if bins < 8 {
+        return plain();
+    }
+    let czz = total.centred(szz, sz, sz)?;
+    if czz.is_negative() || czz.is_zero() {
+        return plain();
+    }
+    let cxz = total.centred(sxz, total.sx, sz)?;
+    let cyz = total.centred(syz, total.sy, sz)?;
+    // Scale each variable by a power of two so that every centred sum fits in about 100
+    // bits: C_ab → C_ab / 2^(s_a + s_b). By Cauchy–Schwarz |C_xz| ≤ sqrt(C_xx·C_zz), so
+    // C_xz fits when C_xx and C_zz do; y's shift is chosen for C_xy and C_zy directly.
+    let half = |c: Signed256| c.bits().saturating_sub(100).div_ceil(2);
+    let (sx, sz_shift) = (half(cxx), half(czz));
+    let sy = cxy
+        .bits()
+        .saturating_sub(sx)
+        .max(cyz.bits().saturating_sub(sz_shift))
+        .saturating_sub(100);
+    let xx = cxx.shr_to_i128(sx.checked_mul(2)?)?;
+    let zz = czz.shr_to_i128(sz_shift.checked_mul(2)?)?;
+    let xz = cxz.shr_to_i128(sx.checked_add(sz_shift)?)?;
+    let xy = cxy.shr_to_i128(sx.checked_add(sy)?)?;
+    let zy = cyz.shr_to_i128(sz_shift.checked_add(sy)?)?;
+    let p = Signed256::product;
+    // Cramer's rule on the centred normal equations: β = (C_xy·C_zz − C_zy·C_xz)/D and
+    // γ = (C_zy·C_xx − C_xy·C_xz)/D, D = C_xx·C_zz − C_xz², in the scaled units:
+    // β = (nb/d)·2^(sy − sx), γ = (ng/d)·2^(sy − sz).
+    let d = p(xx, zz).checked_sub(p(xz, xz))?;
+    let nb = p(xy, zz).checked_sub(p(zy, xz))?;
+    let ng = p(zy, xx).checked_sub(p(xy, xz))?;
+    // Widths that move with x alone (D ≈ 0 to the precision kept) cannot be told from a
+    // rate: then the plain line.
+    if d.is_negative() || d.bits() < 40 || zz <= 0 {
+        return plain();
+    }
+    if nb.is_negative() || nb.is_zero() {
+        return None;
+    }
+    let (num, den) = scaled_ratio(nb.magnitude(), d.magnitude(), sy, sx)?;
+    let (g_num, g_den) = scaled_ratio(ng.magnitude(), d.magnitude(), sy, sz_shift)?;
+    // Σ(x − x̄)² less the part the widths explain: (C_xx − C_xz²/C_zz)/n = D/(C_zz·n),
+    // unscaled by 2^(2·sx).
+    let (hi, lo) = d.magnitude();
+    let partial = div_wide(hi, lo, zz.unsigned_abs())?.0;
+    let sxx = mul_div(partial, 1u128.checked_shl(sx.checked_mul(2)?)?, n)?;
+    if num == 0 || den == 0 || sxx == 0 {
+        return None;
+    }
+    Some(Line {
+        num,
+        den,
+        sxx,
+        width: Some(WidthTerm {
+            negative: ng.is_negative(),
+            num: g_num,
+            den: g_den,
+            sum: sz,
+            bin_len,
+        }),
+    })
+}
+
+/// `(a/b)·2^(e_num − e_den)` as a fraction of two values below 2^120 (see [`shrink`]), or
+/// `None` if a shift would lose bits.
+fn scaled_ratio(a: (u128, u128), b: (u128, u128), e_num: u32, e_den: u32) -> Option<(u128, u128)> {
+    let (a, b) = if e_num >= e_den {
+        (checked_shl256(a, e_num.wrapping_sub(e_den))?, b)
+    } else {
+        (a, checked_shl256(b, e_den.wrapping_sub(e_num))?)
+    };
+    let (num, den) = shrink(a, b);
+    (den != 0).then_some((num, den))
+}
+
+/// `a + b` for 256-bit `(high, low)` pairs, `None` on overflow.
+fn add256(a: (u128, u128), b: (u128, u128)) -> Option<(u128, u128)> {
+    let (lo, carry) = a.1.overflowing_add(b.1);
+    Some((a.0.checked_add(b.0)?.checked_add(u128::from(carry))?, lo))
+}
+
+/// `v × m` for a 256-bit `(high, low)` `v`, `None` on overflow.
+fn mul256(v: (u128, u128), m: u128) -> Option<(u128, u128)> {
+    let (lo_hi, lo_lo) = mul_wide(v.1, m);
+    let (hi_hi, hi_lo) = mul_wide(v.0, m);
+    if hi_hi != 0 {
+        return None;
+    }
+    Some((lo_hi.checked_add(hi_lo)?, lo_lo))
+}
+
+/// A fitted line: slope `num/den` in `y` units per reference tick, the centred `Σ(x−x̄)²`
+/// (less the part the widths explain, when they are fitted), and the width term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Line {
+    num: u128,
+    den: u128,
+    sxx: u128,
+    width: Option<WidthTerm>,
+}
+
+/// The fitted coefficient of the width regressor, `±num/den` `y` units per unit of `z`,
+/// and what the residuals need to centre `z`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct WidthTerm {
+    negative: bool,
+    num: u128,
+    den: u128,
+    /// `Σz` over the samples of the kept bins.
+    sum: u128,
+    /// The full bins' sample count, which `z` is scaled to.
+    bin_len: u64,
+}
+
+impl Line {
+    /// Parameters fitted: the intercept, the slope, and the width coefficient if any.
+    fn parameters(&self) -> usize {
+        if self.width.is_some() {
+            3
+        } else {
+            2
+        }
+    }
+}
+
+/// Shifts two 256-bit values right by the same amount until both are below 2^120.
+fn shrink(a: (u128, u128), b: (u128, u128)) -> (u128, u128) {
+    let shift = bits256(a).max(bits256(b)).saturating_sub(120);
+    (shr256(a, shift).1, shr256(b, shift).1)
+}
+
+/// Fixed-capacity window of bins covering every accepted sample.
+#[derive(Clone, Debug)]
+pub(crate) struct Window {
+    bins: Bounded<Sums, BINS>,
+    current: Sums,
+    bin_len: u64,
+    /// The largest `x` pushed (the window's span: it starts at 0).
+    x_last: u64,
+}
+
+/// What the sampler knows about the instruments, for the variance floor.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Floor {
+    /// Narrowest bracket seen, in counter ticks.
+    pub min_width: u64,
+    /// Smallest reference step seen, in reference ticks.
+    pub step: u64,
+}
+
+/// Result of a fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Fit {
+    /// Slope numerator: the slope is `num/den` `y` units per reference tick.
+    pub num: u128,
+    /// Slope denominator.
+    pub den: u128,
+    /// Expanded relative uncertainty of the slope, in ppb (rounded up).
+    pub uncertainty_ppb: u64,
+    /// Samples in the bins the fit used.
+    pub used: u64,
+    /// Samples in bins dropped as outliers.
+    pub dropped: u64,
+}
+
+impl Window {
+    pub(crate) const fn new() -> Self {
+        Window {
+            bins: Bounded::filled_with(Sums::ZERO),
+            current: Sums {
+                n: 0,
+                sx: 0,
+                sy: 0,
+                sw: 0,
+                sxx: 0,
+                sxy: 0,
+            },
+            bin_len: 1,
+            x_last: 0,
+        }
+    }
+
+    /// Samples in the window.
+    pub(crate) fn samples(&self) -> u64 {
+        self.bins
+            .iter()
+            .fold(self.current.n, |acc, b| acc.saturating_add(b.n))
+    }
+
+    /// Adds a sample: reference count `x`, counter sum `y` and bracket width `w`. `Ok(true)`
+    /// when it completed a bin, `Err(())` when the window is full (a limit of [`X_LIMIT`],
+    /// [`Y_LIMIT`], [`W_LIMIT`], [`N_LIMIT`]): the caller stops sampling.
+    pub(crate) fn push(&mut self, x: u64, y: u64, w: u64) -> Result<bool, ()> {
+        if x > X_LIMIT || y > Y_LIMIT || w > W_LIMIT || self.samples() >= N_LIMIT {
+            return Err(());
+        }
+        self.current.add(x, y, w).ok_or(())?;
+        self.x_last = self.x_last.max(x);
+        if self.current.n < self.bin_len {
+            return Ok(false);
+        }
+        self.bins.push(self.current).map_err(|_| ())?;
+        self.current = Sums::default();
+        if self.bins.is_full() {
+            // Merge now, so the next bin already takes the doubled count and all bins stay equal.
+            self.merge_pairs()?;
+        }
+        Ok(true)
+    }
+
+    fn merge_pairs(&mut self) -> Result<(), ()> {
+        let mut merged: Bounded<Sums, BINS> = Bounded::new();
+        for pair in self.bins.chunks(2) {
+            let sum = match pair {
+                [a, b] => a.merge(b).ok_or(())?,
+                [a] => *a,
+                _ => continue,
+            };
+            merged.push(sum).map_err(|_| ())?;
+        }
+        self.bins = merged;
+        self.bin_len = self.bin_len.checked_mul(2).ok_or(())?;
+        Ok(())
+    }
+
+    /// The robust fit over every sample in the window, or `None` with fewer than 3 non-empty
+    /// bins (or degenerate data: no spread in `x`, or a non-positive slope).
+    pub(crate) fn fit(&self, floor: Floor) -> Option<Fit> {
+        // The bins with samples in them (the last one may be partly filled, or empty).
+        let all = self.bins.as_slice();
+        let all = match self.current.n {
+            0 => Bins(all, None),
+            _ => Bins(all, Some(&self.current)),
+        };
+        if all.len() < 3 {
+            return None;
+        }
+        let total = all
+            .iter()
+            .try_fold(Sums::default(), |acc, b| acc.merge(b))?;
+        let first = Residuals::of(all, &total, None, floor, self.bin_len)?;
+
+        // Drop outlier bins (see the module docs) and fit again without them.
+        let mut keep = [true; BINS + 1];
+        let mut dropped_bins = 0usize;
+        let mut dropped = 0u64;
+        let mut kept = total;
+        if all.len() >= 8 {
+            let mut stats: Bounded<u128, { BINS + 1 }> = Bounded::new();
+            for s in first.stats.iter() {
+                stats.push(*s).ok()?;
+            }
+            stats.sort_unstable();
+            let median = *stats.get(stats.len() / 2)?;
+            let limit = median
+                .saturating_mul(79)
+                .max(first.floor_var.saturating_mul(36));
+            let outliers = first.stats.iter().filter(|s| **s > limit).count();
+            if outliers > 0 && outliers.saturating_mul(4) <= all.len() {
+                for ((k, s), b) in keep.iter_mut().zip(first.stats.iter()).zip(all.iter()) {
+                    if *s > limit {
+                        *k = false;
+                        dropped_bins = dropped_bins.saturating_add(1);
+                        dropped = dropped.saturating_add(b.n);
+                        kept = kept.without(b)?;
+                    }
+                }
+            }
+        }
+        let used_bins = all.len().saturating_sub(dropped_bins);
+        let second = if dropped_bins == 0 {
+            first
+        } else {
+            Residuals::of(all, &kept, Some(&keep), floor, self.bin_len)?
+        };
+
+        // s² = Σ n_b r_b² / (B − p), p the parameters fitted, floored by the instruments' own
+        // variance.
+        let dof = used_bins
+            .checked_sub(second.line.parameters())
+            .filter(|d| *d > 0)?;
+        let dof128 = u128::try_from(dof).ok()?;
+        let scatter = second.stats_sum.checked_div(dof128)?;
+        let (scatter, structured) = inflate_for_correlation(scatter, &second.signed);
+        let var = scatter.max(second.floor_var).max(1);
+
+        // Relative expanded uncertainty: k·sqrt(var/Sxx)/β with β = num/den, each step rounded
+        // up; var is scaled by 2^32 before its root for precision (var < 2^96 holds for any
+        // window within the limits).
+        let line = second.line;
+        let sd_fp = isqrt_ceil(var.checked_mul(1 << 32)?); // sqrt(var)·2^16, y units
+        let sd_x = mul_div_ceil(sd_fp, line.den, line.num)?; // in reference ticks ·2^16
+        let sqrt_sxx = isqrt(line.sxx).max(1);
+        let k = coverage_milli(dof);
+        // ppb = sd_x·k·10^9 / (1000 · 2^16 · sqrt(Sxx)).
+        let q = mul_div_ceil(sd_x, u128::from(k).checked_mul(1_000_000)?, sqrt_sxx)?;
+        let mut ppb = q.div_ceil(1 << 16);
+        if structured {
+            // Worst case for an error of any shape bounded by E over a span X: the slope moves
+            // by at most 3E/X (uniform x). E is estimated by the largest bin residual, which
+            // a fit partly absorbs, hence 4 rather than 3.
+            let e_x = mul_div_ceil(second.max_abs_r, line.den, line.num)?; // reference ticks
+            let sys = mul_div_ceil(e_x, 4_000_000_000, u128::from(self.x_last.max(1)))?;
+            ppb = ppb.max(sys);
+        }
+        Some(Fit {
+            num: line.num,
+            den: line.den,
+            uncertainty_ppb: crate::scale::saturate_u64(ppb),
+            used: kept.n,
+            dropped,
+        })
+    }
+}
+
+/// The bins of a window that hold samples: the full ones and the one being filled.
+#[derive(Clone, Copy, Debug)]
+struct Bins<'a>(&'a [Sums], Option<&'a Sums>);
+
+impl<'a> Bins<'a> {
+    fn len(&self) -> usize {
+        self.0.len().saturating_add(usize::from(self.1.is_some()))
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &'a Sums> {
+        self.0.iter().chain(self.1)
+    }
+}
+
+/// Per-bin residual statistics for one line.
+#[derive(Clone, Debug)]
+struct Residuals {
+    line: Line,
+    /// `n_b·r_b²` for every bin (in `y` units², rounded up).
+    stats: Bounded<u128, { BINS + 1 }>,
+    /// `n·n_b·r_b` for every bin, signed, 0 for bins not in use.
+    signed: Bounded<i128, { BINS + 1 }>,
+    /// The largest `|r_b|` of the bins in use, `y` units, rounded up.
+    max_abs_r: u128,
+    /// Sum of `stats` over the bins in use.
+    stats_sum: u128,
+    /// The instruments' own variance per sample, `y` units².
+    floor_var: u128,
+}
+
+impl Residuals {
+    /// Fits `total` (the sums over the kept bins) and computes every bin's residual statistic;
+    /// `keep` (if given) says which bins count in `stats_sum`.
+    fn of(
+        all: Bins<'_>,
+        total: &Sums,
+        keep: Option<&[bool; BINS + 1]>,
+        floor: Floor,
+        bin_len: u64,
+    ) -> Option<Self> {
+        let line = fit_line(all, keep, total, bin_len)?;
+        let (sxy, sxx) = (line.num, line.den);
+        let n = u128::from(total.n);
+        let n_i = i128::try_from(n).ok()?;
+        let (sx_i, sy_i) = (
+            i128::try_from(total.sx).ok()?,
+            i128::try_from(total.sy).ok()?,
+        );
+        let mut stats = Bounded::new();
+        let mut signed = Bounded::new();
+        let mut max_abs_r = 0u128;
+        let mut stats_sum = 0u128;
+        for (i, b) in all.iter().enumerate() {
+            let nb = i128::from(b.n);
+            // n·(n_b·r_b) = (n·Sy_b − n_b·Sy) − β·(n·Sx_b − n_b·Sx) − γ·n_b·(n·z_b − Σz): all
+            // exact but the divisions by β's and γ's denominators (rounded toward zero).
+            let centred = |sum_b: u128, sum: i128| {
+                n_i.checked_mul(i128::try_from(sum_b).ok()?)?
+                    .checked_sub(nb.checked_mul(sum)?)
+            };
+            let dy = centred(b.sy, sy_i)?;
+            let dx = centred(b.sx, sx_i)?;
+            let mut fitted = mul_div_signed(dx, sxy, sxx)?;
+            if let Some(g) = line.width {
+                let z = i128::try_from(b.width_regressor(g.bin_len)?).ok()?;
+                let dz = n_i
+                    .checked_mul(z)?
+                    .checked_sub(i128::try_from(g.sum).ok()?)?;
+                let g_fitted = mul_div_signed(dz, g.num, g.den)?.checked_mul(nb)?;
+                fitted = if g.negative {
+                    fitted.checked_sub(g_fitted)?
+                } else {
+                    fitted.checked_add(g_fitted)?
+                };
+            }
+            let signed_r = dy.checked_sub(fitted)?;
+            let big_r = signed_r.unsigned_abs();
+            // n_b·r_b² = R²/(n²·n_b), R = n·n_b·r_b.
+            let denom = n.checked_mul(n)?.checked_mul(u128::from(b.n))?;
+            let stat = mul_div_ceil(big_r, big_r, denom)?;
+            stats.push(stat).ok()?;
+            if keep.map_or(true, |k| k.get(i).copied().unwrap_or(false)) {
+                stats_sum = stats_sum.checked_add(stat)?;
+                signed.push(signed_r).ok()?;
+                let r = big_r.div_ceil(n.checked_mul(u128::from(b.n))?.max(1));
+                max_abs_r = max_abs_r.max(r);
+            } else {
+                signed.push(0).ok()?;
+            }
+        }
+        // Floor: bracket (2w)²/12 + quantization q²/12, q = one reference step in y units
+        // = step·Sxy/Sxx.
+        let w2 = u128::from(floor.min_width).checked_mul(2)?;
+        let q = mul_div_ceil(u128::from(floor.step.max(1)), sxy, sxx)?;
+        let floor_var = w2
+            .checked_mul(w2)?
+            .checked_add(q.checked_mul(q)?)?
+            .div_ceil(12);
+        Some(Residuals {
+            line,
+            stats,
+            signed,
+            max_abs_r,
+            stats_sum,
+            floor_var,
+        })
+    }
+}
+
+/// Inflates a variance estimated from bin means for their lag-1 autocorrelation `ρ`, by the
+/// AR(1) factor `(1 + ρ)/(1 − ρ)` (at most 100), when `ρ > 0`.
+///
+/// Independent noise leaves neighbouring bins' residuals uncorrelated (`ρ ≈ 0`, factor ≈ 1).
+/// Structure that a straight line cannot absorb — a step in either count too small to flag
+/// per sample, a rate that drifts, a slowly wandering read cost — leaves runs of residuals of
+/// one sign, and biases the slope far beyond what their scatter alone suggests: a step of
+/// `δ` half-way biases it by `1.5·δ/T`. The factor widens the bound; and when `ρ > ½` the
+/// residuals are called *structured* (white noise over 16 or more bins almost never gets
+/// there), for which the caller adds a worst-case term.
+fn inflate_for_correlation(var: u128, residuals: &[i128]) -> (u128, bool) {
+    // Scale residuals so that products and their sum fit in i128.
+    let max = residuals
+        .iter()
+        .map(|r| r.unsigned_abs())
+        .max()
+        .unwrap_or(0);
+    let shift = (128u32.wrapping_sub(max.leading_zeros())).saturating_sub(60);
+    let scaled = |r: i128| r >> shift.min(127);
+    let mut lag = 0i128;
+    let mut energy = 0i128;
+    let mut prev: Option<i128> = None;
+    for &r in residuals {
+        // A dropped bin (0) breaks the chain: its neighbours were not adjacent in the fit.
+        let r = scaled(r);
+        energy = energy.saturating_add(r.saturating_mul(r));
+        if let Some(p) = prev {
+            lag = lag.saturating_add(p.saturating_mul(r));
+        }
+        prev = if r == 0 { None } else { Some(r) };
+    }
+    if lag <= 0 || energy <= 0 {
+        return (var, false);
+    }
+    let structured = lag.saturating_mul(2) > energy;
+    let (num, den) = (
+        energy.saturating_add(lag).unsigned_abs(),
+        energy.saturating_sub(lag).unsigned_abs(),
+    );
+    if den.saturating_mul(100) <= num {
+        return (var.saturating_mul(100), structured);
+    }
+    (mul_div_ceil(var, num, den).unwrap_or(u128::MAX), structured)
+}
+
+/// Coverage factor ×1000: Student's t at 99.5 % two-sided for `dof` degrees of freedom, never
+/// below 3.0 (t falls below 3.0 past 40 degrees of freedom: 2.971 at 60, 2.915 at 120).
+const fn coverage_milli(dof: usize) -> u32 {
+    match dof {
+        0 | 1 => 127_321,
+        2 => 14_089,
+        3 => 7_453,
+        4 => 5_598,
+        5 => 4_773,
+        6 => 4_317,
+        7 => 4_029,
+        8 => 3_833,
+        9 => 3_690,
+        10 => 3_581,
+        11..=12 => 3_497,
+        13..=15 => 3_372,
+        16..=20 => 3_286,
+        21..=30 => 3_153,
+        31..=40 => 3_030,
+        _ => 3_000,
+    }
+}
+
+/// Converts the slope (`num/den` in `y` units per reference tick) to the counter's rate in
+/// mHz, rounded to the nearest: `rate = num · ref_millihz / (2 · den)`.
+pub(crate) fn rate_millihz(fit: &Fit, ref_millihz: u64) -> Option<u128> {
+    mul_div_round(fit.num, u128::from(ref_millihz), fit.den.checked_mul(2)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NO_FLOOR: Floor = Floor {
+        min_width: 0,
+        step: 1,
+    };
+
+    fn window_of(points: impl Iterator<Item = (u64, u64)>) -> Window {
+        let mut w = Window::new();
+        for (x, y) in points {
+            w.push(x, y, 0).unwrap();
+        }
+        w
+    }
+
+    #[test]
+    fn exact_line_is_recovered_through_merges() {
+        // y = 2·(3x + 7): slope 6 in y units, 3 counter ticks per reference tick.
+        let w = window_of((0..1000u64).map(|i| (i * 5, 2 * (3 * i * 5 + 7))));
+        assert!(w.bins.len() >= 32 && w.bins.len() < 64);
+        assert_eq!(w.samples(), 1000);
+        let fit = w.fit(NO_FLOOR).unwrap();
+        assert_eq!(fit.num, 6 * fit.den);
+        assert_eq!(fit.used, 1000);
+        assert_eq!(fit.dropped, 0);
+        assert_eq!(rate_millihz(&fit, 1_000_000), Some(3_000_000));
+        // The floor (one reference step = 6 y units → var 3) sets the bound: the x span is only
+        // 5000 reference ticks, so ±1 step is ~6 ppm (1σ); with k ≈ 3 about 20 ppm.
+        assert!(
+            fit.uncertainty_ppb > 10_000 && fit.uncertainty_ppb < 40_000,
+            "{}",
+            fit.uncertainty_ppb
+        );
+    }
+
+    #[test]
+    fn a_glitched_bin_is_dropped() {
+        let w = window_of((0..4096u64).map(|i| {
+            let noise = (i * 7919) % 13; // deterministic small scatter
+            let glitch = if i == 2000 { 1_000_000 } else { 0 };
+            (i * 100, 2 * 300 * i + noise + glitch)
+        }));
+        let fit = w.fit(NO_FLOOR).unwrap();
+        assert!(fit.dropped > 0 && fit.dropped < 200, "{}", fit.dropped);
+        let rate = rate_millihz(&fit, 1_000_000_000).unwrap();
+        // 600 y units per 100 x = 3 counter ticks per tick of a 1 MHz reference → 3 MHz.
+        let err = (rate as i128 - 3_000_000_000).abs();
+        assert!(err < 3_000, "{rate}");
+    }
+
+    #[test]
+    fn too_few_bins_or_no_spread_is_none() {
+        assert!(window_of((0..2u64).map(|i| (i, i))).fit(NO_FLOOR).is_none());
+        assert!(window_of((0..100u64).map(|_| (5, 9)))
+            .fit(NO_FLOOR)
+            .is_none());
+    }
+
+    #[test]
+    fn limits_stop_the_window() {
+        let mut w = Window::new();
+        assert_eq!(w.push(X_LIMIT + 1, 0, 0), Err(()));
+        assert_eq!(w.push(0, Y_LIMIT + 1, 0), Err(()));
+        assert_eq!(w.push(0, 0, W_LIMIT + 1), Err(()));
+        assert_eq!(w.push(X_LIMIT, Y_LIMIT, W_LIMIT), Ok(true));
+    }
+
+    #[test]
+    fn correlated_residuals_inflate_the_variance() {
+        assert_eq!(inflate_for_correlation(10, &[5, -5, 5, -5, 5]), (10, false));
+        assert_eq!(inflate_for_correlation(10, &[]), (10, false));
+        // + + + − − −: ρ = 3/6 → (1 + ½)/(1 − ½) = 3, not yet "structured".
+        assert_eq!(
+            inflate_for_correlation(10, &[1, 1, 1, -1, -1, -1]),
+            (30, false)
+        );
+        assert_eq!(inflate_for_correlation(10, &[1; 64]), (1000, true));
+        assert_eq!(
+            inflate_for_correlation(7, &[i128::MAX, i128::MIN, 3]),
+            (7, false)
+        );
+    }
+
+    #[test]
+    fn a_small_step_widens_the_bound_to_cover_its_bias() {
+        let step_at = |i: u64| if i >= 2048 { 5_000 } else { 0 };
+        let w = window_of(
+            (0..4096u64).map(|i| (i * 100, 2 * 300 * i + (i * 7919) % 13 + 10_000 - step_at(i))),
+        );
+        let fit = w.fit(NO_FLOOR).unwrap();
+        let rate = rate_millihz(&fit, 1_000_000_000).unwrap();
+        let err_ppb = (rate as i128 - 3_000_000_000).unsigned_abs() * 1_000_000_000 / 3_000_000_000;
+        assert!(err_ppb > 1_000, "the step biases the slope: {err_ppb} ppb");
+        assert!(
+            err_ppb as u64 <= fit.uncertainty_ppb,
+            "{err_ppb} ppb vs bound {}",
+            fit.uncertainty_ppb
+        );
+    }
+
+    /// Midpoints that shift with the bracket widths, regime by regime (issue 15: QEMU's
+    /// `aarch64-virt`): three regimes whose reads are 0, 40 and 16 ticks slower, a quarter of
+    /// it before the latch, and per-read jitter split evenly around it. The true rate is
+    /// exactly 3 counter ticks per reference tick.
+    fn regimes(widths: bool) -> Window {
+        let mut w = Window::new();
+        for i in 0..4096u64 {
+            let extra = match i {
+                0..=1499 => 0,
+                1500..=2799 => 40,
+                _ => 16,
+            };
+            let jitter = 2 * ((i * 7919) % 7);
+            let before = 10 + extra / 4 + jitter / 2;
+            let width = 20 + extra + jitter;
+            let c0 = 300 * i + 1_000 - before;
+            let y = 2 * c0 + width;
+            w.push(i * 100, y, if widths { width } else { 0 }).unwrap();
+        }
+        w
+    }
+
+    #[test]
+    fn midpoints_that_shift_with_the_widths_do_not_bias_the_rate() {
+        let err_ppb = |fit: &Fit| {
+            let rate = rate_millihz(fit, 1_000_000_000).unwrap();
+            (rate as i128 - 3_000_000_000).unsigned_abs() * 1_000_000_000 / 3_000_000_000
+        };
+        // Without the widths the shifts are taken for a rate (here the residuals' structure
+        // widens the bound over it; with two regimes a line fits any offset and nothing shows).
+        let blind = regimes(false).fit(NO_FLOOR).unwrap();
+        assert!(err_ppb(&blind) > 1_000, "{} ppb", err_ppb(&blind));
+        // With them, the shifts are the widths' doing and the rate is right.
+        let fit = regimes(true).fit(NO_FLOOR).unwrap();
+        assert!(
+            err_ppb(&fit) < 100 && err_ppb(&fit) as u64 <= fit.uncertainty_ppb,
+            "{} ppb vs bound {}",
+            err_ppb(&fit),
+            fit.uncertainty_ppb
+        );
+    }
+
+    #[test]
+    fn widths_that_do_not_vary_leave_the_plain_line() {
+        let w = window_of((0..1000u64).map(|i| (i * 5, 2 * (3 * i * 5 + 7))));
+        let all = Bins(w.bins.as_slice(), Some(&w.current));
+        let total = all
+            .iter()
+            .try_fold(Sums::default(), |a, b| a.merge(b))
+            .unwrap();
+        assert_eq!(fit_line(all, None, &total, w.bin_len).unwrap().width, None);
+    }
+
+    #[test]
+    fn coverage_factor_decreases_to_three() {
+        let mut last = u32::MAX;
+        for dof in 0..200 {
+            let k = coverage_milli(dof);
+            assert!(k <= last && k >= 3000);
+            last = k;
+        }
+        assert_eq!(coverage_milli(1000), 3000);
+    }
+}
