@@ -54,11 +54,11 @@ fn install() -> bool {
 }
 
 /// Read-only seed corpora: fuzz/seeds/<target> where committed, and for the dump parser the
-/// CPUID dumps the tests already replay (tests/data: every format, real CPUs, and garbage).
+/// CPUID dumps the tests already replay (crates/baretime-x86/tests/data: every format, real CPUs, and garbage).
 fn seeds(target: &str) -> Vec<PathBuf> {
     let mut dirs = vec![root().join("fuzz/seeds").join(target)];
     if target == "dump_parser" {
-        dirs.push(root().join("tests/data"));
+        dirs.push(root().join("crates/baretime-x86/tests/data"));
     }
     dirs.into_iter().filter(|d| d.is_dir()).collect()
 }
@@ -131,7 +131,7 @@ pub(crate) fn fuzz(seconds: u64) -> Result<bool, String> {
             if let Some(path) = &crash {
                 eprintln!(
                     "    the input: {path}\n    see it: cargo +nightly fuzz fmt {target} {path}\n    \
-                     make it a test in tests/fuzz_regressions.rs"
+                     make it a test in crates/baretime/tests/fuzz_regressions.rs"
                 );
             }
         }
