@@ -43,7 +43,7 @@ const KVM_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The largest forward step between two reads of one CPU that a busy host explains.
 ///
-/// Not hypothetical: with a counter warped across CPUs by more than `clock::HANDOVER_NS`
+/// Not hypothetical: with a counter warped across CPUs by more than `baretime::LAG_NS`
 /// (here the simulated skew of 200 µs and 1 ms, the plain clock, no guard), `Clock::now`
 /// has been seen to jump ahead by exactly 2^62 ticks (1.886 × 10^18 ns at 2.445 GHz: the
 /// timeline's end set at its deadline, and the write reporting `Late`): once in about ten
