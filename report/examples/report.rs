@@ -17,6 +17,9 @@
 //! Frequencies in `--kv` are integers of Hz or Hz with three decimals from the millihertz,
 //! and ppm figures come from integer ppb: no float rounding in either.
 
+// Under `cargo test` only the helpers the tests reach are used.
+#![cfg_attr(test, allow(dead_code))]
+
 mod common;
 
 use std::fmt::Display;
@@ -216,8 +219,12 @@ fn ppm_signed(ppb: i64) -> String {
     format!("{sign}{}", ppm2(ppb.unsigned_abs()))
 }
 
-/// An unsigned ppb figure as ppm with two decimals (rounded): `0.95`.
+/// An unsigned ppb figure as ppm with two decimals (rounded), `0.95`; whole ppm from
+/// 100 ppm on, `1 000`.
 fn ppm2(ppb: u64) -> String {
+    if ppb >= 100_000 {
+        return group(ppb.saturating_add(500) / 1000);
+    }
     let centi = ppb.saturating_add(5) / 10;
     format!("{}.{:02}", centi / 100, centi % 100)
 }
@@ -375,6 +382,11 @@ mod platform {
                 std::process::exit(1);
             }
         }
+    }
+
+    /// Linux's own TSC figure in mHz, and where it came from.
+    pub fn kernel_rate() -> Option<(u64, &'static str)> {
+        crate::common::kernel_tsc_millihz()
     }
 
     pub fn machine(tsc: &Tsc) -> Machine {
@@ -604,6 +616,12 @@ mod platform {
             0xc0 => "Ampere".into(),
             c => format!("implementer {c:#04x}"),
         }
+    }
+
+    /// Linux states no figure for the generic timer that the report reads (its `arch_timer`
+    /// line in dmesg rounds to 10 kHz): none.
+    pub fn kernel_rate() -> Option<(u64, &'static str)> {
+        None
     }
 
     pub fn machine(timer: &GenericTimer) -> Machine {
@@ -1118,7 +1136,7 @@ fn measure(max_ms: u64) -> Findings {
     let started = StdInstant::now();
     let verified = calibrate_and_verify(counter, reference, machine.claim, config);
     let wall = started.elapsed();
-    let kernel = common::kernel_tsc_millihz();
+    let kernel = platform::kernel_rate();
     let rate = verified.as_ref().ok().map(|v| v.chosen).or(machine.claim);
     // Without a rate, 1 GHz: the read costs are what matter there, not the times told.
     let stand_in = Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Exact);
@@ -1428,7 +1446,7 @@ fn rate_section(out: &Out, f: &Findings) {
                 f.max_ms,
                 ppm2(c.measurement_ppb),
                 duration_human(c.duration),
-                if c.duration > Duration::from_millis(f.max_ms) {
+                if c.duration > Duration::from_millis(f.max_ms) * 5 / 4 {
                     ", its last read late: the thread was descheduled past the limit"
                 } else {
                     ""
@@ -1635,7 +1653,7 @@ fn monotonic_section(out: &Out, f: &Findings) {
         "zero_deltas",
         s.zero_deltas,
         "equal reads",
-        s.zero_deltas,
+        group(u64::from(s.zero_deltas)),
         "reads equal to the one before (a coarse or stuck counter)",
     );
     out.item(
@@ -1643,9 +1661,13 @@ fn monotonic_section(out: &Out, f: &Findings) {
         s.min_delta_ticks,
         "smallest step",
         format!("{} ticks", s.min_delta_ticks),
-        &ticks_human(s.min_delta_ticks, rate).map_or(String::new(), |t| {
-            format!("{t}: one read and the loop around it")
-        }),
+        &match ticks_human(s.min_delta_ticks, rate) {
+            _ if s.min_delta_ticks == 0 => {
+                "reads come faster than the counter ticks: its resolution, not its cost".into()
+            }
+            Some(t) => format!("{t}: one read and the loop around it"),
+            None => String::new(),
+        },
     );
     out.item(
         "max_delta_ticks",
@@ -1738,4 +1760,106 @@ fn warp_section(out: &Out, f: &Findings) {
         verdict.token(),
         &why,
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `ns[read][round]`: every read at `base` ns in every round, times `jitter(read, round)`.
+    fn rounds(base: [f64; READS], jitter: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
+        (0..READS)
+            .map(|i| (0..ROUNDS).map(|r| base[i] * jitter(i, r)).collect())
+            .collect()
+    }
+
+    /// Plausible costs: ordered 15.5, plain 9.4, Clock::now 17.8, ...
+    const GOOD: [f64; READS] = [15.5, 9.4, 17.8, 9.5, 15.5, 22.0, 9.5, 9.4];
+
+    fn flagged(figures: &[ReadFigure]) -> Vec<usize> {
+        (0..figures.len())
+            .filter(|&i| figures[i].noisy.is_some())
+            .collect()
+    }
+
+    #[test]
+    fn steady_plausible_rounds_are_not_flagged() {
+        // A load that slows whole rounds alike (a quarter of them twice as slow) moves no
+        // per-round ratio.
+        let ns = rounds(GOOD, |_, r| if r % 4 == 0 { 2.0 } else { 1.0 });
+        let f = judge(&ns);
+        assert_eq!(flagged(&f), Vec::<usize>::new());
+        assert!((f[NOW].ratio - 17.8 / 15.5).abs() < 1e-9);
+        assert!((f[QUANTA].ratio - 9.5 / 9.4).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_plain_read_slower_than_the_ordered_one_is_impossible() {
+        let mut costs = GOOD;
+        costs[PLAIN] = 20.0;
+        let f = judge(&rounds(costs, |_, _| 1.0));
+        assert!(f[PLAIN]
+            .noisy
+            .as_deref()
+            .is_some_and(|w| w.contains("impossible")));
+        assert!(f[RAW]
+            .noisy
+            .as_deref()
+            .is_some_and(|w| w.contains("impossible")));
+    }
+
+    #[test]
+    fn clock_now_faster_than_the_read_it_is_built_on_is_impossible() {
+        let mut costs = GOOD;
+        costs[NOW] = 12.0; // 0.77× the ordered read, above the plain one
+        costs[RAW_INSTANT] = 5.0; // below the plain read too
+        let f = judge(&rounds(costs, |_, _| 1.0));
+        assert_eq!(flagged(&f), vec![NOW, RAW_INSTANT]);
+    }
+
+    #[test]
+    fn rounds_that_disagree_are_flagged() {
+        // One read preempted in 40 % of the rounds: its per-round ratios spread.
+        let ns = rounds(GOOD, |i, r| if i == STD && r % 5 < 2 { 3.0 } else { 1.0 });
+        let f = judge(&ns);
+        assert_eq!(flagged(&f), vec![STD]);
+        assert!(f[STD].spread > SPREAD_LIMIT);
+    }
+
+    #[test]
+    fn numbers_stay_whole_across_line_breaks() {
+        let text = "a rate of 2 596 120 069 Hz ± 0.95 ppm measured in 2.1 ms, 1 000 needed";
+        let never = [
+            ("2", "596"),
+            ("596", "120"),
+            ("120", "069"),
+            ("069", "Hz"),
+            ("±", "0.95"),
+            ("0.95", "ppm"),
+            ("2.1", "ms,"),
+            ("1", "000"),
+        ];
+        for width in 1..=text.len() {
+            let lines = wrap(text, width, width);
+            assert_eq!(lines.join(" "), text);
+            for pair in lines.windows(2) {
+                let end = pair[0].rsplit(' ').next().unwrap();
+                let start = pair[1].split(' ').next().unwrap();
+                assert!(!never.contains(&(end, start)), "{width}: {end} | {start}");
+            }
+        }
+        assert_eq!(wrap(text, 100, 100), vec![text.to_string()]);
+    }
+
+    #[test]
+    fn figures_for_people() {
+        assert_eq!(group(2_596_120_069), "2 596 120 069");
+        assert_eq!(group(999), "999");
+        assert_eq!(hz_human(2_596_120_069_499), "2 596 120 069 Hz");
+        assert_eq!(ppm2(947), "0.95");
+        assert_eq!(ppm2(1_000_000), "1 000");
+        assert_eq!(ppm_signed(-32), "−0.03");
+        assert_eq!(ppm3(-32), "-0.032");
+        assert_eq!(hz3(2_445_403_922_111), "2445403922.111");
+    }
 }
