@@ -1348,32 +1348,39 @@ fn paravirt_section(out: &Out, f: &Findings) {
 fn rate_section(out: &Out, f: &Findings) {
     let m = &f.machine;
     out.title("Rate");
+    let claim = m.claim;
+    out.key(
+        "discovered_hz",
+        claim.map_or("none".into(), |c| c.as_hz().to_string()),
+    );
     for c in &m.candidates {
+        let best = claim.is_some_and(|b| b.source() == c.source());
         out.row(
-            "stated",
+            "stated rate",
             hz_human(c.as_millihz()),
             &format!(
-                "by {}, {}",
+                "by {}, {}{}",
                 source_words(c.source()),
-                accuracy_words(c.accuracy())
+                accuracy_words(c.accuracy()),
+                if best {
+                    "; the most trusted, checked below"
+                } else {
+                    ""
+                }
             ),
         );
     }
-    let claim = m.claim;
-    out.item(
-        "discovered_hz",
-        claim.map_or("none".into(), |c| c.as_hz().to_string()),
-        "stated rate",
-        claim.map_or("none".into(), |c| hz_human(c.as_millihz())),
-        &match claim {
-            Some(c) => format!("the most trusted: {}", source_words(c.source())),
-            None if m.hypervisor.is_some() => {
+    if m.candidates.is_empty() {
+        out.row(
+            "stated rate",
+            "none",
+            if m.hypervisor.is_some() {
                 "neither the CPU nor the hypervisor states the counter's rate to programs"
-                    .to_string()
-            }
-            None => "the CPU does not state its counter's rate".to_string(),
-        },
-    );
+            } else {
+                "the CPU does not state its counter's rate"
+            },
+        );
+    }
     out.key(
         "discovered_source",
         claim.map_or("none", |c| c.source().token()),
@@ -1546,7 +1553,10 @@ fn rate_section(out: &Out, f: &Findings) {
                 )
             }
             (Some((_, src)), None) => format!("Linux's own ({src})"),
-            (None, _) => "Linux states none here (no sysfs tsc_freq_khz or dmesg line)".into(),
+            (None, _) if f.machine.counter_key == "tsc" => {
+                "Linux states none here (no sysfs tsc_freq_khz or dmesg line)".into()
+            }
+            (None, _) => "the report reads Linux's figure for the TSC only".into(),
         },
     );
     out.key("kernel_deviation_ppm", kernel_dev.map_or_else(none, ppm3));
