@@ -1,59 +1,205 @@
-//! What is this machine's counter, and how good is it?
+//! What is this machine's counter, and is it good to use as a clock?
 //!
-//! `cargo run --release --example report` prints a report for people;
-//! `cargo run --release --example report -- --kv` prints `key=value` lines (the report's
-//! output contract: every key, always present, listed in the README's "Report keys").
-//! `--max-ms N` bounds the calibration (default 20 ms); `--max-ms 0` makes it fail, which
-//! shows the report's failure path.
+//! `cargo run --release --example report` prints a report for people: the bottom line first,
+//! then the evidence, one `label  value  note` row per figure. `-- --details` adds what a
+//! kernel author or a VM's owner needs (CPUID leaves, MSRs, hypervisor options, the
+//! histogram of consecutive reads, each read's spread). `-- --kv` prints `key=value` lines
+//! instead: the report's output contract, every key on every run, `none` where unknown
+//! (README, "Report keys"). `--max-ms N` bounds the calibration (default 20 ms); `--max-ms 0`
+//! makes it fail, which shows the report's failure path.
 //!
-//! It probes the counter, lists what the hardware claims about its frequency, calibrates it
-//! against std's monotonic clock, verifies the claim, compares with the kernel's own figure
-//! where Linux tells it, and measures read cost and monotonicity beside `std::time::Instant`,
-//! `quanta` and `minstant`.
+//! It probes the counter, lists what the hardware states about its rate, calibrates it
+//! against std's monotonic clock, verifies the stated rate, compares with the kernel's own
+//! figure where Linux tells it, times the reads the way `suite/benches/read_ratio.rs` does
+//! (interleaved rounds, the median of per-round ratios) beside `std::time::Instant`, `quanta`
+//! and `minstant`, and checks monotonicity on one CPU and across CPUs.
 //!
-//! Every key is printed on every run, `none` where unknown, so a failed calibration gives the
-//! same key set as a good one. Frequencies are integers of Hz or Hz with three decimals from
-//! the millihertz, and ppm figures come from integer ppb: no float rounding in either.
+//! Frequencies in `--kv` are integers of Hz or Hz with three decimals from the millihertz,
+//! and ppm figures come from integer ppb: no float rounding in either.
+
+// Under `cargo test` only the helpers the tests reach are used.
+#![cfg_attr(test, allow(dead_code))]
 
 mod common;
 
+use std::fmt::Display;
 use std::hint::black_box;
 use std::time::{Duration, Instant as StdInstant};
 
 use baretime::StdReference;
-use baretime::{calibrate_and_verify, CalibrationError, Config, Reference, Verdict};
+use baretime::{calibrate_and_verify, CalibrationError, Config, Reference, Verdict, Verified};
 use baretime::{Accuracy, Clock, Counter, Frequency, Source};
-use baretime_diag::{self, ReadStats, WarpVerdict};
+use baretime_diag::{self, ReadStats, ThreadedWarp, WarpVerdict};
 
-/// One line of output: a key, a machine value, and a human rendering.
-struct Report {
+// ---------------------------------------------------------------------------------------------
+// Output: one format for every line.
+
+/// Width of the label column of a row.
+const LABEL_WIDTH: usize = 18;
+/// Width of the value column of a row.
+const VALUE_WIDTH: usize = 22;
+/// Where notes and paragraphs wrap.
+const LINE_WIDTH: usize = 100;
+
+/// Prints either `key=value` lines (`--kv`) or rows for people, never both.
+struct Out {
     kv: bool,
+    details: bool,
 }
 
-impl Report {
-    fn section(&self, title: &str) {
+impl Out {
+    /// A section title (people only).
+    fn title(&self, title: &str) {
         if !self.kv {
             println!("\n{title}");
         }
     }
-    fn item(&self, key: &str, value: impl std::fmt::Display, human: impl std::fmt::Display) {
+
+    /// A keyed figure: `key=value` with `--kv`, else the row `label  shown  note`.
+    fn item(&self, key: &str, value: impl Display, label: &str, shown: impl Display, note: &str) {
         if self.kv {
             println!("{key}={value}");
         } else {
-            println!("  {:<22} {human}", key.replace('_', " "));
+            self.row(label, shown, note);
         }
     }
-    /// A line for people only.
-    fn note(&self, line: impl std::fmt::Display) {
+
+    /// A keyed figure whose row people see only under `--details`.
+    fn item_detail(
+        &self,
+        key: &str,
+        value: impl Display,
+        label: &str,
+        shown: impl Display,
+        note: &str,
+    ) {
+        if self.kv {
+            println!("{key}={value}");
+        } else if self.details {
+            self.row(label, shown, note);
+        }
+    }
+
+    /// A `key=value` line with no row of its own (its figure is in another row's note).
+    fn key(&self, key: &str, value: impl Display) {
+        if self.kv {
+            println!("{key}={value}");
+        }
+    }
+
+    /// A row for people: `label  value  note`, the note wrapped under its own column.
+    fn row(&self, label: &str, value: impl Display, note: &str) {
+        if self.kv {
+            return;
+        }
+        let head = format!("  {label:<LABEL_WIDTH$} {value:<VALUE_WIDTH$} ");
+        let column = 2 + LABEL_WIDTH + 1 + VALUE_WIDTH + 1;
+        let first = LINE_WIDTH.saturating_sub(head.chars().count()).max(24);
+        let lines = wrap(note, first, LINE_WIDTH - column);
+        let mut lines = lines.iter();
+        let first = format!("{head}{}", lines.next().map_or("", String::as_str));
+        println!("{}", first.trim_end());
+        for l in lines {
+            println!("{:column$}{l}", "");
+        }
+    }
+
+    /// A row for people under `--details` only.
+    fn detail_row(&self, label: &str, value: impl Display, note: &str) {
+        if self.details {
+            self.row(label, value, note);
+        }
+    }
+
+    /// Running text for people, wrapped, indented like the rows.
+    fn paragraph(&self, text: &str) {
         if !self.kv {
-            println!("  {line}");
+            for l in wrap(text, LINE_WIDTH - 2, LINE_WIDTH - 2) {
+                println!("  {l}");
+            }
         }
     }
 }
 
+/// `text` in lines of at most `first` characters, then `rest` (a longer word stands alone).
+/// A number stays with its unit and its digit groups ([`glued`]).
+fn wrap(text: &str, first: usize, rest: usize) -> Vec<String> {
+    let mut words: Vec<String> = Vec::new();
+    for w in text.split_whitespace() {
+        match words.last_mut() {
+            Some(prev) if glued(prev, w) => {
+                prev.push(' ');
+                prev.push_str(w);
+            }
+            _ => words.push(w.to_string()),
+        }
+    }
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in &words {
+        let width = if lines.is_empty() { first } else { rest };
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Whether no line may break between `prev` and `next`: after `±`, before a unit, and
+/// inside a number written in groups of three digits (`2 596 120 069`).
+fn glued(prev: &str, next: &str) -> bool {
+    let unit = next.trim_end_matches([',', ';', ':', '.', ')']);
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let last = prev.rsplit(' ').next().unwrap_or(prev);
+    prev.ends_with('±')
+        || matches!(unit, "ppm" | "ms" | "µs" | "ns" | "Hz" | "ticks" | "%")
+        || (digits(last) && last.len() <= 3 && unit.len() == 3 && digits(unit))
+}
+
+/// `a,b,c` for `--kv`, or `none` for an empty list.
+fn list(items: &[impl AsRef<str>]) -> String {
+    if items.is_empty() {
+        "none".into()
+    } else {
+        items
+            .iter()
+            .map(AsRef::as_ref)
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Numbers: exact for `--kv`, grouped for people.
+
 /// Millihertz as Hz with exactly three decimals: `2445403922.111`.
 fn hz3(millihz: u64) -> String {
     format!("{}.{:03}", millihz / 1000, millihz % 1000)
+}
+
+/// `2596119917` as `2 596 119 917`.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Millihertz as whole Hz (rounded), grouped: `2 596 119 917 Hz`.
+fn hz_human(millihz: u64) -> String {
+    format!("{} Hz", group(millihz.saturating_add(500) / 1000))
 }
 
 /// A signed ppb figure as ppm with exactly three decimals: `-0.032`.
@@ -63,13 +209,24 @@ fn ppm3(ppb: i64) -> String {
     format!("{sign}{}.{:03}", a / 1000, a % 1000)
 }
 
-/// [`ppm3`] with a `+` on positive figures, for people.
-fn ppm3_signed(ppb: i64) -> String {
-    if ppb > 0 {
-        format!("+{}", ppm3(ppb))
-    } else {
-        ppm3(ppb)
+/// A signed ppb figure as ppm with two decimals (rounded) and its sign, for people: `+0.03`.
+fn ppm_signed(ppb: i64) -> String {
+    let sign = match ppb {
+        0 => "",
+        p if p < 0 => "−",
+        _ => "+",
+    };
+    format!("{sign}{}", ppm2(ppb.unsigned_abs()))
+}
+
+/// An unsigned ppb figure as ppm with two decimals (rounded), `0.95`; whole ppm from
+/// 100 ppm on, `1 000`.
+fn ppm2(ppb: u64) -> String {
+    if ppb >= 100_000 {
+        return group(ppb.saturating_add(500) / 1000);
     }
+    let centi = ppb.saturating_add(5) / 10;
+    format!("{}.{:02}", centi / 100, centi % 100)
 }
 
 /// A duration in ms with exactly three decimals.
@@ -78,35 +235,127 @@ fn ms3(d: Duration) -> String {
     format!("{}.{:03}", us / 1000, us % 1000)
 }
 
-/// `2445403922.111 Hz (calibrated, ±0.951 ppm measured)`: the rate and its provenance.
-fn describe(f: &Frequency) -> String {
-    let accuracy = match f.accuracy() {
-        Accuracy::Exact => "exact".to_string(),
+/// A duration for people: `2.1 ms`, `73 ms`, `850 µs`.
+fn duration_human(d: Duration) -> String {
+    let us = d.as_micros();
+    if us < 1000 {
+        format!("{us} µs")
+    } else if us < 10_000 {
+        format!("{}.{} ms", us / 1000, us % 1000 / 100)
+    } else {
+        format!("{} ms", us / 1000)
+    }
+}
+
+/// `ticks` at `rate` as a duration for people, or `None` without a rate.
+fn ticks_human(ticks: u64, rate: Option<&Frequency>) -> Option<String> {
+    let hz = rate?.as_hz().max(1);
+    let ns = u128::from(ticks) * 1_000_000_000 / u128::from(hz);
+    Some(if ns < 10_000 {
+        format!("{ns} ns")
+    } else {
+        duration_human(Duration::from_nanos(u64::try_from(ns).unwrap_or(u64::MAX)))
+    })
+}
+
+/// Where a stated rate comes from, in words.
+fn source_words(s: Source) -> String {
+    match s.token() {
+        "cpuid_15h" => "the CPU: CPUID leaf 0x15, crystal × ratio".into(),
+        "cpuid_15h_known_crystal" => {
+            "the CPU: CPUID leaf 0x15's ratio, crystal from the model table".into()
+        }
+        "cpuid_15h_derived_crystal" => {
+            "the CPU: CPUID leaf 0x15's ratio, crystal derived from leaf 0x16".into()
+        }
+        "cpuid_16h" => "the CPU's base frequency (CPUID leaf 0x16)".into(),
+        "hypervisor_40000010h" => "the hypervisor (CPUID leaf 0x40000010)".into(),
+        "xen_time_leaf" => "Xen (its CPUID time leaf)".into(),
+        "brand_string" => "the CPU's name (brand string)".into(),
+        "kvm_pvclock" => "KVM's pvclock".into(),
+        "hyperv_tsc_frequency_msr" => "Hyper-V's TSC-frequency MSR".into(),
+        "cntfrq_el0" => "the firmware (CNTFRQ_EL0)".into(),
+        "calibrated" => "measured".into(),
+        "user" => "the user".into(),
+        other => other.into(),
+    }
+}
+
+/// How far a rate can be trusted, in words: `exact as stated`, `± 0.95 ppm measured`.
+fn accuracy_words(a: Accuracy) -> String {
+    match a {
+        Accuracy::Exact => "exact as stated".into(),
         Accuracy::Nominal { tolerance_ppb } => {
-            format!("±{} ppm nominal", ppm3(tolerance_ppb as i64))
+            format!("nominal, ± {} ppm", ppm2(tolerance_ppb))
         }
         Accuracy::Measured { uncertainty_ppb } => {
-            format!("±{} ppm measured", ppm3(uncertainty_ppb as i64))
+            format!("± {} ppm measured", ppm2(uncertainty_ppb))
         }
-        _ => format!("±{} ppm", ppm3(f.accuracy().bound_ppb() as i64)),
-    };
-    format!("{} Hz ({}, {accuracy})", hz3(f.as_millihz()), f.source())
+        other => format!("± {} ppm", ppm2(other.bound_ppb())),
+    }
 }
 
-/// What the platform module found.
-struct Discovered {
-    flags: Vec<String>,
-    candidates: Vec<Frequency>,
-    claim: Option<Frequency>,
+// ---------------------------------------------------------------------------------------------
+// The platform: the counter, the CPU, what it and the hypervisor state.
+
+/// What the platform module found about the machine.
+struct Machine {
+    /// `counter=` token: `tsc`, `cntvct_el0`.
+    counter_key: &'static str,
+    /// The counter's name for people.
+    counter_name: &'static str,
+    /// What the counter is, in words.
+    counter_words: &'static str,
+    /// CPU vendor (CPUID vendor string, or MIDR implementer).
+    vendor: Option<String>,
+    /// CPU name (brand string, or MIDR part).
+    brand: Option<String>,
+    /// x86: the invariant-TSC bit; `None` where the architecture has no such bit.
+    invariant: Option<bool>,
     /// The hypervisor's signature (`Some` exactly when the CPU says it runs under one).
     hypervisor: Option<String>,
-    /// What to tell a VM's owner when it states no rate (a VM without a candidate).
-    hint: Option<&'static str>,
-    /// x86_64: the invariant-TSC bit (quanta trusts the TSC only with it).
-    invariant_tsc: bool,
+    candidates: Vec<Frequency>,
+    claim: Option<Frequency>,
+    /// What the hypervisor offers; empty off x86_64 or on bare metal.
+    paravirt: Paravirt,
+    /// Which read each read-cost row times.
+    reads: Reads,
 }
 
-/// Which read each line of the read-cost table times.
+impl Machine {
+    /// The CPU for people: `AMD EPYC [AuthenticAMD]`, or whichever half is known.
+    fn cpu(&self) -> String {
+        match (&self.brand, &self.vendor) {
+            (Some(b), Some(v)) => format!("{b} [{v}]"),
+            (Some(b), None) => b.clone(),
+            (None, Some(v)) => v.clone(),
+            (None, None) => "an unnamed CPU".into(),
+        }
+    }
+}
+
+/// The hypervisor's rate sources, in tokens for `--kv` and in words for people.
+#[derive(Default)]
+struct Paravirt {
+    /// The hypervisor's name for people: `KVM`.
+    name: Option<String>,
+    /// `hypervisor_ranges=`: `base:kind`, comma-separated.
+    ranges_kv: Vec<String>,
+    /// The same ranges for people.
+    ranges_human: Vec<String>,
+    /// Source tokens the hypervisor offers a guest.
+    offered: Vec<&'static str>,
+    /// Those only a ring-0 kernel can read.
+    ring0: Vec<&'static str>,
+    /// Where a kernel using the crate would take its claim from.
+    kernel_source: Option<Source>,
+    /// `(label, value, note)` rows for `--details`: registers, feature bits.
+    details: Vec<(String, String, String)>,
+    /// `(label, value, note)` rows for `--details`: what a VM's owner can configure.
+    howto: Vec<(String, String, String)>,
+}
+
+/// Which read each row of the read-cost table times, in words.
 struct Reads {
     ordered: &'static str,
     plain: &'static str,
@@ -116,37 +365,64 @@ struct Reads {
 
 #[cfg(target_arch = "x86_64")]
 mod platform {
-    use super::{Discovered, Reads};
-    use baretime_x86::Tsc;
+    use super::{Machine, Paravirt, Reads};
+    use baretime::Source;
+    use baretime_x86::{self, CpuIdReader, HypervisorKind, Tsc};
+    use baretime_x86::{
+        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
+    };
 
     pub type Ctr = Tsc;
-    pub const COUNTER: &str = "tsc";
 
     pub fn counter() -> Tsc {
-        Tsc::probe().expect("this x86_64 CPU reports no TSC")
+        match Tsc::probe() {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("no usable counter: this x86_64 CPU reports no TSC ({e})");
+                std::process::exit(1);
+            }
+        }
     }
 
-    pub fn discover() -> Discovered {
+    /// Linux's own TSC figure in mHz, and where it came from.
+    pub fn kernel_rate() -> Option<(u64, &'static str)> {
+        crate::common::kernel_tsc_millihz()
+    }
+
+    pub fn machine(tsc: &Tsc) -> Machine {
         let d = baretime_x86::discover();
-        let mut flags = vec![format!("vendor={}", d.vendor_str().unwrap_or("?"))];
-        flags.push(format!("invariant_tsc={}", d.invariant_tsc()));
-        flags.push(format!("hypervisor_bit={}", d.hypervisor()));
-        flags.push(format!("features={:?}", d.features));
-        if let Some(b) = d.brand_str() {
-            flags.push(format!("brand={}", b.trim()));
-        }
+        let invariant = d.invariant_tsc();
         let hypervisor = d.hypervisor().then(|| signature(&d.hypervisor_vendor));
-        let hint = match &hypervisor {
-            Some(sig) if d.candidates().is_empty() => Some(vm_hint(sig)),
-            _ => None,
-        };
-        Discovered {
-            flags,
+        Machine {
+            counter_key: "tsc",
+            counter_name: "TSC",
+            counter_words: "the time-stamp counter (RDTSC)",
+            vendor: d.vendor_str().map(|v| v.trim().to_string()),
+            brand: d
+                .brand_str()
+                .map(|b| b.trim().to_string())
+                .filter(|b| !b.is_empty()),
+            invariant: Some(invariant),
+            paravirt: paravirt(&d),
+            hypervisor,
             candidates: d.candidates().to_vec(),
             claim: d.best(),
-            hypervisor,
-            hint,
-            invariant_tsc: d.invariant_tsc(),
+            reads: Reads {
+                ordered: "LFENCE;RDTSC",
+                plain: "RDTSC",
+                // quanta uses the TSC only with invariant TSC and RDTSCP, minstant only
+                // where Linux's clocksource is the TSC.
+                quanta: if invariant && tsc.has_rdtscp() {
+                    "RDTSC, scaled"
+                } else {
+                    "the OS clock (no invariant TSC or no RDTSCP)"
+                },
+                minstant: if minstant::is_tsc_available() {
+                    "RDTSC, scaled"
+                } else {
+                    "the OS clock (minstant does not trust this TSC)"
+                },
+            },
         }
     }
 
@@ -171,101 +447,429 @@ mod platform {
         }
     }
 
-    /// How to make this hypervisor state the TSC rate where discovery can read it.
-    fn vm_hint(signature: &str) -> &'static str {
-        match signature {
-            "KVMKVMKVM" | "TCGTCGTCGTCG" => {
-                "hint: QEMU/KVM states the TSC rate in CPUID 0x40000010 with -cpu host,+invtsc (vmware-cpuid-freq is on by default; add tsc-frequency=HZ where the host's rate is unknown)"
-            }
-            "Microsoft Hv" => {
-                "hint: Hyper-V states the TSC rate only in an MSR (QEMU: hv-frequencies), which CPUID discovery cannot read: calibration is the source here"
-            }
-            "VMwareVMware" => {
-                "hint: VMware states the TSC rate in CPUID 0x40000010 unless the VM's CPUID is masked: check the VM's CPUID mask settings"
-            }
-            _ => {
-                "hint: this hypervisor states no TSC rate; expose CPUID 0x40000010 (QEMU/KVM: -cpu host,+invtsc,vmware-cpuid-freq=on or tsc-frequency=HZ) or leaf 0x15"
-            }
+    /// A hypervisor kind for people.
+    fn kind_name(kind: HypervisorKind) -> &'static str {
+        match kind.token() {
+            "kvm" => "KVM",
+            "xen" => "Xen",
+            "hyperv" => "Hyper-V",
+            "vmware" => "VMware",
+            "tcg" => "QEMU without acceleration (TCG)",
+            "acrn" => "ACRN",
+            "bhyve" => "bhyve",
+            _ => "an unknown hypervisor",
         }
     }
 
-    pub fn reads(counter: &Tsc, invariant_tsc: bool) -> Reads {
-        Reads {
-            ordered: "LFENCE;RDTSC (ordered)",
-            plain: "RDTSC (plain)",
-            // quanta uses the TSC only with invariant TSC and RDTSCP, minstant only where
-            // Linux's clocksource is the TSC.
-            quanta: if invariant_tsc && counter.has_rdtscp() {
-                "RDTSC (plain), scaled"
-            } else {
-                "the OS monotonic clock (no invariant TSC or RDTSCP)"
-            },
-            minstant: if minstant::is_tsc_available() {
-                "RDTSC (plain), scaled"
-            } else {
-                "SystemTime::now (minstant does not trust this TSC)"
-            },
+    /// The hypervisor's paravirtual TSC sources: which it offers, which only a ring-0 kernel
+    /// can read, and what its owner can configure to expose more.
+    fn paravirt(d: &baretime_x86::X86Discovery) -> Paravirt {
+        let mut p = Paravirt {
+            name: d
+                .hypervisors()
+                .first()
+                .map(|h| kind_name(h.kind).to_string())
+                .or_else(|| d.hypervisor().then(|| "an unnamed hypervisor".to_string())),
+            ..Paravirt::default()
+        };
+        for h in d.hypervisors() {
+            p.ranges_kv
+                .push(format!("{:#x}:{}", h.base, h.kind.token()));
+            let sig = String::from_utf8_lossy(&h.signature);
+            p.ranges_human.push(format!(
+                "{:#x}..={:#x} {:?} ({})",
+                h.base,
+                h.max_leaf,
+                sig.trim_end_matches(['\0', ' ']),
+                h.kind.token()
+            ));
         }
+        // What each range offers. CPUID is readable from user space; the MSRs are not.
+        for h in d.hypervisors() {
+            match h.kind {
+                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
+                    let features = raw_cpuid::CpuIdReaderNative
+                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
+                        .eax;
+                    if let Ok(msr) = kvm_clock_msr(features) {
+                        p.offered.push(Source::KvmPvclock.token());
+                        p.ring0.push(Source::KvmPvclock.token());
+                        let stable = features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0;
+                        p.details.push((
+                            "kvm pvclock".into(),
+                            format!("MSR {msr:#x}"),
+                            format!(
+                                "KVM at {:#x}, feature bits {features:#x}, stable bit {}: a \
+                                 kernel registers a pvclock area with WRMSR and reads \
+                                 tsc_to_system_mul/tsc_shift (baretime_x86::KvmPvclock)",
+                                h.base,
+                                if stable { "offered" } else { "not offered" }
+                            ),
+                        ));
+                    }
+                }
+                HypervisorKind::HyperV if d.hyperv_tsc_frequency_msr() => {
+                    p.offered.push(Source::HyperVTscFrequencyMsr.token());
+                    p.ring0.push(Source::HyperVTscFrequencyMsr.token());
+                    p.details.push((
+                        "hyper-v msr".into(),
+                        "MSR 0x40000022".into(),
+                        format!(
+                            "Hyper-V at {:#x}: HV_X64_MSR_TSC_FREQUENCY, the rate in Hz; a \
+                             kernel reads it with RDMSR (baretime_x86::hyperv_tsc_frequency)",
+                            h.base
+                        ),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for c in d.candidates() {
+            if matches!(c.source(), Source::HypervisorLeaf | Source::XenTimeLeaf) {
+                p.offered.push(c.source().token());
+                p.details.push((
+                    "cpuid rate".into(),
+                    format!("{} kHz", c.as_hz() / 1000),
+                    format!(
+                        "{}: any process reads it (discovery's candidate)",
+                        c.source()
+                    ),
+                ));
+            }
+        }
+        // A ring-0 kernel adds its claims ahead of CPUID's (X86Discovery::add_claim).
+        p.kernel_source = [Source::HyperVTscFrequencyMsr, Source::KvmPvclock]
+            .into_iter()
+            .find(|s| p.ring0.contains(&s.token()))
+            .or_else(|| d.best().map(|f| f.source()));
+        if d.hypervisor() {
+            let has = |s: Source| p.offered.contains(&s.token());
+            if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
+                let name = d.hypervisors().first().map(|h| h.kind.token());
+                let (value, note) = match name {
+                    Some("hyperv") => (
+                        "hv-frequencies",
+                        "Hyper-V states the TSC rate only in an MSR (QEMU: -cpu \
+                         ...,hv-frequencies), which a program cannot read: programs \
+                         measure it",
+                    ),
+                    Some("vmware") => (
+                        "VM CPUID mask",
+                        "VMware states the TSC rate in CPUID 0x40000010 unless the VM's \
+                         CPUID is masked: check the VM's CPUID mask settings",
+                    ),
+                    _ => (
+                        "-cpu host,+invtsc",
+                        "QEMU/KVM states the TSC rate to every program in CPUID 0x40000010 \
+                         with -cpu host,+invtsc,+vmware-cpuid-freq (add tsc-frequency=HZ \
+                         where QEMU does not know the host's rate); where the VMM has no \
+                         such option (Firecracker), a kernel's pvclock is the hypervisor's \
+                         only statement of the rate",
+                    ),
+                };
+                p.howto
+                    .push(("to state the rate".into(), value.into(), note.into()));
+            }
+            if !has(Source::HyperVTscFrequencyMsr) && name_is_kvm(d) {
+                p.howto.push((
+                    "hyper-v msr".into(),
+                    "-cpu ...,hv-frequencies".into(),
+                    "adds Hyper-V's TSC-frequency MSR for a kernel (ring 0 only; needs a KVM \
+                     with Hyper-V emulation)"
+                        .into(),
+                ));
+            }
+        }
+        p
+    }
+
+    fn name_is_kvm(d: &baretime_x86::X86Discovery) -> bool {
+        d.hypervisors()
+            .iter()
+            .any(|h| matches!(h.kind, HypervisorKind::Kvm))
     }
 }
 
 #[cfg(target_arch = "aarch64")]
 mod platform {
-    use super::{Discovered, Reads};
+    use super::{Machine, Paravirt, Reads};
     use baretime_aarch64::GenericTimer;
 
     pub type Ctr = GenericTimer;
-    pub const COUNTER: &str = "cntvct_el0";
 
     pub fn counter() -> GenericTimer {
         GenericTimer::new()
     }
 
-    pub fn discover() -> Discovered {
+    /// An implementer code of MIDR_EL1 for people.
+    fn implementer(code: u8) -> String {
+        match code {
+            0x41 => "Arm".into(),
+            0x42 => "Broadcom".into(),
+            0x43 => "Cavium".into(),
+            0x46 => "Fujitsu".into(),
+            0x48 => "HiSilicon".into(),
+            0x4e => "NVIDIA".into(),
+            0x50 => "Applied Micro".into(),
+            0x51 => "Qualcomm".into(),
+            0x61 => "Apple".into(),
+            0xc0 => "Ampere".into(),
+            c => format!("implementer {c:#04x}"),
+        }
+    }
+
+    /// Linux states no figure for the generic timer that the report reads (its `arch_timer`
+    /// line in dmesg rounds to 10 kHz): none.
+    pub fn kernel_rate() -> Option<(u64, &'static str)> {
+        None
+    }
+
+    pub fn machine(timer: &GenericTimer) -> Machine {
         let d = baretime_aarch64::discover();
-        let flags = vec![
-            format!("cntfrq_el0={}", d.cntfrq),
-            format!("midr_el1={:#x}", d.midr_raw),
-            format!("ecv={}", d.ecv()),
-        ];
-        Discovered {
-            flags,
-            candidates: d.candidates().to_vec(),
-            claim: d.best(),
+        Machine {
+            counter_key: "cntvct_el0",
+            counter_name: "CNTVCT_EL0",
+            counter_words: "the generic timer's virtual count",
+            vendor: Some(implementer(d.midr.implementer)),
+            brand: Some(format!(
+                "part {:#05x} r{}p{}",
+                d.midr.part, d.midr.variant, d.midr.revision
+            )),
+            // The generic timer runs at one rate by architecture.
+            invariant: None,
             // The generic timer has no CPUID-style hypervisor signature.
             hypervisor: None,
-            hint: None,
-            invariant_tsc: false,
-        }
-    }
-
-    pub fn reads(counter: &GenericTimer, _invariant_tsc: bool) -> Reads {
-        Reads {
-            ordered: if counter.read_self_synchronized().is_some() {
-                "MRS CNTVCTSS_EL0 (self-synchronized)"
-            } else {
-                "ISB;MRS CNTVCT_EL0 (ordered)"
+            candidates: d.candidates().to_vec(),
+            claim: d.best(),
+            paravirt: Paravirt::default(),
+            reads: Reads {
+                ordered: if timer.read_self_synchronized().is_some() {
+                    "MRS CNTVCTSS_EL0"
+                } else {
+                    "ISB;MRS CNTVCT_EL0"
+                },
+                plain: "MRS CNTVCT_EL0",
+                quanta: "MRS CNTVCT_EL0, scaled",
+                minstant: "the OS clock (minstant reads no counter on aarch64)",
             },
-            plain: "MRS CNTVCT_EL0 (plain)",
-            quanta: "MRS CNTVCT_EL0 (plain), scaled",
-            minstant: "SystemTime::now (minstant reads no counter on aarch64)",
         }
     }
 }
 
-/// Nanoseconds per call of `f`, the best of several rounds (the least disturbed).
-fn ns_per_call<T>(mut f: impl FnMut() -> T) -> f64 {
-    const N: u32 = 200_000;
-    let mut best = f64::MAX;
-    for _ in 0..7 {
-        let t = StdInstant::now();
-        for _ in 0..N {
-            black_box(f());
-        }
-        best = best.min(t.elapsed().as_nanos() as f64 / f64::from(N));
+// ---------------------------------------------------------------------------------------------
+// Read cost, the way suite/benches/read_ratio.rs measures it.
+
+/// Interleaved rounds per attempt (odd: the median is one round's figure).
+const ROUNDS: usize = 101;
+/// Calls per read per round: short batches (about 100 µs), so that few of them hold a
+/// preemption on a busy machine.
+const CALLS: u32 = 5_000;
+/// Attempts at most: a noisy attempt is repeated, and the least noisy one kept.
+const ATTEMPTS: u32 = 3;
+/// A read whose per-round ratios spread (interquartile range over the median) further than
+/// this is flagged `noisy`.
+const SPREAD_LIMIT: f64 = 0.10;
+/// Nothing reads the time faster than the plain counter read, and nothing built on the
+/// ordered read is faster than it: a ratio below this against either is impossible.
+const RATIO_FLOOR: f64 = 0.9;
+
+/// The reads timed, in table order.
+const RAW: usize = 0;
+const PLAIN: usize = 1;
+const NOW: usize = 2;
+const NOW_PLAIN: usize = 3;
+const RAW_INSTANT: usize = 4;
+const STD: usize = 5;
+const QUANTA: usize = 6;
+const MINSTANT: usize = 7;
+const READS: usize = 8;
+
+/// `read_ns_*` keys, in table order.
+const READ_KEYS: [&str; READS] = [
+    "read_ns_raw",
+    "read_ns_raw_plain",
+    "read_ns_now",
+    "read_ns_now_plain",
+    "read_ns_raw_instant",
+    "read_ns_std",
+    "read_ns_quanta",
+    "read_ns_minstant",
+];
+
+/// Each read's base for its ratio: the ordered read for what is built on it, the plain read
+/// for the rest (the ordered read's own base is the plain read, the plain read's the ordered).
+const BASE: [usize; READS] = {
+    let mut b = [PLAIN; READS];
+    b[PLAIN] = RAW;
+    b[NOW] = RAW;
+    b[NOW_PLAIN] = PLAIN;
+    b[RAW_INSTANT] = RAW;
+    b[STD] = RAW;
+    b[QUANTA] = PLAIN;
+    b[MINSTANT] = PLAIN;
+    b
+};
+
+/// One read's figures.
+struct ReadFigure {
+    /// Median ns per call over the rounds.
+    ns: f64,
+    /// Median of the per-round ratios to its base ([`BASE`]).
+    ratio: f64,
+    /// Interquartile range of those ratios over their median.
+    spread: f64,
+    /// Why the figure is not to be trusted, if it is not.
+    noisy: Option<String>,
+}
+
+/// The read-cost table.
+struct ReadCost {
+    figures: Vec<ReadFigure>,
+    /// Which attempt was kept (1-based) and how many were made.
+    attempt: u32,
+    attempts: u32,
+}
+
+impl ReadCost {
+    fn noisy_keys(&self) -> Vec<&'static str> {
+        self.figures
+            .iter()
+            .zip(READ_KEYS)
+            .filter(|(f, _)| f.noisy.is_some())
+            .map(|(_, k)| k)
+            .collect()
     }
+}
+
+/// Nanoseconds per call of `f` over `calls` calls.
+#[inline(always)]
+fn time<T>(calls: u32, mut f: impl FnMut() -> T) -> f64 {
+    let t = StdInstant::now();
+    for _ in 0..calls {
+        black_box(f());
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(calls)
+}
+
+/// The `q`-quantile of `v` (nearest rank), `v` sorted.
+fn quantile(v: &[f64], q: f64) -> f64 {
+    let i = ((v.len().saturating_sub(1)) as f64 * q).round() as usize;
+    v.get(i).copied().unwrap_or(f64::NAN)
+}
+
+fn sorted(mut v: Vec<f64>) -> Vec<f64> {
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// Times every read in interleaved rounds (each round times all of them back to back,
+/// starting one further each round, so load changes and position hit all alike) and
+/// flags what cannot be trusted.
+fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
+    let clock = Clock::new(counter, rate);
+    let plain = counter.unordered();
+    let plain_clock = Clock::new(plain, rate);
+    // The loops are monomorphized; only the call per round and read is dynamic.
+    let mut timers: Vec<Box<dyn FnMut(u32) -> f64 + '_>> = vec![
+        Box::new(|n| time(n, || counter.ticks())),
+        Box::new(|n| time(n, || plain.ticks())),
+        Box::new(|n| time(n, || clock.now())),
+        Box::new(|n| time(n, || plain_clock.now())),
+        Box::new(|n| time(n, || clock.raw())),
+        Box::new(|n| time(n, StdInstant::now)),
+        Box::new(|n| time(n, quanta::Instant::now)),
+        Box::new(|n| time(n, minstant::Instant::now)),
+    ];
+    // Warm-up (quanta and minstant calibrate on first use), not counted.
+    for t in &mut timers {
+        t(CALLS);
+    }
+    let mut best: Option<ReadCost> = None;
+    let mut made = 0;
+    for attempt in 1..=ATTEMPTS {
+        made = attempt;
+        let mut ns: Vec<Vec<f64>> = (0..READS).map(|_| Vec::with_capacity(ROUNDS)).collect();
+        for round in 0..ROUNDS {
+            for k in 0..READS {
+                let i = (round + k) % READS;
+                let v = (timers[i])(CALLS);
+                ns[i].push(v);
+            }
+        }
+        let figures = judge(&ns);
+        let cost = ReadCost {
+            figures,
+            attempt,
+            attempts: attempt,
+        };
+        let flagged = cost.noisy_keys().len();
+        let better = best.as_ref().is_none_or(|b| flagged < b.noisy_keys().len());
+        if better {
+            best = Some(cost);
+        }
+        if flagged == 0 {
+            break;
+        }
+    }
+    let mut best = best.unwrap_or(ReadCost {
+        figures: Vec::new(),
+        attempt: 0,
+        attempts: 0,
+    });
+    best.attempts = made;
     best
 }
+
+/// Medians, ratios and flags from `ns[read][round]`.
+fn judge(ns: &[Vec<f64>]) -> Vec<ReadFigure> {
+    let ratio_to = |i: usize, base: usize| -> Vec<f64> {
+        sorted(ns[i].iter().zip(&ns[base]).map(|(a, b)| a / b).collect())
+    };
+    (0..READS)
+        .map(|i| {
+            let ratios = ratio_to(i, BASE[i]);
+            let ratio = quantile(&ratios, 0.5);
+            let spread = (quantile(&ratios, 0.75) - quantile(&ratios, 0.25)) / ratio;
+            let vs_plain = quantile(&ratio_to(i, PLAIN), 0.5);
+            let vs_ordered = quantile(&ratio_to(i, RAW), 0.5);
+            let noisy = if i == RAW && vs_plain < RATIO_FLOOR {
+                Some(format!(
+                    "impossible: the plain read timed {:.2}× slower than this ordered one",
+                    1.0 / vs_plain
+                ))
+            } else if i == PLAIN && vs_ordered > 1.0 / RATIO_FLOOR {
+                Some(format!(
+                    "impossible: this plain read timed {vs_ordered:.2}× the ordered one"
+                ))
+            } else if i != PLAIN && vs_plain < RATIO_FLOOR {
+                Some(format!(
+                    "impossible: {vs_plain:.2}× the plain counter read, which nothing beats"
+                ))
+            } else if matches!(i, NOW | RAW_INSTANT) && vs_ordered < RATIO_FLOOR {
+                Some(format!(
+                    "impossible: {vs_ordered:.2}× the ordered read it is built on"
+                ))
+            } else if spread.is_nan() || spread > SPREAD_LIMIT {
+                Some(format!(
+                    "rounds disagree: ratios spread {:.0} % (limit {:.0} %)",
+                    spread * 100.0,
+                    SPREAD_LIMIT * 100.0
+                ))
+            } else {
+                None
+            };
+            ReadFigure {
+                ns: quantile(&sorted(ns[i].clone()), 0.5),
+                ratio,
+                spread,
+                noisy,
+            }
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The warp check.
 
 /// Cross-CPU handovers the report's warp check makes at least (every check is one).
 const WARP_MIN_HANDOVERS: u64 = 100_000;
@@ -276,7 +880,7 @@ const WARP_MAX_CPUS: u32 = 16;
 /// pinned, with enough checks per ordered pair for [`WARP_MIN_HANDOVERS`] in all and never
 /// fewer than the crate's minimum for a `consistent` verdict. A wait longer than 1 s ends it
 /// (reported as a timeout; the verdict is then `inconclusive` unless a warp was seen).
-fn warp_check<C: Counter + Sync>(counter: &C) -> baretime_diag::ThreadedWarp {
+fn warp_check<C: Counter + Sync>(counter: &C) -> ThreadedWarp {
     let threads = std::thread::available_parallelism()
         .map_or(2, |n| n.get() as u32)
         .clamp(2, WARP_MAX_CPUS);
@@ -292,13 +896,190 @@ fn warp_check<C: Counter + Sync>(counter: &C) -> baretime_diag::ThreadedWarp {
     )
 }
 
+// ---------------------------------------------------------------------------------------------
+// The bottom line.
+
+/// What makes the counter unfit as a clock (`problems`) or calls for care (`caveats`):
+/// `(token, words)`.
+struct Assessment {
+    problems: Vec<(&'static str, String)>,
+    caveats: Vec<(&'static str, String)>,
+}
+
+/// Everything measured, for the bottom line and the sections.
+struct Findings {
+    machine: Machine,
+    verified: Result<Verified, CalibrationError>,
+    /// Wall time the calibration took (to fail, on failure).
+    wall: Duration,
+    max_ms: u64,
+    target_ppb: u64,
+    reference: &'static str,
+    kernel: Option<(u64, &'static str)>,
+    /// The rate the clock runs on: verified, else the claim.
+    rate: Option<Frequency>,
+    cost: ReadCost,
+    stats: ReadStats,
+    warp: ThreadedWarp,
+    warp_took: Duration,
+}
+
+fn assess(f: &Findings) -> Assessment {
+    let mut problems = Vec::new();
+    let mut caveats = Vec::new();
+    if let Err(e) = &f.verified {
+        problems.push((
+            "calibration_failed",
+            format!("its rate could not be measured ({e})"),
+        ));
+    }
+    if f.machine.invariant == Some(false) {
+        problems.push((
+            "not_invariant",
+            "its rate may change with the CPU's frequency and sleep states (the CPU does not \
+             report an invariant TSC)"
+                .to_string(),
+        ));
+    }
+    if f.stats.backwards_steps > 0 {
+        problems.push((
+            "backwards",
+            format!(
+                "it went backwards {} times in {} reads on one CPU",
+                f.stats.backwards_steps,
+                group(u64::from(f.stats.reads))
+            ),
+        ));
+    }
+    let w = &f.warp.report;
+    match w.verdict() {
+        WarpVerdict::Warped { .. } => problems.push((
+            "warp",
+            format!(
+                "times read on different CPUs do not compare: a read was {} behind another \
+                 CPU's read just before it",
+                ticks_human(w.max_warp_ticks, f.rate.as_ref())
+                    .unwrap_or_else(|| format!("{} ticks", w.max_warp_ticks))
+            ),
+        )),
+        WarpVerdict::Consistent => {}
+        _ => caveats.push((
+            "warp_inconclusive",
+            format!(
+                "the check across CPUs saw no warp but is inconclusive ({} of {} CPU pairs, \
+                 {} checks per ordered pair, {} needed)",
+                w.pairs_compared,
+                w.pairs,
+                w.min_checks_per_pair,
+                baretime_diag::CONSISTENT_MIN_CHECKS_PER_PAIR
+            ),
+        )),
+    }
+    if let Ok(v) = &f.verified {
+        if !v.calibration.met_target {
+            caveats.push((
+                "target_not_met",
+                format!(
+                    "the measurement reached ± {} ppm, not the ± {} ppm target, in the {} ms \
+                     allowed (--max-ms allows longer)",
+                    ppm2(v.calibration.measurement_ppb),
+                    ppm2(f.target_ppb),
+                    f.max_ms
+                ),
+            ));
+        }
+        if let Verdict::Disagrees {
+            claim,
+            deviation_ppb,
+            ..
+        } = v.verdict
+        {
+            caveats.push((
+                "claim_rejected",
+                format!(
+                    "the rate stated by {} is off by {} ppm; the measured rate is used",
+                    source_words(claim.source()),
+                    ppm_signed(deviation_ppb)
+                ),
+            ));
+        }
+    }
+    if f.cost.figures.get(NOW).is_some_and(|r| r.noisy.is_some()) {
+        caveats.push((
+            "read_cost_noisy",
+            "the machine was too busy to time the reads reliably".to_string(),
+        ));
+    }
+    Assessment { problems, caveats }
+}
+
+/// The bottom line as one paragraph.
+fn bottom_line(f: &Findings, a: &Assessment) -> String {
+    let m = &f.machine;
+    let invariant = match m.invariant {
+        Some(true) => ", invariant",
+        Some(false) => ", not invariant",
+        None => "",
+    };
+    let what = format!(
+        "This machine's counter ({}, {}{invariant})",
+        m.counter_name,
+        m.cpu()
+    );
+    let rate = f.verified.as_ref().ok().map(|v| {
+        format!(
+            "{} ± {} ppm ({})",
+            hz_human(v.chosen.as_millihz()),
+            ppm2(v.chosen.accuracy().bound_ppb()),
+            if v.chosen.source() == Source::Calibrated {
+                "measured".to_string()
+            } else {
+                format!("stated by {}, confirmed", source_words(v.chosen.source()))
+            }
+        )
+    });
+    let read = f.cost.figures.get(NOW).map(|r| {
+        format!(
+            "Clock::now reads in {}{:.0} ns",
+            if r.noisy.is_some() { "about " } else { "" },
+            r.ns
+        )
+    });
+    let w = &f.warp.report;
+    let warp = match w.verdict() {
+        WarpVerdict::Consistent => Some(format!("no warp across {} CPUs", w.cpus_covered)),
+        WarpVerdict::Warped { .. } => None,
+        _ => Some(format!("no warp seen across {} CPUs", w.cpus_covered)),
+    };
+    let facts: Vec<String> = [rate, read, warp].into_iter().flatten().collect();
+    let mut s = if a.problems.is_empty() {
+        format!("{what} is good to use as a clock: {}.", facts.join(", "))
+    } else {
+        let why: Vec<&str> = a.problems.iter().map(|(_, w)| w.as_str()).collect();
+        let mut s = format!("{what} is not good to use as a clock: {}.", why.join("; "));
+        if !facts.is_empty() {
+            s.push_str(&format!(" Measured: {}.", facts.join(", ")));
+        }
+        s
+    };
+    if !a.caveats.is_empty() {
+        let but: Vec<&str> = a.caveats.iter().map(|(_, w)| w.as_str()).collect();
+        s.push_str(&format!(" But {}.", but.join("; ")));
+    }
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+
 fn main() {
     let mut kv = false;
+    let mut details = false;
     let mut max_ms = 20u64;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--kv" => kv = true,
+            "--details" => details = true,
             "--max-ms" => match args.next().and_then(|v| v.parse().ok()) {
                 Some(v) => max_ms = v,
                 None => {
@@ -307,134 +1088,411 @@ fn main() {
                 }
             },
             _ => {
-                eprintln!("usage: report [--kv] [--max-ms N]");
+                eprintln!("usage: report [--kv] [--details] [--max-ms N]");
                 std::process::exit(2);
             }
         }
     }
-    let r = Report { kv };
-    let counter: platform::Ctr = platform::counter();
+    let out = Out { kv, details };
+    let f = measure(max_ms);
+    let a = assess(&f);
 
     if !kv {
-        println!("baretime report: this machine's counter and how good it is");
+        println!("baretime report: this machine's counter, and is it good to use as a clock?");
     }
-    r.section("Counter");
-    r.item("counter", platform::COUNTER, platform::COUNTER);
-    let found = platform::discover();
-    for f in &found.flags {
-        r.note(f);
-    }
-    let hv = found.hypervisor.as_deref().unwrap_or("none");
-    r.item(
-        "hypervisor",
-        hv,
-        match &found.hypervisor {
-            Some(sig) => format!("{sig} (CPUID 0x40000000 signature)"),
-            None => "none".into(),
-        },
+    out.title("Bottom line");
+    out.paragraph(&bottom_line(&f, &a));
+    out.key("clock_usable", a.problems.is_empty());
+    out.key(
+        "clock_problems",
+        list(&a.problems.iter().map(|(t, _)| *t).collect::<Vec<_>>()),
+    );
+    out.key(
+        "clock_caveats",
+        list(&a.caveats.iter().map(|(t, _)| *t).collect::<Vec<_>>()),
     );
 
-    paravirt::section(&r);
+    machine_section(&out, &f);
+    paravirt_section(&out, &f);
+    rate_section(&out, &f);
+    read_section(&out, &f);
+    monotonic_section(&out, &f);
+    warp_section(&out, &f);
+    if !kv && !details {
+        println!("\n(--details adds registers, hypervisor options and histograms; --kv prints key=value lines)");
+    }
+}
 
-    r.section("What the hardware claims");
-    if found.candidates.is_empty() {
-        r.note("(no frequency candidate)");
-    }
-    for c in &found.candidates {
-        r.note(format!("candidate              {}", describe(c)));
-    }
-    if let Some(hint) = found.hint {
-        r.note(hint);
-    }
-    let claim = found.claim;
-    r.item(
-        "discovered_hz",
-        claim.map_or("none".into(), |f| f.as_hz().to_string()),
-        claim.map_or("none".into(), |f| describe(&f)),
-    );
-    let src = claim.map_or("none", |f| f.source().token());
-    r.item("discovered_source", src, src);
-
-    r.section("Calibration against std's monotonic clock");
+/// Runs every measurement.
+fn measure(max_ms: u64) -> Findings {
+    let counter: platform::Ctr = platform::counter();
+    let machine = platform::machine(&counter);
+    let target_ppb = 1_000;
     let config = Config::new()
-        .with_target_ppb(1_000)
+        .with_target_ppb(target_ppb)
         .with_max_duration(Duration::from_millis(max_ms));
     let reference = StdReference::new();
     let reference_name = reference.name();
     let started = StdInstant::now();
-    let verified = calibrate_and_verify(counter, reference, claim, config);
+    let verified = calibrate_and_verify(counter, reference, machine.claim, config);
     let wall = started.elapsed();
-    let kernel = common::kernel_tsc_millihz();
+    let kernel = platform::kernel_rate();
+    let rate = verified.as_ref().ok().map(|v| v.chosen).or(machine.claim);
+    // Without a rate, 1 GHz: the read costs are what matter there, not the times told.
+    let stand_in = Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Exact);
+    let cost = match rate.or(stand_in) {
+        Some(r) => read_cost(counter, r),
+        None => ReadCost {
+            figures: Vec::new(),
+            attempt: 0,
+            attempts: 0,
+        },
+    };
+    let stats = ReadStats::measure(&counter, 1_000_000);
+    let t = StdInstant::now();
+    let warp = warp_check(&counter);
+    let warp_took = t.elapsed();
+    Findings {
+        machine,
+        verified,
+        wall,
+        max_ms,
+        target_ppb,
+        reference: reference_name,
+        kernel,
+        rate,
+        cost,
+        stats,
+        warp,
+        warp_took,
+    }
+}
+
+fn machine_section(out: &Out, f: &Findings) {
+    let m = &f.machine;
+    out.title("This machine");
+    out.item(
+        "counter",
+        m.counter_key,
+        "counter",
+        m.counter_name,
+        m.counter_words,
+    );
+    out.item(
+        "cpu_vendor",
+        m.vendor.as_deref().unwrap_or("none"),
+        "cpu",
+        m.vendor.as_deref().unwrap_or("unknown vendor"),
+        &format!(
+            "{}: every figure below comes from this CPU",
+            m.brand.as_deref().unwrap_or("(no name stated)")
+        ),
+    );
+    out.key("cpu_brand", m.brand.as_deref().unwrap_or("none"));
+    let inv = match m.invariant {
+        Some(true) => (
+            "true",
+            "yes",
+            "runs at one rate in every power state (CPUID invariant-TSC bit)",
+        ),
+        Some(false) => (
+            "false",
+            "no",
+            "may change rate with the CPU's frequency or stop in sleep states",
+        ),
+        None => (
+            "none",
+            "by design",
+            "the generic timer runs at one rate by architecture",
+        ),
+    };
+    out.item("invariant_tsc", inv.0, "invariant", inv.1, inv.2);
+}
+
+fn paravirt_section(out: &Out, f: &Findings) {
+    let m = &f.machine;
+    let p = &m.paravirt;
+    out.title("Virtual machine");
+    let (shown, note) = match (&m.hypervisor, m.counter_key) {
+        (Some(sig), _) => (
+            format!("yes, {}", p.name.as_deref().unwrap_or("a hypervisor")),
+            format!(
+                "the CPU says a hypervisor runs it (signature {sig}); the counter is the \
+                 host's, as the hypervisor presents it"
+            ),
+        ),
+        (None, "tsc") => (
+            "no".to_string(),
+            "the CPU does not say it runs under a hypervisor".to_string(),
+        ),
+        (None, _) => (
+            "unknown".to_string(),
+            "this architecture has no hypervisor signature to read".to_string(),
+        ),
+    };
+    out.item(
+        "hypervisor",
+        m.hypervisor.as_deref().unwrap_or("none"),
+        "virtual machine",
+        shown,
+        &note,
+    );
+    let in_vm = m.hypervisor.is_some();
+    let to_programs: Vec<&str> = p
+        .offered
+        .iter()
+        .copied()
+        .filter(|s| !p.ring0.contains(s))
+        .collect();
+    if in_vm {
+        let measured = match &f.verified {
+            Ok(v) => format!(
+                " (this took {} for ± {} ppm)",
+                duration_human(v.calibration.duration),
+                ppm2(v.calibration.uncertainty_ppb)
+            ),
+            Err(_) => String::new(),
+        };
+        let (shown, note) = if to_programs.is_empty() {
+            (
+                "not stated",
+                format!(
+                    "programs in this VM learn the counter's rate only by measuring it, as \
+                     this report did{measured}; the VM's owner can have the hypervisor state \
+                     it (--details says how)"
+                ),
+            )
+        } else {
+            (
+                "stated",
+                "the hypervisor states the counter's rate where any program can read it: no \
+                 measuring needed (the report still checks it)"
+                    .to_string(),
+            )
+        };
+        out.row("rate to programs", shown, &note);
+        let kernel_only = p
+            .ring0
+            .iter()
+            .map(|t| match *t {
+                "kvm_pvclock" => "KVM pvclock",
+                "hyperv_tsc_frequency_msr" => "Hyper-V MSR",
+                other => other,
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        if kernel_only.is_empty() {
+            out.row(
+                "rate to kernels",
+                "nothing more",
+                "the hypervisor offers a kernel no rate beyond what programs see",
+            );
+        } else {
+            out.row(
+                "rate to kernels",
+                kernel_only,
+                "a kernel built on baretime-x86 can read the rate from the hypervisor; a \
+                 program like this one cannot (it needs ring 0)",
+            );
+        }
+    }
+    out.item_detail(
+        "hypervisor_ranges",
+        list(&p.ranges_kv),
+        "hypervisor leaves",
+        if p.ranges_human.is_empty() {
+            "none".to_string()
+        } else {
+            p.ranges_human.join("; ")
+        },
+        if p.ranges_human.is_empty() {
+            "not a guest, or the hypervisor hides itself"
+        } else {
+            ""
+        },
+    );
+    out.item_detail(
+        "paravirt_sources",
+        list(&p.offered),
+        "offered",
+        list(&p.offered),
+        "the hypervisor's rate sources (source tokens)",
+    );
+    out.item_detail(
+        "ring0_only_sources",
+        list(&p.ring0),
+        "kernel only",
+        list(&p.ring0),
+        "MSRs: RDMSR/WRMSR need ring 0; this process names them but cannot read them",
+    );
+    let token = p.kernel_source.map_or("none", |s| s.token());
+    let kernel_note = match p.kernel_source {
+        Some(s) if p.ring0.contains(&s.token()) => {
+            "the hypervisor's rate, which a program cannot read"
+        }
+        Some(_) => "no better source than this process has",
+        None => "nothing states the rate: a kernel must measure it",
+    };
+    out.item_detail(
+        "kernel_source",
+        token,
+        "a kernel would use",
+        token,
+        kernel_note,
+    );
+    for (label, value, note) in p.details.iter().chain(&p.howto) {
+        out.detail_row(label, value, note);
+    }
+}
+
+fn rate_section(out: &Out, f: &Findings) {
+    let m = &f.machine;
+    out.title("Rate");
+    let claim = m.claim;
+    out.key(
+        "discovered_hz",
+        claim.map_or("none".into(), |c| c.as_hz().to_string()),
+    );
+    for c in &m.candidates {
+        let best = claim.is_some_and(|b| b.source() == c.source());
+        out.row(
+            "stated rate",
+            hz_human(c.as_millihz()),
+            &format!(
+                "by {}, {}{}",
+                source_words(c.source()),
+                accuracy_words(c.accuracy()),
+                if best {
+                    "; the most trusted, checked below"
+                } else {
+                    ""
+                }
+            ),
+        );
+    }
+    if m.candidates.is_empty() {
+        out.row(
+            "stated rate",
+            "none",
+            if m.hypervisor.is_some() {
+                "neither the CPU nor the hypervisor states the counter's rate to programs"
+            } else {
+                "the CPU does not state its counter's rate"
+            },
+        );
+    }
+    out.key(
+        "discovered_source",
+        claim.map_or("none", |c| c.source().token()),
+    );
+
     let none = || "none".to_string();
-    let v = verified.as_ref().ok();
+    let v = f.verified.as_ref().ok();
     let cal = v.map(|v| &v.calibration);
-    r.item(
+    out.item(
         "calibrated_hz",
         cal.map_or_else(none, |c| hz3(c.frequency.as_millihz())),
-        cal.map_or("none (calibration failed: see below)".into(), |c| {
-            format!("{} Hz", hz3(c.frequency.as_millihz()))
-        }),
+        "measured rate",
+        cal.map_or("failed".into(), |c| hz_human(c.frequency.as_millihz())),
+        &match cal {
+            Some(c) => format!(
+                "± {} ppm (at least 99 % sure), against {} in {}",
+                ppm2(c.uncertainty_ppb),
+                reference_words(f.reference),
+                duration_human(c.duration)
+            ),
+            None => format!("against {}", reference_words(f.reference)),
+        },
     );
-    r.item(
+    out.key("reference", f.reference);
+    out.key(
         "calibration_error",
-        verified
+        f.verified
             .as_ref()
             .err()
             .map_or("none", CalibrationError::token),
-        verified
-            .as_ref()
-            .err()
-            .map_or("none".into(), |e| format!("{} ({e})", e.token())),
     );
-    r.item(
+    if let Err(e) = &f.verified {
+        out.row("failure", e.token(), &e.to_string());
+    }
+    out.key(
         "uncertainty_ppm",
         cal.map_or_else(none, |c| ppm3(c.uncertainty_ppb as i64)),
-        cal.map_or_else(none, |c| format!("±{} ppm", ppm3(c.uncertainty_ppb as i64))),
     );
+    out.key(
+        "measurement_ppm",
+        cal.map_or_else(none, |c| ppm3(c.measurement_ppb as i64)),
+    );
+    out.key("target_ppm", ppm3(f.target_ppb as i64));
     // On success the calibration's own duration (reference time); on failure, the wall
     // time it took to fail.
-    let ms = cal.map_or(wall, |c| c.duration);
-    r.item(
-        "calibration_ms",
-        ms3(ms),
+    out.key("calibration_ms", ms3(cal.map_or(f.wall, |c| c.duration)));
+    out.key("max_ms", f.max_ms);
+    out.item(
+        "met_target",
+        cal.map_or_else(none, |c| c.met_target.to_string()),
+        "target",
         match cal {
+            Some(c) if c.met_target => "met",
+            Some(_) => "not met",
+            None => "none",
+        },
+        &match cal {
+            Some(c) if c.met_target => format!(
+                "± {} ppm from the measurement alone, within {} ms: reached (± {} ppm) \
+                 after {}, which ended the measurement",
+                ppm2(f.target_ppb),
+                f.max_ms,
+                ppm2(c.measurement_ppb),
+                duration_human(c.duration)
+            ),
             Some(c) => format!(
-                "{} ms ({} ms wall, at most {max_ms} ms allowed)",
-                ms3(c.duration),
-                ms3(wall)
+                "± {} ppm from the measurement alone, within {} ms: it reached ± {} ppm in \
+                 {}{} (--max-ms allows longer)",
+                ppm2(f.target_ppb),
+                f.max_ms,
+                ppm2(c.measurement_ppb),
+                duration_human(c.duration),
+                if c.duration > Duration::from_millis(f.max_ms) * 5 / 4 {
+                    ", its last read late: the thread was descheduled past the limit"
+                } else {
+                    ""
+                }
             ),
             None => format!(
-                "{} ms wall before failing (at most {max_ms} ms allowed)",
-                ms3(wall)
+                "± {} ppm within {} ms: no measurement ({} wall before failing)",
+                ppm2(f.target_ppb),
+                f.max_ms,
+                duration_human(f.wall)
             ),
         },
     );
-    r.item("reference", reference_name, reference_name);
     // A calibration that found too few samples still says how many.
-    let samples = match &verified {
+    let samples = match &f.verified {
         Ok(v) => Some((v.calibration.samples_used, v.calibration.samples_rejected)),
         Err(CalibrationError::TooFewSamples { used, rejected }) => Some((*used, *rejected)),
         Err(_) => None,
     };
-    let used = samples.map_or_else(none, |(u, _)| u.to_string());
-    r.item("samples_used", &used, &used);
-    let rejected = samples.map_or_else(none, |(_, j)| j.to_string());
-    r.item("samples_rejected", &rejected, &rejected);
-    r.item(
-        "met_target",
-        cal.map_or_else(none, |c| c.met_target.to_string()),
-        cal.map_or_else(none, |c| c.met_target.to_string()),
+    out.key(
+        "samples_used",
+        samples.map_or_else(none, |(u, _)| u.to_string()),
+    );
+    out.key(
+        "samples_rejected",
+        samples.map_or_else(none, |(_, j)| j.to_string()),
+    );
+    out.row(
+        "samples",
+        samples.map_or_else(none, |(u, _)| group(u)),
+        &samples.map_or("none".into(), |(_, j)| {
+            format!(
+                "used by the fit; {} rejected (a read interrupted, a reference glitch)",
+                group(j)
+            )
+        }),
     );
     let deviation = v.and_then(|v| v.verdict.deviation_ppb());
-    r.item(
-        "agreement_ppm",
-        deviation.map_or_else(none, ppm3),
-        match (deviation, v) {
-            (Some(d), _) => format!("{} ppm (claim − measurement)", ppm3_signed(d)),
-            (None, Some(_)) => "none (no claim to check)".into(),
-            (None, None) => "none (no measurement)".into(),
-        },
-    );
+    out.key("agreement_ppm", deviation.map_or_else(none, ppm3));
     let verdict = match v {
         None => "none",
         Some(v) => match v.verdict {
@@ -444,380 +1502,374 @@ fn main() {
             _ => "claim_confirmed_and_kept",
         },
     };
-    r.item(
+    let verdict_note = match (v, deviation) {
+        (None, _) => "no measurement to check a stated rate against".to_string(),
+        (Some(v), None) => format!(
+            "measured, nothing stated to check; {}",
+            accuracy_words(v.chosen.accuracy())
+        ),
+        (Some(v), Some(d)) => match v.verdict {
+            Verdict::Disagrees { allowed_ppb, .. } => format!(
+                "the stated rate is {} ppm off, more than the ± {} ppm allowed: the measured \
+                 rate is used",
+                ppm_signed(d),
+                ppm2(allowed_ppb)
+            ),
+            _ if v.chosen.source() == Source::Calibrated => format!(
+                "the stated rate agrees ({} ppm); the measured one is more precise and used",
+                ppm_signed(d)
+            ),
+            _ => format!(
+                "the stated rate agrees ({} ppm) and is kept: {}",
+                ppm_signed(d),
+                accuracy_words(v.chosen.accuracy())
+            ),
+        },
+    };
+    out.item(
         "verdict",
         verdict,
-        match v {
-            Some(v) => format!("{verdict}: clock runs on {}", describe(&v.chosen)),
-            None => "none (no measurement to verify against)".into(),
-        },
+        "rate used",
+        v.map_or("none".into(), |v| hz_human(v.chosen.as_millihz())),
+        &verdict_note,
     );
-    r.item(
-        "kernel_hz",
-        kernel.map_or_else(none, |(m, _)| (m / 1000).to_string()),
-        kernel.map_or(
-            "none (no sysfs tsc_freq_khz or dmesg line)".into(),
-            |(m, src)| format!("{} Hz ({src})", hz3(m)),
-        ),
-    );
-    let kernel_freq =
-        kernel.and_then(|(m, _)| Frequency::from_millihz(m, Source::Reference, Accuracy::Exact));
+    let kernel = f.kernel;
+    let kernel_freq = kernel
+        .and_then(|(mhz, _)| Frequency::from_millihz(mhz, Source::Reference, Accuracy::Exact));
     let kernel_dev = match (cal, kernel_freq) {
         (Some(c), Some(k)) => Some(c.frequency.deviation_ppb_from(&k)),
         _ => None,
     };
-    r.item(
-        "kernel_deviation_ppm",
-        kernel_dev.map_or_else(none, ppm3),
-        kernel_dev.map_or_else(none, |d| {
-            format!("{} ppm (calibrated − kernel)", ppm3_signed(d))
+    out.item(
+        "kernel_hz",
+        kernel.map_or_else(none, |(mhz, _)| (mhz / 1000).to_string()),
+        "Linux's figure",
+        kernel.map_or("none".into(), |(mhz, _)| hz_human(mhz)),
+        &match (kernel, kernel_dev) {
+            (Some((_, src)), Some(d)) => {
+                format!(
+                    "Linux's own ({src}); the measured rate is {} ppm from it",
+                    ppm_signed(d)
+                )
+            }
+            (Some((_, src)), None) => format!("Linux's own ({src})"),
+            (None, _) if f.machine.counter_key == "tsc" => {
+                "Linux states none here (no sysfs tsc_freq_khz or dmesg line)".into()
+            }
+            (None, _) => "the report reads Linux's figure for the TSC only".into(),
+        },
+    );
+    out.key("kernel_deviation_ppm", kernel_dev.map_or_else(none, ppm3));
+}
+
+/// A calibration reference's name in words.
+fn reference_words(name: &str) -> String {
+    match name {
+        "std" => "std's monotonic clock (CLOCK_MONOTONIC on Linux)".into(),
+        other => other.into(),
+    }
+}
+
+fn read_section(out: &Out, f: &Findings) {
+    let c = &f.cost;
+    let r = &f.machine.reads;
+    out.title(&format!(
+        "Read cost (median of {ROUNDS} interleaved rounds of {} calls each)",
+        group(u64::from(CALLS))
+    ));
+    let labels: [(&str, String); READS] = [
+        (
+            "raw, ordered",
+            format!("{} (what Counter::ticks reads)", r.ordered),
+        ),
+        ("raw, plain", r.plain.to_string()),
+        ("Clock::now", format!("on {}", r.ordered)),
+        ("Clock::now, plain", format!("on {}", r.plain)),
+        ("Clock::raw", format!("on {}", r.ordered)),
+        (
+            "std Instant::now",
+            "clock_gettime(CLOCK_MONOTONIC) on Linux".to_string(),
+        ),
+        ("quanta Instant", r.quanta.to_string()),
+        ("minstant Instant", r.minstant.to_string()),
+    ];
+    for (i, (label, what)) in labels.iter().enumerate() {
+        let key = READ_KEYS[i];
+        let ratio_key = key.replacen("read_ns_", "read_ratio_", 1);
+        let Some(fig) = c.figures.get(i) else {
+            out.item(key, "none", label, "none", "not measured");
+            out.key(&ratio_key, "none");
+            continue;
+        };
+        let base = if BASE[i] == RAW { "ordered" } else { "plain" };
+        let mut note = format!("{what}: {:.2}× the {base} read", fig.ratio);
+        if let Some(why) = &fig.noisy {
+            note.push_str(&format!("; NOISY, {why}"));
+        } else if out.details {
+            note.push_str(&format!("; rounds spread {:.1} %", fig.spread * 100.0));
+        }
+        let shown = format!(
+            "{:>7.2} ns{}",
+            fig.ns,
+            if fig.noisy.is_some() { " noisy" } else { "" }
+        );
+        out.item(key, format!("{:.2}", fig.ns), label, shown, &note);
+        out.key(&ratio_key, format!("{:.3}", fig.ratio));
+    }
+    let noisy = c.noisy_keys();
+    out.key("read_noisy", list(&noisy));
+    out.key("read_rounds", ROUNDS);
+    out.key("read_calls_per_round", CALLS);
+    out.key("read_attempts", c.attempts);
+    out.row(
+        "trust",
+        if noisy.is_empty() { "good" } else { "noisy" },
+        &if noisy.is_empty() {
+            format!(
+                "every figure plausible, rounds agree within {:.0} % (attempt {} of at most {ATTEMPTS})",
+                SPREAD_LIMIT * 100.0,
+                c.attempt
+            )
+        } else {
+            format!(
+                "{} figure(s) flagged after {} attempts: this machine was too busy; run it \
+                 again, or `cargo bench --bench read_ratio` for longer rounds",
+                noisy.len(),
+                c.attempts
+            )
+        },
+    );
+}
+
+fn monotonic_section(out: &Out, f: &Findings) {
+    let s = &f.stats;
+    let rate = f.rate.as_ref();
+    out.title(&format!(
+        "One CPU ({} consecutive ordered reads)",
+        group(u64::from(s.reads))
+    ));
+    out.item(
+        "backwards_steps",
+        s.backwards_steps,
+        "steps back",
+        s.backwards_steps,
+        &if s.backwards_steps == 0 {
+            "never below the read before".to_string()
+        } else {
+            format!("the largest {} ticks", s.max_backwards_ticks)
+        },
+    );
+    out.item(
+        "zero_deltas",
+        s.zero_deltas,
+        "equal reads",
+        group(u64::from(s.zero_deltas)),
+        "reads equal to the one before (a coarse or stuck counter)",
+    );
+    out.item(
+        "min_delta_ticks",
+        s.min_delta_ticks,
+        "smallest step",
+        format!("{} ticks", s.min_delta_ticks),
+        &match ticks_human(s.min_delta_ticks, rate) {
+            _ if s.min_delta_ticks == 0 => {
+                "reads come faster than the counter ticks: its resolution, not its cost".into()
+            }
+            Some(t) => format!("{t}: one read and the loop around it"),
+            None => String::new(),
+        },
+    );
+    out.item(
+        "max_delta_ticks",
+        s.max_delta_ticks,
+        "largest step",
+        format!("{} ticks", group(s.max_delta_ticks)),
+        &ticks_human(s.max_delta_ticks, rate).map_or(String::new(), |t| {
+            format!("{t}: the thread was interrupted")
         }),
     );
-
-    r.section("Read cost (ns per call, best of 7 rounds of 200k)");
-    // No verified rate after a failed calibration: the claim, else 1 GHz (the costs are what
-    // matter here, not the times the clocks tell).
-    let freq = v
-        .map(|v| v.chosen)
-        .or(claim)
-        .unwrap_or(Frequency::user_hz(1_000_000_000).expect("1 GHz"));
-    let reads = platform::reads(&counter, found.invariant_tsc);
-    let clock = Clock::new(counter, freq);
-    let plain = counter.unordered();
-    let raw = ns_per_call(|| counter.ticks());
-    let raw_plain = ns_per_call(|| plain.ticks());
-    let now = ns_per_call(|| clock.now());
-    let rawi = ns_per_call(|| clock.raw());
-    let plain_clock = Clock::new(plain, freq);
-    let now_plain = ns_per_call(|| plain_clock.now());
-    let std_ns = ns_per_call(StdInstant::now);
-    let q = quanta::Clock::new();
-    let quanta_ns = ns_per_call(|| q.now());
-    let minstant_ns = ns_per_call(minstant::Instant::now);
-    let rows: [(&str, f64, String); 8] = [
-        (
-            "read_ns_raw",
-            raw,
-            format!("raw counter: {}", reads.ordered),
-        ),
-        (
-            "read_ns_raw_plain",
-            raw_plain,
-            format!("raw counter: {}", reads.plain),
-        ),
-        (
-            "read_ns_now",
-            now,
-            format!("Clock::now on {} ({:.2}× raw)", reads.ordered, now / raw),
-        ),
-        (
-            "read_ns_now_plain",
-            now_plain,
-            format!(
-                "Clock::now on {} ({:.2}× plain raw)",
-                reads.plain,
-                now_plain / raw_plain
-            ),
-        ),
-        (
-            "read_ns_raw_instant",
-            rawi,
-            format!("Clock::raw on {} ({:.2}× raw)", reads.ordered, rawi / raw),
-        ),
-        (
-            "read_ns_std",
-            std_ns,
-            "std::time::Instant::now (clock_gettime(CLOCK_MONOTONIC) on Linux)".into(),
-        ),
-        (
-            "read_ns_quanta",
-            quanta_ns,
-            format!("quanta::Clock::now: {}", reads.quanta),
-        ),
-        (
-            "read_ns_minstant",
-            minstant_ns,
-            format!("minstant::Instant::now: {}", reads.minstant),
-        ),
-    ];
-    for (key, ns, what) in rows {
-        r.item(key, format!("{ns:.2}"), format!("{ns:>7.2} ns  {what}"));
+    for (lo, hi, count) in s.histogram.nonzero() {
+        out.detail_row(
+            "step size",
+            format!("{lo}..{hi} ticks"),
+            &format!("{} reads", group(u64::from(count))),
+        );
     }
+}
 
-    r.section("Monotonicity (1M consecutive reads)");
-    let stats = ReadStats::measure(&counter, 1_000_000);
-    r.item(
-        "backwards_steps",
-        stats.backwards_steps,
-        format!(
-            "{} backwards steps (largest {} ticks)",
-            stats.backwards_steps, stats.max_backwards_ticks
-        ),
-    );
-    r.item(
-        "zero_deltas",
-        stats.zero_deltas,
-        format!("{} reads equal to the previous one", stats.zero_deltas),
-    );
-    r.item(
-        "min_delta_ticks",
-        stats.min_delta_ticks,
-        stats.min_delta_ticks,
-    );
-    r.item(
-        "max_delta_ticks",
-        stats.max_delta_ticks,
-        format!("{} ticks (an interruption)", stats.max_delta_ticks),
-    );
-    if !kv {
-        println!("  consecutive-read deltas (ticks):");
-        for (lo, hi, count) in stats.histogram.nonzero() {
-            println!("    {lo:>10} ..{hi:>10}  {count}");
-        }
-    }
-
-    r.section(
-        format!(
-            "Warp check across CPUs (token passed between pinned threads, every check a \
-             cross-CPU handover; `consistent` needs ≥ {} checks of every ordered pair)",
-            baretime_diag::CONSISTENT_MIN_CHECKS_PER_PAIR
-        )
-        .as_str(),
-    );
-    let t = StdInstant::now();
-    let run = warp_check(&counter);
-    let took = t.elapsed();
-    let w = run.report;
+fn warp_section(out: &Out, f: &Findings) {
+    let run = &f.warp;
+    let w = &run.report;
+    out.title("Across CPUs (a token passed between threads pinned to each CPU)");
     let placed = match (run.pinned, run.pin_error) {
-        (p, None) if p == w.cpus => "each pinned to its own CPU".to_string(),
+        (p, None) if p == w.cpus => "each thread pinned to its own CPU".to_string(),
         (p, e) => format!(
-            "{p} of {} pinned (error {}): the OS placed the rest",
+            "{p} of {} threads pinned (error {}): the OS placed the rest",
             w.cpus,
             e.map_or("none".to_string(), |e| e.to_string())
         ),
     };
-    r.item(
+    out.item(
         "warp_cpus",
         w.cpus_covered,
-        format!(
-            "{} of {} CPUs compared; threads {placed}",
-            w.cpus_covered, w.cpus
-        ),
+        "cpus",
+        format!("{} of {}", w.cpus_covered, w.cpus),
+        &placed,
     );
-    r.item(
+    out.item(
         "warp_pairs",
         w.pairs_compared,
-        format!(
-            "{} of {} pair(s) of CPUs compared both ways",
-            w.pairs_compared, w.pairs
-        ),
+        "pairs",
+        format!("{} of {}", w.pairs_compared, w.pairs),
+        "pairs of CPUs compared both ways",
     );
-    r.item(
+    out.item(
         "warp_checks",
         w.checks,
-        format!(
-            "{} cross-CPU handovers in {} ms ({} per ordered pair at least)",
-            w.checks,
-            ms3(took),
-            w.min_checks_per_pair
+        "handovers",
+        group(w.checks),
+        &format!(
+            "each compares a read with another CPU's read just before, in {} ({} per ordered \
+             pair at least; {} needed)",
+            duration_human(f.warp_took),
+            group(u64::from(w.min_checks_per_pair)),
+            group(u64::from(baretime_diag::CONSISTENT_MIN_CHECKS_PER_PAIR))
         ),
     );
-    r.item(
+    out.item(
         "warps",
         w.warps,
-        format!("{} reads behind the other CPU's read just before", w.warps),
+        "warps",
+        w.warps,
+        "reads behind the other CPU's read just before",
     );
-    r.item(
+    out.item(
         "warp_max_ticks",
         w.max_warp_ticks,
-        format!(
-            "{} ticks ({} ns), the largest step back across CPUs{}",
-            w.max_warp_ticks,
-            w.max_warp_ns(&freq),
-            w.warp_pair
-                .map_or(String::new(), |(a, b)| format!(", CPU {a} → CPU {b}"))
-        ),
+        "largest warp",
+        format!("{} ticks", w.max_warp_ticks),
+        &match (w.warp_pair, ticks_human(w.max_warp_ticks, f.rate.as_ref())) {
+            (Some((a, b)), Some(t)) => format!("{t}, CPU {a} → CPU {b}"),
+            (Some((a, b)), None) => format!("CPU {a} → CPU {b}"),
+            (None, _) => "no step back across CPUs".to_string(),
+        },
     );
     let verdict = w.verdict();
     let why = match verdict {
-        WarpVerdict::Warped { .. } => {
-            "timestamps from different CPUs do not compare".to_string()
-        }
-        WarpVerdict::Consistent => "no warp".to_string(),
+        WarpVerdict::Warped { .. } => "times read on different CPUs do not compare".to_string(),
+        WarpVerdict::Consistent => "times read on different CPUs compare".to_string(),
         _ => format!(
-            "no warp, but coverage too low ({} of {} pairs, {} checks per ordered pair, {} needed){}",
-            w.pairs_compared,
-            w.pairs,
-            w.min_checks_per_pair,
-            baretime_diag::CONSISTENT_MIN_CHECKS_PER_PAIR,
-            run.error.map_or(String::new(), |e| format!("; {e}"))
+            "no warp seen, but too few checks to be sure{}",
+            run.error.map_or(String::new(), |e| format!(" ({e})"))
         ),
     };
-    r.item(
+    out.item(
         "warp_verdict",
         verdict.token(),
-        format!(
-            "{}: {why}; {} CPU(s), {} pair(s), {} cross-CPU handovers",
-            verdict.token(),
-            w.cpus_covered,
-            w.pairs_compared,
-            w.checks
-        ),
+        "verdict",
+        verdict.token(),
+        &why,
     );
 }
 
-/// The hypervisor's paravirtual TSC sources: which it offers, which only a ring-0 kernel can
-/// read, and what to configure to expose more. Keys: `hypervisor_ranges`,
-/// `paravirt_sources`, `ring0_only_sources`, `kernel_source` (README, "Report keys").
-#[cfg(target_arch = "x86_64")]
-mod paravirt {
-    use super::Report;
-    use baretime::Source;
-    use baretime_x86::{self, CpuIdReader, HypervisorKind};
-    use baretime_x86::{
-        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
-    };
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-    /// `a,b,c`, or `none` for an empty list.
-    fn list(items: &[String]) -> String {
-        if items.is_empty() {
-            "none".into()
-        } else {
-            items.join(",")
-        }
+    /// `ns[read][round]`: every read at `base` ns in every round, times `jitter(read, round)`.
+    fn rounds(base: [f64; READS], jitter: impl Fn(usize, usize) -> f64) -> Vec<Vec<f64>> {
+        (0..READS)
+            .map(|i| (0..ROUNDS).map(|r| base[i] * jitter(i, r)).collect())
+            .collect()
     }
 
-    pub fn section(r: &Report) {
-        let d = baretime_x86::discover();
-        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
-        let ranges: Vec<String> = d
-            .hypervisors()
-            .iter()
-            .map(|h| format!("{:#x}:{}", h.base, h.kind.token()))
-            .collect();
-        r.item(
-            "hypervisor_ranges",
-            list(&ranges),
-            if d.hypervisors().is_empty() {
-                "none (not a guest, or the hypervisor hides itself)".to_string()
-            } else {
-                d.hypervisors()
-                    .iter()
-                    .map(|h| {
-                        let sig = String::from_utf8_lossy(&h.signature);
-                        let sig = sig.trim_end_matches(['\0', ' ']);
-                        format!(
-                            "{:#x}..={:#x} {sig:?} ({})",
-                            h.base,
-                            h.max_leaf,
-                            h.kind.token()
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            },
-        );
+    /// Plausible costs: ordered 15.5, plain 9.4, Clock::now 17.8, ...
+    const GOOD: [f64; READS] = [15.5, 9.4, 17.8, 9.5, 15.5, 22.0, 9.5, 9.4];
 
-        // What each range offers. CPUID is readable from user space; the MSRs are not.
-        let mut offered: Vec<String> = Vec::new();
-        let mut ring0: Vec<String> = Vec::new();
-        let mut notes: Vec<String> = Vec::new();
-        for h in d.hypervisors() {
-            match h.kind {
-                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
-                    let features = raw_cpuid::CpuIdReaderNative
-                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
-                        .eax;
-                    if let Ok(msr) = kvm_clock_msr(features) {
-                        offered.push(Source::KvmPvclock.token().into());
-                        ring0.push(Source::KvmPvclock.token().into());
-                        notes.push(format!(
-                            "KVM at {:#x} offers pvclock (feature bits {features:#x}: clock MSR {msr:#x}, stable bit {}): a kernel registers a pvclock area through WRMSR and reads tsc_to_system_mul/tsc_shift (baretime_x86::KvmPvclock)",
-                            h.base,
-                            if features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0 { "offered" } else { "not offered" }
-                        ));
-                    }
-                }
-                HypervisorKind::HyperV if d.hyperv_tsc_frequency_msr() => {
-                    offered.push(Source::HyperVTscFrequencyMsr.token().into());
-                    ring0.push(Source::HyperVTscFrequencyMsr.token().into());
-                    notes.push(format!(
-                        "Hyper-V at {:#x} offers HV_X64_MSR_TSC_FREQUENCY (0x40000022, Hz): a kernel reads it with RDMSR (baretime_x86::hyperv_tsc_frequency)",
-                        h.base
-                    ));
-                }
-                _ => {}
-            }
-        }
-        for c in d.candidates() {
-            if matches!(c.source(), Source::HypervisorLeaf | Source::XenTimeLeaf) {
-                offered.push(c.source().token().into());
-                notes.push(format!(
-                    "{} states {} kHz in CPUID: any process reads it (discovery's candidate)",
-                    c.source(),
-                    c.as_hz() / 1000
-                ));
-            }
-        }
-        // A ring-0 kernel adds its claims ahead of CPUID's (X86Discovery::add_claim).
-        let kernel = [Source::HyperVTscFrequencyMsr, Source::KvmPvclock]
-            .into_iter()
-            .find(|s| ring0.iter().any(|t| t == s.token()))
-            .or_else(|| d.best().map(|f| f.source()));
-        r.item("paravirt_sources", list(&offered), list(&offered));
-        r.item(
-            "ring0_only_sources",
-            list(&ring0),
-            if ring0.is_empty() {
-                "none".to_string()
-            } else {
-                format!(
-                    "{} (RDMSR/WRMSR need CPL 0: this process cannot read them)",
-                    ring0.join(", ")
-                )
-            },
-        );
-        let token = kernel.map_or("none", |s| s.token());
-        r.item(
-            "kernel_source",
-            token,
-            match kernel {
-                Some(s) if ring0.iter().any(|t| t == s.token()) => format!(
-                    "{token}: a kernel here would take the hypervisor's rate from {token}, which a user process cannot read"
-                ),
-                Some(_) => format!("{token}: a kernel here has no better source than this process"),
-                None => "none: nothing states the rate; a kernel must calibrate".into(),
-            },
-        );
-        for n in &notes {
-            r.note(n);
-        }
-        if d.hypervisor() {
-            let has = |s: Source| offered.iter().any(|t| t == s.token());
-            if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
-                r.note("to expose the rate to every process: QEMU/KVM -cpu host,+invtsc,+vmware-cpuid-freq (CPUID 0x40000010; add tsc-frequency=HZ where QEMU does not know the host's rate); where the VMM has no such option (Firecracker), a kernel's pvclock is the hypervisor's only statement of the rate");
-            }
-            if !has(Source::HyperVTscFrequencyMsr) {
-                r.note("QEMU/KVM -cpu ...,hv-frequencies adds Hyper-V's TSC-frequency MSR (ring 0 only; needs a KVM with Hyper-V emulation)");
-            }
-        }
+    fn flagged(figures: &[ReadFigure]) -> Vec<usize> {
+        (0..figures.len())
+            .filter(|&i| figures[i].noisy.is_some())
+            .collect()
     }
-}
 
-#[cfg(not(target_arch = "x86_64"))]
-mod paravirt {
-    use super::Report;
+    #[test]
+    fn steady_plausible_rounds_are_not_flagged() {
+        // A load that slows whole rounds alike (a quarter of them twice as slow) moves no
+        // per-round ratio.
+        let ns = rounds(GOOD, |_, r| if r % 4 == 0 { 2.0 } else { 1.0 });
+        let f = judge(&ns);
+        assert_eq!(flagged(&f), Vec::<usize>::new());
+        assert!((f[NOW].ratio - 17.8 / 15.5).abs() < 1e-9);
+        assert!((f[QUANTA].ratio - 9.5 / 9.4).abs() < 1e-9);
+    }
 
-    /// No paravirtual TSC sources off x86_64: the keys say `none`.
-    pub fn section(r: &Report) {
-        r.section("Paravirtual sources (what the hypervisor tells a guest kernel)");
-        for key in [
-            "hypervisor_ranges",
-            "paravirt_sources",
-            "ring0_only_sources",
-            "kernel_source",
-        ] {
-            r.item(key, "none", "none (x86_64 only)");
+    #[test]
+    fn a_plain_read_slower_than_the_ordered_one_is_impossible() {
+        let mut costs = GOOD;
+        costs[PLAIN] = 20.0;
+        let f = judge(&rounds(costs, |_, _| 1.0));
+        assert!(f[PLAIN]
+            .noisy
+            .as_deref()
+            .is_some_and(|w| w.contains("impossible")));
+        assert!(f[RAW]
+            .noisy
+            .as_deref()
+            .is_some_and(|w| w.contains("impossible")));
+    }
+
+    #[test]
+    fn clock_now_faster_than_the_read_it_is_built_on_is_impossible() {
+        let mut costs = GOOD;
+        costs[NOW] = 12.0; // 0.77× the ordered read, above the plain one
+        costs[RAW_INSTANT] = 5.0; // below the plain read too
+        let f = judge(&rounds(costs, |_, _| 1.0));
+        assert_eq!(flagged(&f), vec![NOW, RAW_INSTANT]);
+    }
+
+    #[test]
+    fn rounds_that_disagree_are_flagged() {
+        // One read preempted in 40 % of the rounds: its per-round ratios spread.
+        let ns = rounds(GOOD, |i, r| if i == STD && r % 5 < 2 { 3.0 } else { 1.0 });
+        let f = judge(&ns);
+        assert_eq!(flagged(&f), vec![STD]);
+        assert!(f[STD].spread > SPREAD_LIMIT);
+    }
+
+    #[test]
+    fn numbers_stay_whole_across_line_breaks() {
+        let text = "a rate of 2 596 120 069 Hz ± 0.95 ppm measured in 2.1 ms, 1 000 needed";
+        let never = [
+            ("2", "596"),
+            ("596", "120"),
+            ("120", "069"),
+            ("069", "Hz"),
+            ("±", "0.95"),
+            ("0.95", "ppm"),
+            ("2.1", "ms,"),
+            ("1", "000"),
+        ];
+        for width in 1..=text.len() {
+            let lines = wrap(text, width, width);
+            assert_eq!(lines.join(" "), text);
+            for pair in lines.windows(2) {
+                let end = pair[0].rsplit(' ').next().unwrap();
+                let start = pair[1].split(' ').next().unwrap();
+                assert!(!never.contains(&(end, start)), "{width}: {end} | {start}");
+            }
         }
+        assert_eq!(wrap(text, 100, 100), vec![text.to_string()]);
+    }
+
+    #[test]
+    fn figures_for_people() {
+        assert_eq!(group(2_596_120_069), "2 596 120 069");
+        assert_eq!(group(999), "999");
+        assert_eq!(hz_human(2_596_120_069_499), "2 596 120 069 Hz");
+        assert_eq!(ppm2(947), "0.95");
+        assert_eq!(ppm2(1_000_000), "1 000");
+        assert_eq!(ppm_signed(-32), "−0.03");
+        assert_eq!(ppm3(-32), "-0.032");
+        assert_eq!(hz3(2_445_403_922_111), "2445403922.111");
     }
 }
