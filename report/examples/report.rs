@@ -480,7 +480,7 @@ fn main() {
     let freq = v
         .map(|v| v.chosen)
         .or(claim)
-        .unwrap_or(Frequency::user_hz(1_000_000_000).expect("1 GHz"));
+        .unwrap_or(Frequency::exact_hz(1_000_000_000).expect("1 GHz"));
     let reads = platform::reads(&counter, found.invariant_tsc);
     let clock = Clock::new(counter, freq);
     let plain = counter.unordered();

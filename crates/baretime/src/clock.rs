@@ -633,7 +633,7 @@ enum Write {
 /// // A counter of the user's own: here a fake 64-bit one that advances 1000 ticks per read.
 /// static TICKS: AtomicU64 = AtomicU64::new(0);
 /// let counter = FnCounter::new(|| TICKS.fetch_add(1000, Ordering::Relaxed), 64);
-/// let clock = Clock::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
+/// let clock = Clock::new(counter, Frequency::exact_hz(1_000_000_000).unwrap());
 /// let a = clock.now();
 /// let b = clock.now();
 /// assert_eq!((b - a).as_nanos(), 1000);
@@ -689,11 +689,11 @@ impl<C: Counter> Clock<C> {
     ///
     /// assert_eq!(CLOCK.now(), Instant::ZERO); // before start: the epoch, always
     /// // At boot, once the rate is known (calibrate::calibrate_and_verify, say):
-    /// CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+    /// CLOCK.start(Frequency::exact_hz(2_400_000_000).unwrap()).unwrap();
     /// let t0 = CLOCK.now();
     /// assert!(CLOCK.now() >= t0);
     /// // A second start is refused: the timeline has begun.
-    /// assert!(CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).is_err());
+    /// assert!(CLOCK.start(Frequency::exact_hz(2_400_000_000).unwrap()).is_err());
     /// # }
     /// ```
     #[cfg(not(loom))]
@@ -1089,7 +1089,7 @@ impl<C: Counter> Clock<C> {
     ///
     /// let ticks = Cell::new(0u64);
     /// let counter = FnCounter::new(|| ticks.get(), 64);
-    /// let hz = |hz| Frequency::user_hz(hz).unwrap();
+    /// let hz = |hz| Frequency::exact_hz(hz).unwrap();
     /// let clock = Clock::new(&counter, hz(1_000_000)); // 1 tick = 1 µs
     /// ticks.set(1_000_000);
     /// let t1 = clock.now();

@@ -74,7 +74,7 @@ use crate::{Clock, Counter, Instant};
 /// static CLOCK: Clock<Tsc> = Clock::uninit(Tsc::BASELINE);
 /// static GUARDED: MonotonicClock<'static, Tsc> = MonotonicClock::new(&CLOCK);
 ///
-/// CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+/// CLOCK.start(Frequency::exact_hz(2_400_000_000).unwrap()).unwrap();
 /// let a = GUARDED.now();
 /// // On any CPU, a read that starts after this one finished returns no less.
 /// assert!(GUARDED.now() >= a);

@@ -155,7 +155,7 @@ impl Sub<Instant> for Instant {
 /// use core::time::Duration;
 ///
 /// let now = Cell::new(0u64);
-/// let clock = Clock::new(FnCounter::new(|| now.get(), 64), Frequency::user_hz(1_000_000).unwrap());
+/// let clock = Clock::new(FnCounter::new(|| now.get(), 64), Frequency::exact_hz(1_000_000).unwrap());
 /// let a = clock.raw(); // one counter read, no conversion
 /// now.set(2_500);
 /// let b = clock.raw();

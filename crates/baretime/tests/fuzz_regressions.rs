@@ -70,7 +70,7 @@ fn mark_follows_a_counter_that_wraps_through_2_pow_64() {
 /// late).
 #[test]
 fn second_reset_after_a_rebase_does_not_take_time_back() {
-    let hz = |hz| Frequency::user_hz(hz).unwrap();
+    let hz = |hz| Frequency::exact_hz(hz).unwrap();
     let c = Manual(Cell::new(1_000_000_000_000));
     let clock = Clock::new(&c, hz(1_000_000_000));
     let mut last = Instant::ZERO;
@@ -100,7 +100,7 @@ fn second_reset_after_a_rebase_does_not_take_time_back() {
 /// to the new base on every rebase, so that the first reading after it raises the mark.
 #[test]
 fn reset_soon_after_a_forward_rebase_does_not_take_time_back() {
-    let hz = |hz| Frequency::user_hz(hz).unwrap();
+    let hz = |hz| Frequency::exact_hz(hz).unwrap();
     let c = Manual(Cell::new(1_000_000_000_000));
     let clock = Clock::new(&c, hz(1_000_000_000));
     let mut last = Instant::ZERO;

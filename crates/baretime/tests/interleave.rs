@@ -1702,7 +1702,7 @@ fn read(clock: &Clock<Sim>) {
 }
 
 fn freq(hz: u64) -> Frequency {
-    Frequency::user_hz(hz).expect("a rate in range")
+    Frequency::exact_hz(hz).expect("a rate in range")
 }
 
 fn write(clock: &Clock<Sim>, what: Write, forced: bool) {

@@ -17,7 +17,7 @@ use crate::frequency::{Accuracy, Frequency};
 /// use baretime::{CounterReference, WithAccuracy};
 /// use baretime::{Accuracy, FnCounter, Frequency};
 ///
-/// let timer = CounterReference::new(FnCounter::new(|| 0, 64), Frequency::user_hz(1_193_182).unwrap());
+/// let timer = CounterReference::new(FnCounter::new(|| 0, 64), Frequency::exact_hz(1_193_182).unwrap());
 /// let pit_like = WithAccuracy::new(timer, Accuracy::Nominal { tolerance_ppb: 100_000 });
 /// assert_eq!(pit_like.frequency().accuracy().bound_ppb(), 100_000);
 /// assert_eq!(pit_like.frequency().as_hz(), 1_193_182);
@@ -77,7 +77,7 @@ mod tests {
         let reference = || {
             CounterReference::new(
                 FnCounter::new(|| now.get() / 1000, 64),
-                Frequency::user_hz(1_000_000).unwrap(),
+                Frequency::exact_hz(1_000_000).unwrap(),
             )
         };
         let config = Config::new()
