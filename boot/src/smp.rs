@@ -247,7 +247,7 @@ pub struct Writes {
     /// Calls that returned `Busy` (another writer was active: never, with one writer).
     pub busy: u32,
     /// Calls that returned `Behind`: CPU 0's counter lagged the time another CPU had been
-    /// handed out by more than `clock::LAG_NS` (a warped counter), so the write changed
+    /// handed out by more than `LAG_NS` (a warped counter), so the write changed
     /// nothing (the clock's promise 6). Counted as attempted, with the recalibrations or
     /// updates, so that the phase ends; only the skew scenarios may see any.
     pub behind: u32,

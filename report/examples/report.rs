@@ -388,8 +388,10 @@ fn main() {
     );
     r.item(
         "uncertainty_ppm",
-        cal.map_or_else(none, |c| ppm3(c.uncertainty_ppb as i64)),
-        cal.map_or_else(none, |c| format!("±{} ppm", ppm3(c.uncertainty_ppb as i64))),
+        cal.map_or_else(none, |c| ppm3(c.frequency.accuracy().bound_ppb() as i64)),
+        cal.map_or_else(none, |c| {
+            format!("±{} ppm", ppm3(c.frequency.accuracy().bound_ppb() as i64))
+        }),
     );
     // On success the calibration's own duration (reference time); on failure, the wall
     // time it took to fail.

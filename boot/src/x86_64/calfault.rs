@@ -1,5 +1,5 @@
 //! `mode=calfault`: calibration against a reference that fails mid-way must end in its typed
-//! error (`calibrate::Error`), within the configured time, not hang or return a rate.
+//! error (`CalibrationError`), within the configured time, not hang or return a rate.
 //!
 //! The kernel first calibrates the TSC against the HPET and starts its clock (to time what
 //! follows), then calibrates again against PIT channel 2 wrapped in [`Faulty`], which passes

@@ -47,7 +47,7 @@ use crate::scale::Scale;
 ///
 /// It may last longer (interrupts, preemption, the read itself). On a counter that never
 /// changes it waits **forever**: a stuck counter gives no way to measure time (check a
-/// counter with [`crate::diag::ReadStats`] first if that can happen).
+/// counter with baretime-diag's `ReadStats` first if that can happen).
 ///
 /// The rate is fixed when the delay is made: a `Delay` taken from a [`crate::Clock`] does
 /// not follow the clock's later recalibrations.

@@ -5,7 +5,7 @@
 //! Both are in the `clock` target's reset mode (a 64-bit counter that may be reset far
 //! behind everything it has read, as a TSC is on resume, until `rebase`): while the counter
 //! is behind, `now()` stands still at the clock's high-water mark plus two granules, which
-//! must be no earlier than anything it has returned (`clock` module docs). Each time the
+//! must be no earlier than anything it has returned (`Clock`'s docs). Each time the
 //! mark had stopped following the readings, so the standing-still value was older than a
 //! reading already handed out.
 
