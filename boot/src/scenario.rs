@@ -144,7 +144,7 @@ pub fn calibrate<C: Counter, R: Reference>(
         out,
         "calibrated_hz={} uncertainty_ppm={} measurement_ppm={} samples={} rejected={} calibration_ms={}.{:03} met_target={}",
         Hz(c.frequency.as_millihz()),
-        Ppm(c.uncertainty_ppb as i64),
+        Ppm(c.frequency.accuracy().bound_ppb() as i64),
         Ppm(c.measurement_ppb as i64),
         c.samples_used,
         c.samples_rejected,
@@ -209,6 +209,7 @@ pub fn time_delays<C: Counter, R: Reference>(
         let _ = write!(out, "{}{measured}", if i == 0 { "" } else { "," });
     }
     let tick_ns = 1_000_000_000_000u128.div_ceil(ref_mhz);
-    let share = u128::from(ns) * u128::from(verified.calibration.uncertainty_ppb) / 1_000_000_000;
+    let share = u128::from(ns) * u128::from(verified.calibration.frequency.accuracy().bound_ppb())
+        / 1_000_000_000;
     let _ = writeln!(out, " delay_allowance_ns={}", tick_ns + share + 1);
 }

@@ -357,7 +357,7 @@ fn report(ext_vs_main_ticks: Option<i64>) {
 fn skewed(up: bool) -> Frequency {
     let off = board::HZ / 10_000;
     let hz = if up { board::HZ + off } else { board::HZ - off };
-    Frequency::user_hz(hz).unwrap()
+    Frequency::exact_hz(hz).unwrap()
 }
 
 /// Thread mode's delays: `ns` with `CLOCK.delay()` (its `wait_ns`, then `DelayNs`) and with
@@ -395,7 +395,7 @@ fn main() -> ! {
         fail("no_peripherals", THREAD)
     };
     board::start_counters(&mut cp.SYST);
-    let hz = Frequency::user_hz(board::HZ).unwrap();
+    let hz = Frequency::exact_hz(board::HZ).unwrap();
     if CLOCK.start(hz).is_err() || EXT_CLOCK.start(hz).is_err() {
         fail("start", THREAD);
     }

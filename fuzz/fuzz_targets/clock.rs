@@ -292,7 +292,7 @@ fuzz_target!(|input: Input| {
                 }
             }
             Op::Look { a, b } => {
-                let _ = (clock.scale(), clock.millihz(), clock.update_interval());
+                let _ = (clock.scale().millihz(), clock.update_interval());
                 let _ = clock.delay();
                 let _ = clock.elapsed(Instant::from_nanos(*a));
                 let _ = clock.delta(RawInstant::from_ticks(*a), RawInstant::from_ticks(*b));

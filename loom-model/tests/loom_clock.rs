@@ -32,7 +32,7 @@ fn check(new_hz: u64) {
     loom::model(move || {
         let clock = Arc::new(Clock::new(
             LoomCounter(AtomicU64::new(0)),
-            Frequency::user_hz(1_000_000).unwrap(),
+            Frequency::exact_hz(1_000_000).unwrap(),
         ));
         let writer = {
             let clock = clock.clone();
@@ -40,7 +40,7 @@ fn check(new_hz: u64) {
                 // Loom may stop the writer between any two of its steps for as long as the
                 // reader keeps reading (each read moves the counter on): a stalled writer.
                 clock
-                    .recalibrate(Frequency::user_hz(new_hz).unwrap())
+                    .recalibrate(Frequency::exact_hz(new_hz).unwrap())
                     .unwrap();
             })
         };
@@ -73,13 +73,13 @@ fn a_reader_overtaken_by_two_publications_reads_again() {
     loom::model(|| {
         let clock = Arc::new(Clock::new(
             LoomCounter(AtomicU64::new(0)),
-            Frequency::user_hz(1_000_000).unwrap(),
+            Frequency::exact_hz(1_000_000).unwrap(),
         ));
         let writer = {
             let clock = clock.clone();
             thread::spawn(move || {
-                let _ = clock.recalibrate(Frequency::user_hz(2_000_000).unwrap());
-                let _ = clock.recalibrate(Frequency::user_hz(1_000_000).unwrap());
+                let _ = clock.recalibrate(Frequency::exact_hz(2_000_000).unwrap());
+                let _ = clock.recalibrate(Frequency::exact_hz(1_000_000).unwrap());
             })
         };
         let a = clock.now();

@@ -1249,7 +1249,7 @@ fn paravirt_section(out: &Out, f: &Findings) {
             Ok(v) => format!(
                 " (this took {} for ± {} ppm)",
                 duration_human(v.calibration.duration),
-                ppm2(v.calibration.uncertainty_ppb)
+                ppm2(v.calibration.frequency.accuracy().bound_ppb())
             ),
             Err(_) => String::new(),
         };
@@ -1397,7 +1397,7 @@ fn rate_section(out: &Out, f: &Findings) {
         &match cal {
             Some(c) => format!(
                 "± {} ppm (at least 99 % sure), against {} in {}",
-                ppm2(c.uncertainty_ppb),
+                ppm2(c.frequency.accuracy().bound_ppb()),
                 reference_words(f.reference),
                 duration_human(c.duration)
             ),
@@ -1417,7 +1417,7 @@ fn rate_section(out: &Out, f: &Findings) {
     }
     out.key(
         "uncertainty_ppm",
-        cal.map_or_else(none, |c| ppm3(c.uncertainty_ppb as i64)),
+        cal.map_or_else(none, |c| ppm3(c.frequency.accuracy().bound_ppb() as i64)),
     );
     out.key(
         "measurement_ppm",

@@ -101,7 +101,7 @@ fn median_min(mut v: Vec<f64>) -> (f64, f64, usize) {
 }
 
 fn measure<C: Counter + Sync>(counter: C) {
-    let clock = Clock::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
+    let clock = Clock::new(counter, Frequency::exact_hz(1_000_000_000).unwrap());
     let guarded = MonotonicClock::new(&clock);
     let all = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut counts = vec![1, 2, all];

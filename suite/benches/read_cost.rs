@@ -17,9 +17,9 @@ use common::counter;
 fn reads(c: &mut Criterion) {
     let counter = counter();
     // Any plausible rate: the cost of a read does not depend on it.
-    let clock = Clock::new(counter, Frequency::user_hz(2_000_000_000).unwrap());
+    let clock = Clock::new(counter, Frequency::exact_hz(2_000_000_000).unwrap());
     let plain = clock.counter().unordered();
-    let plain_clock = Clock::new(plain, Frequency::user_hz(2_000_000_000).unwrap());
+    let plain_clock = Clock::new(plain, Frequency::exact_hz(2_000_000_000).unwrap());
 
     let mut g = c.benchmark_group("read");
     g.bench_function("raw counter, ordered", |b| {

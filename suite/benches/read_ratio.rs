@@ -36,9 +36,9 @@ fn main() {
     let rounds = args.first().copied().unwrap_or(40).max(1);
     let calls = args.get(1).copied().unwrap_or(1_000_000).max(1);
     let counter = counter();
-    let clock = Clock::new(counter, Frequency::user_hz(2_000_000_000).unwrap());
+    let clock = Clock::new(counter, Frequency::exact_hz(2_000_000_000).unwrap());
     let plain = clock.counter().unordered();
-    let plain_clock = Clock::new(plain, Frequency::user_hz(2_000_000_000).unwrap());
+    let plain_clock = Clock::new(plain, Frequency::exact_hz(2_000_000_000).unwrap());
     let q = quanta::Clock::new();
 
     let names = [

@@ -154,7 +154,7 @@ fn host(reps: usize) {
             match calibrate(tsc, StdReference::new(), cfg) {
                 Ok(c) => row.add(
                     ppm(cal_hz(&c), true_hz),
-                    Some(c.uncertainty_ppb as f64 / 1e3),
+                    Some(c.frequency.accuracy().bound_ppb() as f64 / 1e3),
                     c.duration.as_secs_f64() * 1e3,
                 ),
                 Err(e) => println!("  baretime {ms} ms: {e}"),
@@ -174,7 +174,7 @@ fn host(reps: usize) {
             if let Ok(c) = calibrate(tsc, StdReference::new(), cfg) {
                 row.add(
                     ppm(cal_hz(&c), true_hz),
-                    Some(c.uncertainty_ppb as f64 / 1e3),
+                    Some(c.frequency.accuracy().bound_ppb() as f64 / 1e3),
                     c.duration.as_secs_f64() * 1e3,
                 );
             }
@@ -300,7 +300,7 @@ fn simulation(reps: usize) {
             match calibrate(&c, pit, cfg) {
                 Ok(cal) => row.add(
                     ppm(cal_hz(&cal), c.timer().true_millihz() as f64 / 1e3),
-                    Some(cal.uncertainty_ppb as f64 / 1e3),
+                    Some(cal.frequency.accuracy().bound_ppb() as f64 / 1e3),
                     cal.duration.as_secs_f64() * 1e3,
                 ),
                 Err(e) => println!("  baretime {ms} ms: {e}"),
@@ -320,7 +320,7 @@ fn simulation(reps: usize) {
             if let Ok(cal) = calibrate(&c, pit, cfg) {
                 row.add(
                     ppm(cal_hz(&cal), c.timer().true_millihz() as f64 / 1e3),
-                    Some(cal.uncertainty_ppb as f64 / 1e3),
+                    Some(cal.frequency.accuracy().bound_ppb() as f64 / 1e3),
                     cal.duration.as_secs_f64() * 1e3,
                 );
             }

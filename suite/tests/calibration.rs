@@ -26,7 +26,10 @@ fn std_clock_against_itself_is_exact_within_the_bound() {
     .expect("calibration succeeds");
     let err =
         cal.frequency.as_millihz().abs_diff(3_000_000_000_000) * 1_000_000_000 / 3_000_000_000_000;
-    assert!(err <= cal.uncertainty_ppb, "{err} ppb vs {cal}");
+    assert!(
+        err <= cal.frequency.accuracy().bound_ppb(),
+        "{err} ppb vs {cal}"
+    );
     assert_eq!(cal.reference, "std");
     assert_eq!(cal.frequency.source(), Source::Calibrated);
 }
@@ -40,14 +43,14 @@ fn tsc_against_std_agrees_with_the_kernel() {
         .with_target_ppb(2_000)
         .with_max_duration(Duration::from_millis(200));
     let cal = calibrate(tsc, StdReference::new(), cfg).expect("calibration succeeds");
-    assert!(cal.uncertainty_ppb < 1_000_000, "{cal}");
+    assert!(cal.frequency.accuracy().bound_ppb() < 1_000_000, "{cal}");
     if let Some(khz) = kernel_tsc_khz() {
         // The kernel's whole-kHz figure: agreement within our bound plus its rounding and
         // ppm-level NTP slew (see verify's margin), checked through the policy itself.
         let claim = Frequency::from_hz(khz * 1000, Source::User, Accuracy::Exact).unwrap();
         let v = verify(Some(claim), &cal);
         assert!(
-            !v.verdict.is_disagreement() || cal.uncertainty_ppb > 2_000,
+            !v.verdict.is_disagreement() || cal.frequency.accuracy().bound_ppb() > 2_000,
             "{cal}: {}",
             v.verdict
         );
@@ -147,7 +150,9 @@ fn results_and_errors_print_for_people() {
         (mhz - 2300.0).abs() < 0.01 && text.contains(" MHz ±") && text.contains("against pit"),
         "{text}"
     );
-    assert!(cal.uncertainty_ppb >= 1 && cal.uncertainty_ppb <= 5_000);
+    assert!(
+        cal.frequency.accuracy().bound_ppb() >= 1 && cal.frequency.accuracy().bound_ppb() <= 5_000
+    );
 
     let e: &dyn std::error::Error = &CalibrationError::ReferenceBackwards { by_ticks: 5 };
     assert_eq!(e.to_string(), "reference timer went backwards by 5 ticks");
@@ -223,7 +228,12 @@ fn no_floating_point_in_the_library() {
             }
             let code = line.split("//").next().unwrap_or("");
             for bad in ["f32", "f64", "as_secs_f"] {
-                assert!(!code.contains(bad), "{}:{}: floating point: {line}", f.display(), n + 1);
+                assert!(
+                    !code.contains(bad),
+                    "{}:{}: floating point: {line}",
+                    f.display(),
+                    n + 1
+                );
             }
         }
     }

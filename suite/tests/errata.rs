@@ -174,7 +174,7 @@ fn a_clock_on_the_858921_model() {
         };
         let clock = Clock::new(
             FnCounter::new(read, 64),
-            Frequency::user_hz(1_000_000_000).unwrap(),
+            Frequency::exact_hz(1_000_000_000).unwrap(),
         );
         let (c0, t0) = (clock.now(), truth.now.get());
         let mut max_lead = 0i128;

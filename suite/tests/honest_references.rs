@@ -104,8 +104,11 @@ fn exact_claim_survives_a_pm_timer_50_ppm_fast() {
     let cal_err = err_ppb(cal.frequency, truth);
     assert!((49_000..51_000).contains(&cal_err), "{cal}");
     // … and says so: its bound covers the error because it includes the timer's tolerance.
-    assert!(cal.uncertainty_ppb >= 100_000, "{cal}");
-    assert!(cal_err <= cal.uncertainty_ppb, "{cal_err} ppb vs {cal}");
+    assert!(cal.frequency.accuracy().bound_ppb() >= 100_000, "{cal}");
+    assert!(
+        cal_err <= cal.frequency.accuracy().bound_ppb(),
+        "{cal_err} ppb vs {cal}"
+    );
     // The exact claim is right, and kept.
     assert!(
         matches!(v.verdict, Verdict::Confirmed { .. }),
@@ -125,7 +128,7 @@ fn exact_claim_survives_a_pm_timer_slow_within_tolerance() {
         assert_eq!(v.chosen, claim, "{error_ppb}: {}", v.verdict);
         let cal = v.calibration;
         assert!(
-            err_ppb(cal.frequency, truth) <= cal.uncertainty_ppb,
+            err_ppb(cal.frequency, truth) <= cal.frequency.accuracy().bound_ppb(),
             "{cal}"
         );
     }
@@ -151,7 +154,10 @@ fn a_wrong_claim_still_disagrees_against_a_pm_timer() {
         other => panic!("{other}"),
     }
     assert_eq!(v.chosen, cal.frequency);
-    assert!(err_ppb(v.chosen, truth) <= cal.uncertainty_ppb, "{cal}");
+    assert!(
+        err_ppb(v.chosen, truth) <= cal.frequency.accuracy().bound_ppb(),
+        "{cal}"
+    );
 }
 
 #[test]
@@ -168,9 +174,9 @@ fn hpet_within_its_500_ppm_keeps_the_claim_but_not_a_0_4_percent_error() {
     let (v, truth) = run(6, 2_400_000_000, hpet, hpet_accuracy(), claim);
     assert_eq!(v.chosen, claim, "{}", v.verdict);
     let cal = v.calibration;
-    assert!(cal.uncertainty_ppb >= 500_000, "{cal}");
+    assert!(cal.frequency.accuracy().bound_ppb() >= 500_000, "{cal}");
     assert!(
-        err_ppb(cal.frequency, truth) <= cal.uncertainty_ppb,
+        err_ppb(cal.frequency, truth) <= cal.frequency.accuracy().bound_ppb(),
         "{cal}"
     );
     // A claim 0.4 % off (the kind of error seen in the field) is still caught.

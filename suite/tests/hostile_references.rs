@@ -214,7 +214,7 @@ fn a_wrong_claim_does_not_make_a_working_reference_look_stuck() {
         let cal = v.calibration;
         assert_eq!(v.chosen, cal.frequency);
         let err_ppb = cal.frequency.as_millihz().abs_diff(62_500_000_000) * 1_000 / 62_500_000;
-        assert!(err_ppb <= cal.uncertainty_ppb, "{cal}");
+        assert!(err_ppb <= cal.frequency.accuracy().bound_ppb(), "{cal}");
     }
 }
 
@@ -363,7 +363,7 @@ fn a_latch_that_drifts_inside_the_read_is_the_bounds_assumption() {
             (err_ppb as i64 - bias_ppb).abs() <= 30 + bias_ppb.abs() / 20,
             "latch to {to} ‰: error {err_ppb} ppb, expected {bias_ppb}: {cal}"
         );
-        let within = err_ppb.unsigned_abs() <= u128::from(cal.uncertainty_ppb);
+        let within = err_ppb.unsigned_abs() <= u128::from(cal.frequency.accuracy().bound_ppb());
         let allowed_ppb = match v.verdict {
             Verdict::Confirmed { allowed_ppb, .. } | Verdict::Disagrees { allowed_ppb, .. } => {
                 allowed_ppb
@@ -374,7 +374,7 @@ fn a_latch_that_drifts_inside_the_read_is_the_bounds_assumption() {
         // scatter) …
         assert_eq!(
             within,
-            bias_ppb.unsigned_abs() < cal.uncertainty_ppb,
+            bias_ppb.unsigned_abs() < cal.frequency.accuracy().bound_ppb(),
             "{cal}"
         );
         // … and `verify` rejects the correct exact claim once δ/T passes its allowance
@@ -410,7 +410,7 @@ fn a_latch_that_steps_is_covered_by_the_bound() {
         let err_ppb = (cal.frequency.as_millihz() as i128 - 1_000_000_000_000) / 1_000;
         assert!(
             err_ppb.unsigned_abs() > 1_000
-                && err_ppb.unsigned_abs() <= u128::from(cal.uncertainty_ppb),
+                && err_ppb.unsigned_abs() <= u128::from(cal.frequency.accuracy().bound_ppb()),
             "latch {from} → {to} ‰ at 50 ms: error {err_ppb} ppb, {cal}"
         );
     }

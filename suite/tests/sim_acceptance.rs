@@ -32,13 +32,13 @@ fn pit_50ms_within_20ppm_and_bounded() {
         let (cal, err, smis) = pit_run(seed, 37_000, 50);
         eprintln!(
             "50 ms seed {seed}: err {err} ppb, bound {} ppb, {cal}, {smis} SMIs",
-            cal.uncertainty_ppb
+            cal.frequency.accuracy().bound_ppb()
         );
         assert!(err.unsigned_abs() <= 20_000, "true error {err} ppb");
         assert!(
-            err.unsigned_abs() <= cal.uncertainty_ppb,
+            err.unsigned_abs() <= cal.frequency.accuracy().bound_ppb(),
             "bound {} < error {err}",
-            cal.uncertainty_ppb
+            cal.frequency.accuracy().bound_ppb()
         );
         assert!(
             cal.duration >= Duration::from_micros(49_990)
@@ -52,7 +52,7 @@ fn pit_500ms_within_1ppm_and_bounded() {
     let (cal, err, smis) = pit_run(11, -52_000, 500);
     eprintln!(
         "500 ms: err {err} ppb, bound {} ppb, {cal}, {smis} SMIs",
-        cal.uncertainty_ppb
+        cal.frequency.accuracy().bound_ppb()
     );
     assert!(smis >= 2, "the stalls happened");
     assert!(
@@ -61,8 +61,8 @@ fn pit_500ms_within_1ppm_and_bounded() {
     );
     assert!(err.unsigned_abs() <= 1_000, "true error {err} ppb");
     assert!(
-        err.unsigned_abs() <= cal.uncertainty_ppb,
+        err.unsigned_abs() <= cal.frequency.accuracy().bound_ppb(),
         "bound {} < error {err}",
-        cal.uncertainty_ppb
+        cal.frequency.accuracy().bound_ppb()
     );
 }

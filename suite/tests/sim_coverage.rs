@@ -104,7 +104,7 @@ fn run(seed: u64) -> Outcome {
     let err_ppb = ((cal.frequency.as_millihz() as i128 - truth) * 1_000_000_000 / truth) as i64;
     Outcome {
         err_ppb,
-        bound_ppb: cal.uncertainty_ppb,
+        bound_ppb: cal.frequency.accuracy().bound_ppb(),
     }
 }
 

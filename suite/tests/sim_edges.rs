@@ -51,11 +51,11 @@ fn coverage(name: &str, seeds: u64, scenario: impl Fn(u64) -> (SimTimer, SimTime
             .result
             .unwrap_or_else(|e| panic!("{name} seed {seed}: {e}"));
         let e = err_ppb(&cal, r.truth);
-        if e > cal.uncertainty_ppb {
+        if e > cal.frequency.accuracy().bound_ppb() {
             misses += 1;
         }
-        worst = worst.max(cal.uncertainty_ppb);
-        ratio_max = ratio_max.max(e as f64 / cal.uncertainty_ppb.max(1) as f64);
+        worst = worst.max(cal.frequency.accuracy().bound_ppb());
+        ratio_max = ratio_max.max(e as f64 / cal.frequency.accuracy().bound_ppb().max(1) as f64);
     }
     eprintln!(
         "{name}: {misses} misses of {seeds}, max |err|/bound {ratio_max:.3}, max bound {worst} ppb"

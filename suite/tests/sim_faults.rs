@@ -37,15 +37,13 @@ fn assert_bounded(result: Result<Calibration, CalibrationError>, true_millihz: u
     let err = ((cal.frequency.as_millihz() as i128 - truth) * 1_000_000_000 / truth).unsigned_abs()
         as u64;
     assert!(
-        err <= cal.uncertainty_ppb,
+        err <= cal.frequency.accuracy().bound_ppb(),
         "error {err} ppb outside the bound: {cal}"
     );
     assert_eq!(cal.frequency.source(), Source::Calibrated);
-    assert_eq!(
-        cal.frequency.accuracy(),
-        Accuracy::Measured {
-            uncertainty_ppb: cal.uncertainty_ppb
-        }
+    assert!(
+        matches!(cal.frequency.accuracy(), Accuracy::Measured { .. }),
+        "{cal:?}"
     );
     cal
 }
@@ -66,7 +64,7 @@ fn healthy_pit_calibration_is_bounded() {
     let cal = assert_bounded(r, truth);
     assert_eq!(cal.reference, "sim");
     assert!(
-        cal.samples_used > 5_000 && cal.uncertainty_ppb < 20_000,
+        cal.samples_used > 5_000 && cal.frequency.accuracy().bound_ppb() < 20_000,
         "{cal}"
     );
 }
@@ -310,7 +308,10 @@ fn drift_is_averaged_and_bounded() {
     let mid = c.timer().true_millihz_at(cal.duration / 2) as i128;
     let err =
         ((cal.frequency.as_millihz() as i128 - mid) * 1_000_000_000 / mid).unsigned_abs() as u64;
-    assert!(err <= cal.uncertainty_ppb, "{err} ppb vs {cal}");
+    assert!(
+        err <= cal.frequency.accuracy().bound_ppb(),
+        "{err} ppb vs {cal}"
+    );
 }
 
 #[test]
@@ -326,7 +327,7 @@ fn coarse_reference_quantum() {
     let (r, truth) = run(15, None, SimTimer::new(TSC_HZ), coarse, cfg);
     let cal = assert_bounded(r, truth);
     assert!(
-        cal.uncertainty_ppb > 100,
+        cal.frequency.accuracy().bound_ppb() > 100,
         "a coarse reference cannot claim ppb: {cal}"
     );
 }
@@ -348,7 +349,10 @@ fn reference_tolerance_is_added_but_not_waited_for() {
     .unwrap();
     assert!(cal.met_target, "{cal}");
     assert!(cal.measurement_ppb <= 20_000);
-    assert_eq!(cal.uncertainty_ppb, cal.measurement_ppb + 50_000);
+    assert_eq!(
+        cal.frequency.accuracy().bound_ppb(),
+        cal.measurement_ppb + 50_000
+    );
     assert!(cal.duration < ms(50), "stopped early: {cal}");
 }
 
@@ -460,7 +464,7 @@ fn random_faults_never_panic_nor_mislead() {
             let err = ((cal.frequency.as_millihz() as i128 - truth) * 1_000_000_000 / truth)
                 .unsigned_abs() as u64;
             assert!(
-                err <= cal.uncertainty_ppb,
+                err <= cal.frequency.accuracy().bound_ppb(),
                 "seed {seed} {fault:?} on_counter={on_counter} bits={bits}: {err} ppb vs {cal}"
             );
         }

@@ -238,7 +238,7 @@ impl ReadStats {
         for _ in 0..reads {
             let now = black_box(counter.ticks());
             let step = width.elapsed(prev, now);
-            let back_ticks = width.backwards_by(prev, now);
+            let back_ticks = width.delta(now, prev); // how far behind, if it is
             prev = now;
             let Some(delta) = step else {
                 s.backwards_steps = s.backwards_steps.saturating_add(1);

@@ -656,13 +656,13 @@ impl WarpCheck {
             self.last_hi.load(Ordering::Relaxed),
             self.last_lo.load(Ordering::Relaxed),
         );
-        if !width.is_behind(prev, now) {
+        if width.elapsed(prev, now).is_some() {
             return false;
         }
         // Only the token's holder writes the results: plain loads and stores suffice.
         let warps = self.warps.load(Ordering::Relaxed);
         self.warps.store(warps.saturating_add(1), Ordering::Relaxed);
-        let back = width.backwards_by(prev, now);
+        let back = width.delta(now, prev); // how far `now` is behind `prev`
         let max = join(
             self.max_warp_hi.load(Ordering::Relaxed),
             self.max_warp_lo.load(Ordering::Relaxed),

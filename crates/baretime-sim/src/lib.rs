@@ -27,7 +27,7 @@
 //! let cal = calibrate(&tsc, pit, Config::new().with_max_duration(Duration::from_millis(20))).unwrap();
 //! let true_mhz = tsc.timer().true_millihz();
 //! let err_ppb = cal.frequency.as_millihz().abs_diff(true_mhz) * 1_000_000_000 / true_mhz;
-//! assert!(err_ppb <= cal.uncertainty_ppb);
+//! assert!(err_ppb <= cal.frequency.accuracy().bound_ppb());
 //! ```
 
 #![cfg_attr(not(test), no_std)]

@@ -2,75 +2,8 @@
 //! jumps, through recalibrations, narrow-counter wraps, counter resets and stalls of any
 //! length.
 //!
-//! # The promises
-//!
-//! Each is an assertion of the interleaving test (`tests/interleave.rs`), which draws its
-//! environment from everything listed here: counter resets to any value, lags up to
-//! [`LAG_NS`], recalibrations by any ratio within [`Frequency`]'s range, `rebase` and `start`
-//! anywhere, a stall at every call into the counter (`ticks()`, `bits()`) and at every step of
-//! the protocol, every width.
-//!
-//! 1. **Order.** A [`Clock::now`] that finished before another began (on one CPU, or on
-//!    CPUs whose counters agree to within [`LAG_NS`]) never returns more than it — through
-//!    recalibrations, updates, rebases, late updates, and counter resets. The one exception,
-//!    and its bound: where a 64-bit counter itself steps back (a reset, a CPU whose counter
-//!    lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed
-//!    out, never more. A narrow counter is taken to be one global counter that never steps
-//!    back: a step back reads as time that went round the wrap (promise 5), so do not reset
-//!    one under a running clock (rebase it) nor read one that lags between CPUs.
-//! 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
-//!    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
-//!    ([`HANDOVER_NS`], or one tick where a tick is longer: below 50 kHz), except where
-//!    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
-//!    the timeline (no jump, however often it is repeated).
-//! 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
-//!    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
-//!    than the stall: while a writer is between closing the old timeline and publishing the
-//!    next, readers that reach the close point stand still there; when it publishes, time
-//!    continues from that point, and the catch-up equals the stall, never more. A reader
-//!    stalled anywhere returns a time read within its call.
-//! 4. **Writers.** One writer at a time: a second gets [`ClockError::Busy`], which means only
-//!    that — another writer is active right now. A single writer is never refused: a write
-//!    that comes within a handover margin of the last waits for it to finish (writers may
-//!    wait, at most [`HANDOVER_NS`] of counter time; readers never).
-//! 5. **Cadence.** A counter narrower than 64 bits — and on targets without 64-bit atomics
-//!    every counter, read modulo 2^32 there — needs [`Clock::update`] at least once per
-//!    [`Clock::update_interval`] (from the start of one call to the start of the next).
-//!    Updates spaced by exactly that, each finishing within a handover margin of its
-//!    start, are never late (an update interrupted for longer between its counter reads can
-//!    be). A late update is detected: time stands
-//!    still from the deadline until the next write, which returns [`ClockError::Late`] and
-//!    starts again from there ([`ClockHealth::late_updates`] counts them).
-//! 6. **A counter behind the clock** (64-bit: a TSC reset by suspend to RAM, a counter
-//!    reprogrammed by firmware, a CPU lagging by more than [`LAG_NS`]): a reading whose time
-//!    is below what the clock has already handed out — on any timeline, the current one or
-//!    an older one, above the base or below it — is judged against that, not against the
-//!    base (a reading before a timeline's base by how far back it went). Less than
-//!    [`LAG_NS`] below, it stands at the high-water mark, at most [`MARK_GRANULE_NS`] below
-//!    the latest time handed out (a CPU lagging a little); further below, time stands still
-//!    at most [`MARK_GRANULE_NS`] above the latest time handed out,
-//!    [`ClockHealth::counter_behind`] says so, and `update` and `recalibrate` return
-//!    [`ClockError::Behind`] and change nothing (on counters that warp by more than
-//!    [`LAG_NS`], write from the CPU whose counter leads). So do `update` and `recalibrate`
-//!    from a reading before the timeline's base by more than its handover, even one not
-//!    below what was handed out (a reset back to a time nobody read since): a timeline
-//!    closes at or after its base, so a write from there would make time jump to the
-//!    base's. [`Clock::rebase`] continues from a time the caller gives (or the latest time
-//!    handed out, if later), which then counts as handed out.
-//! 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
-//!    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
-//!    further ahead reads as behind, promise 6) is confirmed by a second counter read, by
-//!    readers and writers alike, and the smaller is used (a reading a fresh timeline starts
-//!    from — `start`, a rebase — and the one a publication drops its handover by are
-//!    confirmed whatever their time: the earlier is used): one
-//!    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
-//!    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
-//!    in a row do become it; time then stands still until the counter catches up (the
-//!    clock cannot tell them from time that passed while nobody read it).
-//!
-//! The promises are for counters of 3 bits or more: a 1- or 2-bit counter's handover
-//! margin is half its wrap, and no timeline fits beside it (the clock runs, never panics,
-//! and promises nothing more there).
+//! The promises this file keeps are in [`Clock`]'s docs (numbered 1 to 7, referred to below
+//! as "promise N"); what follows is how it keeps them.
 //!
 //! # The timeline
 //!
@@ -184,7 +117,7 @@
 //! or (thumbv6m, riscv32imc) portable-atomic's inside a critical section or with
 //! interrupts off, which an interrupt handler cannot deadlock on, on a single core.
 //!
-//! **Counters that warp between CPUs** by more than [`LAG_NS`] (`diag::WarpCheck` finds
+//! **Counters that warp between CPUs** by more than [`LAG_NS`] (baretime-diag's `WarpCheck` finds
 //! them) break the assumption that counters agree. What still holds for a 64-bit counter:
 //! time never jumps (promise 2, against the most-ahead CPU), and a lagging CPU stands still
 //! at the mark or its ceiling rather than returning old times; what does not: strict order
@@ -240,8 +173,8 @@ const HANDOVER_WAIT_READS: u32 = 1 << 14;
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ClockError {
-    /// Nothing was published: another writer is active right now (promise 4 of the
-    /// [module docs](self)). A program with one writer never sees it. Harmless: that writer
+    /// Nothing was published: another writer is active right now (promise 4 of
+    /// [`Clock`]). A program with one writer never sees it. Harmless: that writer
     /// publishes; try again later if this write mattered.
     Busy,
     /// The deadline was missed: the counter was more than [`Clock::update_interval`] past
@@ -250,12 +183,12 @@ pub enum ClockError {
     /// again, that time is lost.
     Late,
     /// The counter reads behind what the clock has handed out, by more than
-    /// [`LAG_NS`], or before the timeline's base by more than its handover (promise 6 of the
-    /// [module docs](self)): it was reset or stepped back, or
+    /// [`LAG_NS`], or before the timeline's base by more than its handover (promise 6 of
+    /// [`Clock`]): it was reset or stepped back, or
     /// this CPU's counter lags another's. Nothing was published: a counter that was reset is
     /// judged at the rate in force until [`Clock::rebase`] continues from a time you give.
     /// On counters that warp between CPUs by more than `LAG_NS`, write from the CPU whose
-    /// counter leads (or repair the warp: `arch::x86_64::TscAdjust`).
+    /// counter leads (or repair the warp: baretime-x86's `TscAdjust`).
     Behind,
     /// The clock was made with [`Clock::uninit`] and has not been started.
     NotStarted,
@@ -617,8 +550,9 @@ enum Write {
     Start(Scale),
 }
 
-/// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free. See the
-/// [module docs](self) for the protocol and why time never goes back.
+/// A clock on a [`Counter`]: nanoseconds since its creation, recalibrated lock-free; time
+/// never goes back and never jumps, through recalibrations, narrow-counter wraps, counter
+/// resets and stalls of any length ([the promises](#the-promises) below, each with its bound).
 ///
 /// `Clock<C>` is `Sync` when `C` is: share it (a `static`, an `Arc`) and read it from any
 /// CPU or interrupt handler. Readers never lock and never wait for a writer, and no call —
@@ -633,11 +567,84 @@ enum Write {
 /// // A counter of the user's own: here a fake 64-bit one that advances 1000 ticks per read.
 /// static TICKS: AtomicU64 = AtomicU64::new(0);
 /// let counter = FnCounter::new(|| TICKS.fetch_add(1000, Ordering::Relaxed), 64);
-/// let clock = Clock::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
+/// let clock = Clock::new(counter, Frequency::exact_hz(1_000_000_000).unwrap());
 /// let a = clock.now();
 /// let b = clock.now();
 /// assert_eq!((b - a).as_nanos(), 1000);
 /// ```
+///
+/// # The promises
+///
+/// Each is an assertion of the interleaving test (`tests/interleave.rs`), which draws its
+/// environment from everything listed here: counter resets to any value, lags up to
+/// [`LAG_NS`], recalibrations by any ratio within [`Frequency`]'s range, `rebase` and `start`
+/// anywhere, a stall at every call into the counter (`ticks()`, `bits()`) and at every step of
+/// the protocol, every width.
+///
+/// 1. **Order.** A [`Clock::now`] that finished before another began (on one CPU, or on
+///    CPUs whose counters agree to within [`LAG_NS`]) never returns more than it — through
+///    recalibrations, updates, rebases, late updates, and counter resets. The one exception,
+///    and its bound: where a 64-bit counter itself steps back (a reset, a CPU whose counter
+///    lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed
+///    out, never more. A narrow counter is taken to be one global counter that never steps
+///    back: a step back reads as time that went round the wrap (promise 5), so do not reset
+///    one under a running clock (rebase it) nor read one that lags between CPUs.
+/// 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
+///    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
+///    (20 µs, or one tick where a tick is longer: below 50 kHz), except where
+///    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
+///    the timeline (no jump, however often it is repeated).
+/// 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
+///    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
+///    than the stall: while a writer is between closing the old timeline and publishing the
+///    next, readers that reach the close point stand still there; when it publishes, time
+///    continues from that point, and the catch-up equals the stall, never more. A reader
+///    stalled anywhere returns a time read within its call.
+/// 4. **Writers.** One writer at a time: a second gets [`ClockError::Busy`], which means only
+///    that — another writer is active right now. A single writer is never refused: a write
+///    that comes within a handover margin of the last waits for it to finish (writers may
+///    wait, at most a handover margin, 20 µs, of counter time; readers never).
+/// 5. **Cadence.** A counter narrower than 64 bits — and on targets without 64-bit atomics
+///    every counter, read modulo 2^32 there — needs [`Clock::update`] at least once per
+///    [`Clock::update_interval`] (from the start of one call to the start of the next).
+///    Updates spaced by exactly that, each finishing within a handover margin of its
+///    start, are never late (an update interrupted for longer between its counter reads can
+///    be). A late update is detected: time stands
+///    still from the deadline until the next write, which returns [`ClockError::Late`] and
+///    starts again from there ([`ClockHealth::late_updates`] counts them).
+/// 6. **A counter behind the clock** (64-bit: a TSC reset by suspend to RAM, a counter
+///    reprogrammed by firmware, a CPU lagging by more than [`LAG_NS`]): a reading whose time
+///    is below what the clock has already handed out — on any timeline, the current one or
+///    an older one, above the base or below it — is judged against that, not against the
+///    base (a reading before a timeline's base by how far back it went). Less than
+///    [`LAG_NS`] below, it stands at the high-water mark, at most [`MARK_GRANULE_NS`] below
+///    the latest time handed out (a CPU lagging a little); further below, time stands still
+///    at most [`MARK_GRANULE_NS`] above the latest time handed out,
+///    [`ClockHealth::counter_behind`] says so, and `update` and `recalibrate` return
+///    [`ClockError::Behind`] and change nothing (on counters that warp by more than
+///    [`LAG_NS`], write from the CPU whose counter leads). So do `update` and `recalibrate`
+///    from a reading before the timeline's base by more than its handover, even one not
+///    below what was handed out (a reset back to a time nobody read since): a timeline
+///    closes at or after its base, so a write from there would make time jump to the
+///    base's. [`Clock::rebase`] continues from a time the caller gives (or the latest time
+///    handed out, if later), which then counts as handed out.
+/// 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
+///    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
+///    further ahead reads as behind, promise 6) is confirmed by a second counter read, by
+///    readers and writers alike, and the smaller is used (a reading a fresh timeline starts
+///    from — `start`, a rebase — and the one a publication drops its handover by are
+///    confirmed whatever their time: the earlier is used): one
+///    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
+///    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
+///    in a row do become it; time then stands still until the counter catches up (the
+///    clock cannot tell them from time that passed while nobody read it).
+///
+/// The promises are for counters of 3 bits or more: a 1- or 2-bit counter's handover
+/// margin is half its wrap, and no timeline fits beside it (the clock runs, never panics,
+/// and promises nothing more there).
+///
+/// How the clock keeps them — the timelines, the handover, the high-water mark, and why
+/// time never goes back — is argued step by step at the top of its source, `src/clock.rs`.
 pub struct Clock<C: Counter> {
     timeline: Published<WORDS>,
     gates: [Gate; 2],
@@ -678,23 +685,36 @@ impl<C: Counter> Clock<C> {
     /// A clock that has not started yet, for a `static`: `const`, no counter read. Until
     /// [`Clock::start`], [`Clock::now`] reads [`Instant::ZERO`] and `update`/`recalibrate`
     /// return [`ClockError::NotStarted`]. Start it once at boot, after calibration; it is
-    /// read lock-free from anywhere afterwards, with no `unsafe` in sight:
+    /// read lock-free from anywhere afterwards, with no `unsafe` in sight. The platform
+    /// crates' counters (baretime-x86's `Tsc`, baretime-aarch64's `GenericTimer`) go in the
+    /// `static` the same way as this one:
     ///
     /// ```
-    /// # #[cfg(target_arch = "x86_64")] {
-    /// use baretime_x86::Tsc;
-    /// use baretime::{Clock, Frequency, Instant};
+    /// use baretime::{Clock, ClockError, Counter, Frequency, Instant};
+    /// # use core::sync::atomic::{AtomicU64, Ordering};
+    /// # static REGISTER: AtomicU64 = AtomicU64::new(0);
     ///
-    /// static CLOCK: Clock<Tsc> = Clock::uninit(Tsc::BASELINE);
+    /// /// The board's 64-bit cycle counter.
+    /// struct Cycles;
+    /// impl Counter for Cycles {
+    ///     fn ticks(&self) -> u64 {
+    ///         REGISTER.fetch_add(100, Ordering::Relaxed) // read the register here
+    ///     }
+    ///     fn bits(&self) -> u32 {
+    ///         64
+    ///     }
+    /// }
+    ///
+    /// static CLOCK: Clock<Cycles> = Clock::uninit(Cycles);
     ///
     /// assert_eq!(CLOCK.now(), Instant::ZERO); // before start: the epoch, always
-    /// // At boot, once the rate is known (calibrate::calibrate_and_verify, say):
-    /// CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+    /// // At boot, once the rate is known (`calibrate_and_verify`'s `chosen`, say):
+    /// let hz = Frequency::nominal_hz(24_000_000, 20_000).unwrap(); // 24 MHz ±20 ppm
+    /// CLOCK.start(hz).unwrap();
     /// let t0 = CLOCK.now();
     /// assert!(CLOCK.now() >= t0);
     /// // A second start is refused: the timeline has begun.
-    /// assert!(CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).is_err());
-    /// # }
+    /// assert_eq!(CLOCK.start(hz), Err(ClockError::Started));
     /// ```
     #[cfg(not(loom))]
     pub const fn uninit(counter: C) -> Clock<C> {
@@ -759,7 +779,7 @@ impl<C: Counter> Clock<C> {
     }
 
     /// Nanoseconds since the clock's epoch. Never goes back and never jumps (promises 1 and
-    /// 2 of the [module docs](self)), never blocks, never waits for a writer: it reads again
+    /// 2 of [`Clock`]), never blocks, never waits for a writer: it reads again
     /// only when two publications overtook it.
     #[inline]
     pub fn now(&self) -> Instant {
@@ -1011,15 +1031,11 @@ impl<C: Counter> Clock<C> {
         gate.lim.store(0, Ordering::Release);
     }
 
-    /// The scale in force (a consistent snapshot).
+    /// The scale in force (a consistent snapshot): the rate with [`Scale::millihz`], ticks to
+    /// nanoseconds and back.
     pub fn scale(&self) -> Scale {
         self.timeline
             .read(|_, words| (Timebase::load(words).scale, false))
-    }
-
-    /// The rate in force, in millihertz.
-    pub fn millihz(&self) -> u64 {
-        self.scale().millihz()
     }
 
     /// The longest time between the starts of two [`Clock::update`] calls that is never
@@ -1072,7 +1088,7 @@ impl<C: Counter> Clock<C> {
         Delay::with_scale(&self.counter, self.scale_or_fastest())
     }
 
-    /// Continues the timeline at `frequency` from a point just ahead (see the module docs):
+    /// Continues the timeline at `frequency` from a point just ahead (promise 2 of [`Clock`]):
     /// no jump, no step back. Waits only if the last write was less than a handover margin
     /// ago, until it has taken over (promise 4). Errors: [`ClockError::Busy`] if another
     /// writer is active right now; [`ClockError::Late`] if the deadline was missed (the new
@@ -1089,7 +1105,7 @@ impl<C: Counter> Clock<C> {
     ///
     /// let ticks = Cell::new(0u64);
     /// let counter = FnCounter::new(|| ticks.get(), 64);
-    /// let hz = |hz| Frequency::user_hz(hz).unwrap();
+    /// let hz = |hz| Frequency::exact_hz(hz).unwrap();
     /// let clock = Clock::new(&counter, hz(1_000_000)); // 1 tick = 1 µs
     /// ticks.set(1_000_000);
     /// let t1 = clock.now();
@@ -1124,7 +1140,7 @@ impl<C: Counter> Clock<C> {
     /// 64-bit counters never do.
     ///
     /// Returns `Ok` when it re-based, and also when there is nothing to do (the last
-    /// publication is less than [`HANDOVER_NS`] old). `Busy` means another writer is active
+    /// publication is less than a handover margin, 20 µs, old). `Busy` means another writer is active
     /// right now (harmless: that writer re-bases). `Late` means this call came more than
     /// [`Clock::update_interval`] after the last write: time stood still from the deadline
     /// until now (it runs again). `Behind`: see [`ClockError::Behind`].

@@ -1,10 +1,11 @@
 //! [`Counter`]: anything that returns a free-running tick count, and [`Width`]: the one place
 //! where wrapping tick arithmetic is done.
 //!
-//! The CPU counters ([`crate::arch`]) implement it, and so do the simulated counters of the
-//! `sim` feature and any counter of the user's own: a Cortex-M DWT cycle counter, SysTick
-//! extended in software, RISC-V `time`. Everything above this trait — [`crate::Scale`],
-//! [`crate::Clock`], [`crate::Delay`], calibration — is portable integer code.
+//! The CPU counters (baretime-x86's `Tsc`, baretime-aarch64's `GenericTimer`) implement it,
+//! and so do baretime-sim's simulated counters and any counter of the user's own: a Cortex-M
+//! DWT cycle counter, SysTick extended in software, RISC-V `time`. Everything above this
+//! trait — [`crate::Scale`], [`crate::Clock`], [`crate::Delay`], calibration — is portable
+//! integer code.
 
 /// A free-running counter.
 ///
@@ -26,7 +27,8 @@
 /// - Reading never fails and never blocks for long; it may be called from any context the
 ///   implementation documents (interrupt handlers, early boot).
 /// - Whatever ordering the read has against surrounding memory accesses is the
-///   implementation's to document (see [`crate::arch`] for the CPU counters' named reads).
+///   implementation's to document (the platform crates' CPU counters offer a plain and an
+///   ordered read, each named for what it does).
 ///
 /// Calibration and diagnostics *check* the "counts up" part rather than trust it: a counter
 /// that is stuck or runs backwards yields a typed error there.
@@ -57,14 +59,15 @@ impl<C: Counter + ?Sized> Counter for &C {
 /// counter), `a − b` ticks behind. The two cannot be told apart in general; this type splits
 /// the circle in half, as FreeBSD's `tc_delta()` and every other consumer of a wrapping
 /// counter does: a forward distance up to [`Width::half`] is progress, anything more is a
-/// step back.
+/// step back. [`crate::Clock::delta`] and [`crate::Delay`] judge readings by the same rule.
 ///
 /// ```
 /// use baretime::Width;
 /// let w = Width::new(16);
 /// assert_eq!(w.delta(0xfff0, 0x0010), 0x20); // wrapped, 32 ticks later
+/// assert_eq!(w.elapsed(0xfff0, 0x0010), Some(0x20)); // forward: progress
 /// assert_eq!(w.elapsed(0x0010, 0x000f), None); // one tick behind
-/// assert_eq!(w.backwards_by(0x0010, 0x000f), 1);
+/// assert_eq!(w.delta(0x000f, 0x0010), 1); // by how much: the distance the other way
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -92,7 +95,7 @@ impl Width {
     }
 
     /// 64 bits: no wrap within any machine's lifetime.
-    pub const FULL: Width = Width::new(64);
+    pub(crate) const FULL: Width = Width::new(64);
 
     /// `2^bits − 1`.
     #[inline(always)]
@@ -120,17 +123,13 @@ impl Width {
 
     /// `at` moved forward by `ticks`, modulo the wrap.
     #[inline(always)]
-    pub const fn add(self, at: u64, ticks: u64) -> u64 {
+    pub(crate) const fn add(self, at: u64, ticks: u64) -> u64 {
         at.wrapping_add(ticks) & self.mask
     }
 
-    /// Whether `to` is behind `from` (more than half a wrap forward reads as behind).
-    #[inline(always)]
-    pub const fn is_behind(self, from: u64, to: u64) -> bool {
-        self.delta(from, to) > self.half()
-    }
-
-    /// Ticks from `from` to `to` if `to` is not behind `from`.
+    /// Ticks from `from` to `to` if `to` is not behind `from` (at most [`Width::half`]
+    /// forward, modulo the wrap); `None` if it is behind: then `delta(to, from)` says by how
+    /// much.
     #[inline(always)]
     pub const fn elapsed(self, from: u64, to: u64) -> Option<u64> {
         let d = self.delta(from, to);
@@ -142,9 +141,9 @@ impl Width {
     }
 
     /// How far `to` is behind `from`, modulo the wrap (the step back of a reading `to` that
-    /// came after `from`); meaningful when [`Width::is_behind`] says so.
+    /// came after `from`); meaningful when [`Width::elapsed`] says it is behind.
     #[inline(always)]
-    pub const fn backwards_by(self, from: u64, to: u64) -> u64 {
+    pub(crate) const fn backwards_by(self, from: u64, to: u64) -> u64 {
         from.wrapping_sub(to) & self.mask
     }
 }
@@ -209,8 +208,8 @@ mod tests {
         assert_eq!(w.delta(250, 4), 10);
         assert_eq!(w.add(250, 10), 4);
         assert_eq!(w.elapsed(250, 4), Some(10));
-        assert!(!w.is_behind(0, 127));
-        assert!(w.is_behind(0, 128));
+        assert_eq!(w.elapsed(0, 127), Some(127));
+        assert_eq!(w.elapsed(0, 128), None);
         assert_eq!(w.backwards_by(4, 250), 10);
         let f = Width::FULL;
         assert_eq!(f.delta(u64::MAX, 1), 2);

@@ -47,7 +47,7 @@ use crate::scale::Scale;
 ///
 /// It may last longer (interrupts, preemption, the read itself). On a counter that never
 /// changes it waits **forever**: a stuck counter gives no way to measure time (check a
-/// counter with [`crate::diag::ReadStats`] first if that can happen).
+/// counter with baretime-diag's `ReadStats` first if that can happen).
 ///
 /// The rate is fixed when the delay is made: a `Delay` taken from a [`crate::Clock`] does
 /// not follow the clock's later recalibrations.
@@ -61,7 +61,7 @@ use crate::scale::Scale;
 /// // A fake 16-bit counter at 1 MHz that advances 7 ticks per read.
 /// let now = Cell::new(0u64);
 /// let counter = FnCounter::new(|| { now.set((now.get() + 7) & 0xffff); now.get() }, 16);
-/// let delay = Delay::new(counter, Frequency::user_hz(1_000_000).unwrap());
+/// let delay = Delay::new(counter, Frequency::exact_hz(1_000_000).unwrap());
 /// delay.wait_ns(100_000); // 100 µs: 100 ticks, across a wrap if need be
 /// ```
 #[derive(Clone, Copy, Debug)]
@@ -89,7 +89,7 @@ impl<C: Counter> Delay<C> {
     /// let now = Cell::new(0u64);
     /// let counter = FnCounter::new(|| { now.set(now.get() + 1); now.get() }, 64);
     /// // One Scale, computed once (a few u128 divisions), shared by several delays.
-    /// let scale = Scale::new(Frequency::user_hz(1_000_000).unwrap());
+    /// let scale = Scale::new(Frequency::exact_hz(1_000_000).unwrap());
     /// let delay = Delay::with_scale(&counter, scale);
     /// delay.wait_ticks(10); // at least 10 ticks after the counter's next change
     /// assert!(now.get() >= 11);
@@ -360,7 +360,7 @@ impl Progress {
 ///
 /// let now = Cell::new(0u64);
 /// let counter = FnCounter::new(|| { now.set(now.get() + 3); now.get() }, 32);
-/// let mut delay = Delay::new(counter, Frequency::user_hz(48_000_000).unwrap());
+/// let mut delay = Delay::new(counter, Frequency::exact_hz(48_000_000).unwrap());
 /// reset_pulse(&mut delay);
 /// assert!(now.get() >= 50 * 48); // 2400 ticks at 48 MHz, at least
 /// # }
@@ -409,7 +409,7 @@ mod tests {
             },
             bits,
         );
-        Delay::new(counter, Frequency::user_hz(hz).unwrap()).wait_ns(ns);
+        Delay::new(counter, Frequency::exact_hz(hz).unwrap()).wait_ns(ns);
         (forward.get(), reads.get())
     }
 
@@ -512,7 +512,7 @@ mod tests {
             },
             bits,
         );
-        let hz = Frequency::user_hz(1_000_000_000).unwrap();
+        let hz = Frequency::exact_hz(1_000_000_000).unwrap();
         Delay::new(counter, hz).wait_ticks(ticks);
         (now.get() - changed_at.get().unwrap(), reads.get())
     }
@@ -788,7 +788,7 @@ mod tests {
                 },
                 bits,
             );
-            let hz = Frequency::user_hz(1_000_000_000).unwrap();
+            let hz = Frequency::exact_hz(1_000_000_000).unwrap();
             Delay::new(counter, hz).wait_ticks(ticks);
             let s = sim.borrow();
             let elapsed = s.now - s.changed_at.unwrap();
@@ -827,7 +827,7 @@ mod tests {
 
     #[test]
     fn u64_max_request_does_not_overflow() {
-        let s = Scale::new(Frequency::user_hz(10_000_000_000).unwrap());
+        let s = Scale::new(Frequency::exact_hz(10_000_000_000).unwrap());
         assert_eq!(s.ns_to_ticks_ceil(u64::MAX), u64::MAX);
     }
 
@@ -844,7 +844,7 @@ mod tests {
             },
             64,
         );
-        let mut d = Delay::new(counter, Frequency::user_hz(1_000_000_000).unwrap());
+        let mut d = Delay::new(counter, Frequency::exact_hz(1_000_000_000).unwrap());
         d.delay_ns(u32::MAX);
         assert!(c.get() >= u64::from(u32::MAX));
     }

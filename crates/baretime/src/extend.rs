@@ -148,7 +148,7 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 ///    let _ = CLOCK.update();
 /// }
 ///
-/// CLOCK.start(Frequency::user_hz(25_000_000).unwrap()).unwrap();
+/// CLOCK.start(Frequency::nominal_hz(25_000_000, 50_000).unwrap()).unwrap(); // 25 MHz ±50 ppm
 /// assert_eq!(TIMER.bits(), 55);
 /// for _ in 0..3 {
 ///    VAL.store(0x10, Ordering::Relaxed); // near the end of the period

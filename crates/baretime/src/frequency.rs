@@ -26,7 +26,7 @@ pub enum Source {
     BrandString,
     /// KVM's pvclock area (`tsc_to_system_mul`, `tsc_shift`), registered by a ring-0 kernel
     /// through MSR_KVM_SYSTEM_TIME(_NEW): the hypervisor's figure, to the encoding's
-    /// resolution (see [`crate::discover::paravirt`]).
+    /// resolution (≈ 2 ppb; baretime-x86 decodes it).
     KvmPvclock,
     /// Hyper-V's `HV_X64_MSR_TSC_FREQUENCY` (0x40000022), read by a ring-0 kernel: in Hz.
     HyperVTscFrequencyMsr,
@@ -145,14 +145,25 @@ impl Accuracy {
 /// Equality compares rate, source and accuracy; compare [`Frequency::as_millihz`] to compare
 /// rates alone.
 ///
+/// Three constructors, by what the caller knows:
+///
+/// | constructor | for | accuracy |
+/// | --- | --- | --- |
+/// | [`Frequency::nominal_hz`]`(hz, tolerance_ppb)` | a rate you state with its tolerance (a crystal) | [`Accuracy::Nominal`] |
+/// | [`Frequency::exact_hz`]`(hz)` | a rate exact by definition (a simulation, a verified figure) | [`Accuracy::Exact`] |
+/// | [`Frequency::from_hz`]`(hz, source, accuracy)`, [`Frequency::from_millihz`] | everything else: a discovery, a measurement | as given |
+///
+/// Each returns `None` outside [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`] (never a panic);
+/// in a `const` item, `match` on it.
+///
 /// ```
 /// use baretime::{Accuracy, Frequency, Source};
 ///
 /// // What a caller knows: a 24 MHz crystal of ±20 ppm.
-/// let hz = Frequency::from_hz(24_000_000, Source::User, Accuracy::Nominal { tolerance_ppb: 20_000 })
-///     .expect("in 1 kHz..=100 GHz");
+/// let hz = Frequency::nominal_hz(24_000_000, 20_000).expect("in 1 kHz..=100 GHz");
 /// assert_eq!(hz.as_hz(), 24_000_000);
-/// assert_eq!(hz.accuracy().bound_ppb(), 20_000);
+/// assert_eq!(hz.accuracy(), Accuracy::Nominal { tolerance_ppb: 20_000 });
+/// assert_eq!(hz.source(), Source::User);
 ///
 /// // A calibration's answer, to the millihertz, with its bound.
 /// let measured = Frequency::from_millihz(
@@ -164,9 +175,9 @@ impl Accuracy {
 /// assert_eq!(measured.deviation_ppb_from(&hz), 20_000); // 20 ppm fast
 /// assert_eq!(measured.source().token(), "calibrated");
 ///
-/// // `user_hz`: an exact figure the caller vouches for. Out of range is `None`, not a panic.
-/// assert!(Frequency::user_hz(10).is_none());
-/// assert!(Frequency::user_hz(1_000).unwrap().accuracy().is_exact());
+/// // `exact_hz`: a figure exact by definition. Out of range is `None`, not a panic.
+/// assert!(Frequency::exact_hz(10).is_none());
+/// assert!(Frequency::exact_hz(1_000).unwrap().accuracy().is_exact());
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -221,8 +232,25 @@ impl Frequency {
         })
     }
 
-    /// A caller-supplied exact rate in hertz (source [`Source::User`]).
-    pub const fn user_hz(hz: u64) -> Option<Self> {
+    /// A rate of `hz` hertz that the counter may miss by up to `tolerance_ppb` parts per
+    /// billion: what a datasheet states (a ±20 ppm crystal is `20_000` ppb). Source
+    /// [`Source::User`], accuracy [`Accuracy::Nominal`]; `None` outside
+    /// [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
+    ///
+    /// The rate to state for a counter whose crystal you know: [`crate::verify`] checks it
+    /// against a measurement with that tolerance, and keeps it only if it is more precise.
+    pub const fn nominal_hz(hz: u64, tolerance_ppb: u64) -> Option<Self> {
+        Self::from_hz(hz, Source::User, Accuracy::Nominal { tolerance_ppb })
+    }
+
+    /// A rate of exactly `hz` hertz: source [`Source::User`], accuracy [`Accuracy::Exact`];
+    /// `None` outside [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
+    ///
+    /// For a rate that is exact by definition (a simulated counter, a timer whose rate the
+    /// platform defines, a figure already verified). An exact claim that agrees with a
+    /// measurement is always preferred to it by [`crate::verify`]: state a crystal's rate
+    /// with its tolerance instead ([`Frequency::nominal_hz`]).
+    pub const fn exact_hz(hz: u64) -> Option<Self> {
         Self::from_hz(hz, Source::User, Accuracy::Exact)
     }
 
@@ -346,13 +374,33 @@ mod tests {
 
     #[test]
     fn range_is_enforced() {
-        assert!(Frequency::user_hz(999).is_none());
-        assert!(Frequency::user_hz(1_000).is_some());
-        assert!(Frequency::user_hz(Frequency::MAX_HZ).is_some());
-        assert!(Frequency::user_hz(Frequency::MAX_HZ + 1).is_none());
+        assert!(Frequency::exact_hz(999).is_none());
+        assert!(Frequency::exact_hz(1_000).is_some());
+        assert!(Frequency::exact_hz(Frequency::MAX_HZ).is_some());
+        assert!(Frequency::exact_hz(Frequency::MAX_HZ + 1).is_none());
         assert!(Frequency::from_millihz(999_999, Source::User, Accuracy::Exact).is_none());
-        assert!(Frequency::user_hz(0).is_none());
-        assert!(Frequency::user_hz(u64::MAX).is_none());
+        assert!(Frequency::exact_hz(0).is_none());
+        assert!(Frequency::exact_hz(u64::MAX).is_none());
+    }
+
+    #[test]
+    fn the_short_constructors_say_their_accuracy() {
+        let crystal = Frequency::nominal_hz(32_768_000, 20_000).unwrap();
+        assert_eq!(crystal.as_millihz(), 32_768_000_000);
+        assert_eq!(crystal.source(), Source::User);
+        assert_eq!(
+            crystal.accuracy(),
+            Accuracy::Nominal {
+                tolerance_ppb: 20_000
+            }
+        );
+        assert!(!crystal.accuracy().is_exact());
+        assert_eq!(
+            Frequency::exact_hz(32_768_000).unwrap().accuracy(),
+            Accuracy::Exact
+        );
+        assert!(Frequency::nominal_hz(999, 0).is_none());
+        assert!(Frequency::nominal_hz(Frequency::MAX_HZ + 1, 0).is_none());
     }
 
     #[test]
@@ -365,8 +413,8 @@ mod tests {
 
     #[test]
     fn deviation_is_signed_ppb() {
-        let a = Frequency::user_hz(1_000_001_000).unwrap();
-        let b = Frequency::user_hz(1_000_000_000).unwrap();
+        let a = Frequency::exact_hz(1_000_001_000).unwrap();
+        let b = Frequency::exact_hz(1_000_000_000).unwrap();
         assert_eq!(a.deviation_ppb_from(&b), 1_000);
         assert_eq!(b.deviation_ppb_from(&a), -999);
     }

@@ -19,8 +19,8 @@
 //! What it does not do: it hides a warp, it does not remove it. A CPU that is behind sees
 //! time stand still (returns the mark) until its own counter catches up; durations measured
 //! on it across that stretch are short by up to the warp. Fix the counters where that is
-//! possible (TSC_ADJUST on x86: [`crate::arch::x86_64::TscAdjust`]), find the warp with
-//! [`crate::diag::WarpCheck`], and use the guard where neither is an option.
+//! possible (TSC_ADJUST on x86: baretime-x86's `TscAdjust`), find the warp with
+//! baretime-diag's `WarpCheck`, and use the guard where neither is an option.
 
 use core::time::Duration;
 
@@ -37,7 +37,7 @@ use crate::{Clock, Counter, Instant};
 /// When timestamps from different CPUs must be ordered (a log merged across CPUs, a
 /// deadline set on one CPU and checked on another, a time handed out to threads that
 /// migrate) and the counter is not known to be synchronised: the warp check
-/// ([`crate::diag::WarpReport::verdict`]) says `warp` or `inconclusive`, or the platform
+/// (baretime-diag's `WarpReport::verdict`) says `warp` or `inconclusive`, or the platform
 /// has no invariant, synchronised TSC. Where the warp check says `consistent` the plain
 /// clock is enough, to within the handover time the check resolves.
 ///
@@ -67,18 +67,28 @@ use crate::{Clock, Counter, Instant};
 /// less.
 ///
 /// ```
-/// # #[cfg(target_arch = "x86_64")] {
-/// use baretime_x86::Tsc;
-/// use baretime::{Clock, Frequency, MonotonicClock};
+/// use baretime::{Clock, Counter, Frequency, MonotonicClock};
+/// # use core::sync::atomic::{AtomicU64, Ordering};
+/// # static REGISTER: AtomicU64 = AtomicU64::new(0);
 ///
-/// static CLOCK: Clock<Tsc> = Clock::uninit(Tsc::BASELINE);
-/// static GUARDED: MonotonicClock<'static, Tsc> = MonotonicClock::new(&CLOCK);
+/// /// Each CPU's 64-bit counter (baretime-x86's `Tsc`, say), which may disagree across CPUs.
+/// struct Cycles;
+/// impl Counter for Cycles {
+///     fn ticks(&self) -> u64 {
+///         REGISTER.fetch_add(100, Ordering::Relaxed) // read this CPU's counter here
+///     }
+///     fn bits(&self) -> u32 {
+///         64
+///     }
+/// }
 ///
-/// CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+/// static CLOCK: Clock<Cycles> = Clock::uninit(Cycles);
+/// static GUARDED: MonotonicClock<'static, Cycles> = MonotonicClock::new(&CLOCK);
+///
+/// CLOCK.start(Frequency::nominal_hz(2_400_000_000, 100_000).unwrap()).unwrap();
 /// let a = GUARDED.now();
 /// // On any CPU, a read that starts after this one finished returns no less.
 /// assert!(GUARDED.now() >= a);
-/// # }
 /// ```
 pub struct MonotonicClock<'a, C: Counter> {
     clock: &'a Clock<C>,

@@ -1,5 +1,6 @@
 //! [`Instant`] (nanoseconds on a [`crate::Clock`]'s timeline) and [`RawInstant`] (raw ticks).
 
+use core::fmt;
 use core::ops::{Add, AddAssign, Sub, SubAssign};
 use core::time::Duration;
 
@@ -25,6 +26,9 @@ use crate::scale::saturate_u64;
 /// assert_eq!(deadline.as_nanos(), 11_500_000);
 /// assert_eq!(Instant::from_nanos(u64::MAX).checked_add(Duration::from_nanos(1)), None);
 /// assert_eq!(deadline.since_epoch(), Duration::from_micros(11_500));
+/// assert_eq!(deadline.as_millis(), 11); // whole units, truncated
+/// assert_eq!(deadline.as_micros(), 11_500);
+/// assert_eq!(deadline.to_string(), "0.011500000 s");
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -49,6 +53,16 @@ impl Instant {
     /// Nanoseconds since the epoch.
     pub const fn as_nanos(&self) -> u64 {
         self.ns
+    }
+
+    /// Whole microseconds since the epoch (truncated: 1999 ns is 1 µs).
+    pub const fn as_micros(&self) -> u64 {
+        self.ns / 1_000
+    }
+
+    /// Whole milliseconds since the epoch (truncated: 1.999 ms is 1 ms).
+    pub const fn as_millis(&self) -> u64 {
+        self.ns / 1_000_000
     }
 
     /// Time since the epoch.
@@ -108,6 +122,19 @@ impl Instant {
     }
 }
 
+impl fmt::Display for Instant {
+    /// Seconds since the epoch with nine decimals, from the integer (`12.000345678 s`): the
+    /// nanosecond count exactly, as a log line wants it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}.{:09} s",
+            self.ns / 1_000_000_000,
+            self.ns % 1_000_000_000
+        )
+    }
+}
+
 impl Add<Duration> for Instant {
     type Output = Instant;
     /// Saturating: see [`Instant::checked_add`] to detect overflow.
@@ -146,21 +173,27 @@ impl Sub<Instant> for Instant {
 
 /// A raw counter reading, for the cheapest possible timestamps: take two with
 /// [`crate::Clock::raw`] and convert only their difference with
-/// [`crate::Clock::delta`] (or a [`crate::Scale`]) when it is needed, as `quanta::Clock::raw`
-/// does.
+/// [`crate::Clock::delta`] when it is needed, as `quanta::Clock::raw` does.
+///
+/// A difference of two readings has one rule, the counter's width: [`crate::Clock::delta`]
+/// (in time) and [`crate::Width::elapsed`] (in ticks) both take it modulo the wrap, and read
+/// a reading more than half a wrap ahead as behind (zero, or `None`).
 ///
 /// ```
-/// use baretime::{Clock, FnCounter, Frequency, RawInstant};
+/// use baretime::{Clock, FnCounter, Frequency, RawInstant, Width};
 /// use core::cell::Cell;
 /// use core::time::Duration;
 ///
-/// let now = Cell::new(0u64);
-/// let clock = Clock::new(FnCounter::new(|| now.get(), 64), Frequency::user_hz(1_000_000).unwrap());
+/// let now = Cell::new(0xffff_ff00u64);
+/// // A 32-bit counter at 1 MHz.
+/// let clock = Clock::new(FnCounter::new(|| now.get(), 32), Frequency::exact_hz(1_000_000).unwrap());
 /// let a = clock.raw(); // one counter read, no conversion
-/// now.set(2_500);
+/// now.set(2_500 - 0x100); // wrapped through 2^32
 /// let b = clock.raw();
-/// assert_eq!(b.ticks_since(a), 2_500);
 /// assert_eq!(clock.delta(a, b), Duration::from_micros(2_500)); // converted when needed
+/// let width = Width::of(clock.counter());
+/// assert_eq!(width.elapsed(a.as_ticks(), b.as_ticks()), Some(2_500)); // in ticks
+/// assert_eq!(clock.delta(b, a), Duration::ZERO); // `a` is behind `b`
 /// assert_eq!(RawInstant::from_ticks(7).as_ticks(), 7);
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -178,12 +211,6 @@ impl RawInstant {
     /// The counter value.
     pub const fn as_ticks(&self) -> u64 {
         self.ticks
-    }
-
-    /// Ticks from `earlier` to `self`, modulo 2^64 (a 64-bit counter does not wrap in
-    /// practice; mask the result for a narrower one).
-    pub const fn ticks_since(&self, earlier: RawInstant) -> u64 {
-        self.ticks.wrapping_sub(earlier.ticks)
     }
 }
 
@@ -218,9 +245,16 @@ mod tests {
     }
 
     #[test]
-    fn raw_instants_wrap() {
-        let a = RawInstant::from_ticks(u64::MAX - 1);
-        let b = RawInstant::from_ticks(3);
-        assert_eq!(b.ticks_since(a), 5);
+    fn units_truncate_and_display_is_exact() {
+        let t = Instant::from_nanos(12_345_678_999);
+        assert_eq!(t.as_micros(), 12_345_678);
+        assert_eq!(t.as_millis(), 12_345);
+        assert_eq!(Instant::from_nanos(999_999).as_millis(), 0);
+        assert_eq!(std::format!("{t}"), "12.345678999 s");
+        assert_eq!(std::format!("{}", Instant::ZERO), "0.000000000 s");
+        assert_eq!(
+            std::format!("{}", Instant::from_nanos(u64::MAX)),
+            "18446744073.709551615 s"
+        );
     }
 }

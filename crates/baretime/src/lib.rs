@@ -24,7 +24,7 @@ extern crate std;
 /// A [`Frequency`] known when the crate is compiled, for `const` items only: a rate outside
 /// the range fails the build (the panic runs in the compiler), never a run. Outside a `const`
 /// item the `clippy::panic` lint above rejects it.
-#[allow(unused_macros)] // its users: x86's hardware references, `std` and `sim`
+#[allow(unused_macros)] // its user: `StdReference` (feature `std`)
 macro_rules! const_frequency {
     (millihz: $millihz:expr, $source:expr, $accuracy:expr) => {
         match $crate::Frequency::from_millihz($millihz, $source, $accuracy) {

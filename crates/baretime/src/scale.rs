@@ -33,7 +33,7 @@ const NS_MILLIHZ: u128 = 1_000_000_000_000;
 /// ```
 /// use baretime::{Frequency, Scale};
 ///
-/// let scale = Scale::new(Frequency::user_hz(2_300_000_000).unwrap()); // a 2.3 GHz TSC
+/// let scale = Scale::new(Frequency::exact_hz(2_300_000_000).unwrap()); // a 2.3 GHz TSC
 /// assert_eq!(scale.ticks_to_ns(2_300_000_000), 1_000_000_000); // one second
 /// assert_eq!(scale.ticks_to_ns(3), 1); // 1.304 ns, rounded down
 /// assert_eq!(scale.ns_to_ticks_ceil(1), 3); // 2.3 ticks, rounded up: never early
@@ -42,7 +42,7 @@ const NS_MILLIHZ: u128 = 1_000_000_000_000;
 /// assert_eq!(scale.millihz(), 2_300_000_000_000);
 ///
 /// // A 32 kHz RTC: the same code, no special case.
-/// let rtc = Scale::new(Frequency::user_hz(32_768).unwrap());
+/// let rtc = Scale::new(Frequency::exact_hz(32_768).unwrap());
 /// assert_eq!(rtc.ticks_to_ns(32_768), 1_000_000_000);
 /// assert_eq!(rtc.checked_ticks_to_ns(u64::MAX), None); // past 584 years of ns
 /// ```
@@ -225,7 +225,7 @@ mod tests {
             2_596_118_000,
             100_000_000_000,
         ] {
-            let s = Scale::new(Frequency::user_hz(hz).unwrap());
+            let s = Scale::new(Frequency::exact_hz(hz).unwrap());
             assert!(s.inv_mult >= 1 << 63, "{hz}: inv_mult {:#x}", s.inv_mult);
         }
     }
@@ -239,7 +239,7 @@ mod tests {
             2_596_118_000,
             10_000_000_000,
         ] {
-            let s = Scale::new(Frequency::user_hz(hz).unwrap());
+            let s = Scale::new(Frequency::exact_hz(hz).unwrap());
             let ns = s.ticks_to_ns(hz);
             assert!((999_999_999..=1_000_000_000).contains(&ns), "{hz}: {ns}");
             let t = s.ns_to_ticks_ceil(1_000_000_000);
@@ -250,7 +250,7 @@ mod tests {
     #[test]
     fn no_208_day_overflow() {
         // The Linux bug: cycles × mult in 64 bits overflowed after ~208 days at 2.x GHz.
-        let s = Scale::new(Frequency::user_hz(2_596_118_000).unwrap());
+        let s = Scale::new(Frequency::exact_hz(2_596_118_000).unwrap());
         let ticks_300_days = 2_596_118_000u64 * 86_400 * 300;
         let ns = s.ticks_to_ns(ticks_300_days);
         let want = 86_400 * 300 * 1_000_000_000u64;
@@ -261,11 +261,11 @@ mod tests {
 
     #[test]
     fn saturates_only_past_u64_ns() {
-        let slow = Scale::new(Frequency::user_hz(1_000).unwrap());
+        let slow = Scale::new(Frequency::exact_hz(1_000).unwrap());
         assert_eq!(slow.ticks_to_ns(u64::MAX), u64::MAX);
         assert_eq!(slow.checked_ticks_to_ns(u64::MAX), None);
         assert_eq!(slow.checked_ticks_to_ns(1_000), Some(1_000_000_000));
-        let fast = Scale::new(Frequency::user_hz(100_000_000_000).unwrap());
+        let fast = Scale::new(Frequency::exact_hz(100_000_000_000).unwrap());
         assert_eq!(fast.ns_to_ticks_ceil(u64::MAX), u64::MAX);
     }
 

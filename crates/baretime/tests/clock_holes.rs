@@ -56,7 +56,7 @@ fn stall_after_read(k: u64, f: impl FnOnce() + 'static) {
 }
 
 fn hz(hz: u64) -> Frequency {
-    Frequency::user_hz(hz).unwrap()
+    Frequency::exact_hz(hz).unwrap()
 }
 
 fn clock(bits: u32, rate: u64) -> &'static Clock<Sim> {

@@ -267,7 +267,7 @@ fn ns(ticks: u64) -> u64 {
 fn case_10_systick_as_the_counter_with_update_from_its_wrap_is_late() {
     let now = Cell::new(0u64);
     let systick = FnCounter::new(|| now.get() & (PERIOD - 1), SYSTICK_BITS);
-    let clock = Clock::new(&systick, Frequency::user_hz(HZ).unwrap());
+    let clock = Clock::new(&systick, Frequency::exact_hz(HZ).unwrap());
     let t0 = clock.now();
     let mut late = 0;
     for wrap in 1..=WRAPS {
@@ -319,7 +319,7 @@ fn case_10_the_extended_systick_with_update_from_its_wrap_is_never_late() {
         cleared: &cleared,
     });
     assert_eq!(timer.bits(), 55);
-    let clock = Clock::new(&timer, Frequency::user_hz(HZ).unwrap());
+    let clock = Clock::new(&timer, Frequency::exact_hz(HZ).unwrap());
     let t0 = clock.now();
     let mut last = t0;
     for wrap in 1..=WRAPS {

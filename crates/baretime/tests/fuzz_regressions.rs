@@ -5,7 +5,7 @@
 //! Both are in the `clock` target's reset mode (a 64-bit counter that may be reset far
 //! behind everything it has read, as a TSC is on resume, until `rebase`): while the counter
 //! is behind, `now()` stands still at the clock's high-water mark plus two granules, which
-//! must be no earlier than anything it has returned (`clock` module docs). Each time the
+//! must be no earlier than anything it has returned (`Clock`'s docs). Each time the
 //! mark had stopped following the readings, so the standing-still value was older than a
 //! reading already handed out.
 
@@ -70,7 +70,7 @@ fn mark_follows_a_counter_that_wraps_through_2_pow_64() {
 /// late).
 #[test]
 fn second_reset_after_a_rebase_does_not_take_time_back() {
-    let hz = |hz| Frequency::user_hz(hz).unwrap();
+    let hz = |hz| Frequency::exact_hz(hz).unwrap();
     let c = Manual(Cell::new(1_000_000_000_000));
     let clock = Clock::new(&c, hz(1_000_000_000));
     let mut last = Instant::ZERO;
@@ -100,7 +100,7 @@ fn second_reset_after_a_rebase_does_not_take_time_back() {
 /// to the new base on every rebase, so that the first reading after it raises the mark.
 #[test]
 fn reset_soon_after_a_forward_rebase_does_not_take_time_back() {
-    let hz = |hz| Frequency::user_hz(hz).unwrap();
+    let hz = |hz| Frequency::exact_hz(hz).unwrap();
     let c = Manual(Cell::new(1_000_000_000_000));
     let clock = Clock::new(&c, hz(1_000_000_000));
     let mut last = Instant::ZERO;

@@ -1,6 +1,6 @@
 //! Deterministic interleavings of `Clock` readers and writers, in every environment the
 //! clock's docs allow, checked against every promise they make (the numbered promises of the
-//! `clock` module docs).
+//! `Clock`'s docs).
 //!
 //! Each step of the clock's protocol calls a test hook (debug builds only), and so does every
 //! call the clock makes into the counter — `ticks()` and `bits()`. At each such point the
@@ -1702,7 +1702,7 @@ fn read(clock: &Clock<Sim>) {
 }
 
 fn freq(hz: u64) -> Frequency {
-    Frequency::user_hz(hz).expect("a rate in range")
+    Frequency::exact_hz(hz).expect("a rate in range")
 }
 
 fn write(clock: &Clock<Sim>, what: Write, forced: bool) {
@@ -1717,7 +1717,7 @@ fn write(clock: &Clock<Sim>, what: Write, forced: bool) {
         (
             clock.health(),
             clock.update_interval().as_nanos() as u64,
-            clock.millihz(),
+            clock.scale().millihz(),
         )
     });
     with(|w| w.end_write(what, r, health, interval, millihz, forced));

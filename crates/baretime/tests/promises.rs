@@ -61,7 +61,7 @@ const WATCHDOG_S: u64 = 120;
 // ---------------------------------------------------------------------------------------
 
 fn hz(hz: u64) -> Frequency {
-    Frequency::user_hz(hz).unwrap_or_else(|| panic!("{hz} Hz is outside Frequency's range"))
+    Frequency::exact_hz(hz).unwrap_or_else(|| panic!("{hz} Hz is outside Frequency's range"))
 }
 
 /// Whole ticks in `ns` at `f`, rounded down.

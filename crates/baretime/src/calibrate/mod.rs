@@ -7,91 +7,10 @@
 //!               └────────────────┴──────────────────┴────────────────┘  inside [c0, c1]
 //! ```
 //!
-//! # How it works
-//!
-//! 1. **Brackets.** Each sample reads the counter, the reference, the counter. The reference
-//!    was read somewhere inside the bracket `[c0, c1]`, so its width is that sample's timing
-//!    uncertainty. A bracket much wider than the narrowest seen (wider than `2·w_min + 2`
-//!    ticks) had an SMI, an interrupt, a preemption or a VM exit land in it and is rejected.
-//!    Whatever happens *between* samples costs nothing: each sample stands on its own.
-//! 2. **Unwrapping and sanity.** Both counts are unwrapped to 64 bits. A reference narrower
-//!    than 64 bits (the PIT's 16) is unwrapped against the rate measured so far, so even a
-//!    stall longer than a whole wrap period is counted right; a reference step that the
-//!    counter cannot explain is rejected as a glitch, and a run of them is an error
-//!    ([`CalibrationError::Discontinuity`]). Steps
-//!    backwards, counts that stand still, and rates outside the plausible range are typed
-//!    [`CalibrationError`]s, never a silently wrong frequency.
-//! 3. **The fit.** A least-squares line through every accepted bracket midpoint, over the
-//!    whole window, robust to outliers, with an uncertainty from the scatter of the data
-//!    *and* a floor from the bracket widths and the reference's resolution (see the `fit`
-//!    module docs: exact integer sums in 32–64 bins, outlier bins dropped by a median rule,
-//!    variance from the bin means so correlated noise is not mistaken for averaging). The
-//!    fit also takes each bin's mean bracket width as a regressor: where the midpoints shift
-//!    with the widths for a while (a read whose slow part falls on one side of the latch,
-//!    as semihosting's under QEMU after each host preemption), that shift is not taken for
-//!    a rate.
-//! 4. **Time** is measured by the reference itself: the loop ends when the reference has
-//!    advanced by [`Config::max_duration`], or earlier, as soon as the measurement
-//!    uncertainty reaches [`Config::target_ppb`] with at least [`Config::min_samples`]
-//!    samples. No sleeping, no other clock.
-//!
-//! Everything is integer arithmetic (`u64`/`u128`, 256-bit products where needed), with no
-//! allocation and no panics, so it runs in early boot on bare metal, soft-float targets
-//! included.
-//!
-//! # The uncertainty
-//!
-//! [`Calibration::uncertainty_ppb`] is an *expanded* uncertainty meant to contain the true
-//! error at least 99 % of the time (coverage factor ≥ 3 on the standard uncertainty; the
-//! `sim` tests check the 99 % over 1000 seeded runs). It is the sum of the measurement's own
-//! uncertainty ([`Calibration::measurement_ppb`]), the reference's stated accuracy
-//! ([`Accuracy::bound_ppb`] of [`Reference::frequency`]) and the rounding to millihertz.
-//! The target and [`Calibration::met_target`] concern the measurement part only: waiting
-//! longer cannot shrink the reference's own tolerance. The early stop and `met_target`
-//! judge the same figure, `measurement_ppb`, so a run that stops early has met its target.
-//!
-//! The bound rests on one assumption about the reference (see [`Reference`]'s contract):
-//! where in its read the count is latched may scatter, and may move with how long the read
-//! takes, but does not drift inside brackets of unchanged width during the calibration. A
-//! latch point that drifts by `δ` over a calibration of length `T` biases the rate by `δ/T`
-//! and nothing in the data shows it.
-//!
-//! Measured where the truth is exact (QEMU's `aarch64-virt`, whose counter runs at exactly
-//! 62.5 MHz of the semihosting reference), `cargo xtask coverage` counts the boots outside
-//! their bound (the README's "Tests" quotes a run).
-//!
-//! # Target not met
-//!
-//! If the target is not reached within the maximum duration, calibration still returns
-//! `Ok` with the best estimate and its honest (larger) bound, and `met_target == false`.
-//! It returns [`CalibrationError::TooFewSamples`] only when noise left too few accepted samples for a
-//! fit at all (fewer than [`Config::min_samples`], or fewer than three bins).
-//!
-//! # Example
-//!
-//! ```
-//! use baretime::{calibrate, Config};
-//! use baretime::CounterReference;
-//! use baretime::{Accuracy, FnCounter, Frequency, Source};
-//! use core::cell::Cell;
-//! use core::time::Duration;
-//!
-//! // A toy world: a 1 MHz reference and a counter at exactly 3 ticks per reference tick,
-//! // advancing on every read.
-//! let t = Cell::new(0u64);
-//! let counter = FnCounter::new(|| { t.set(t.get() + 1); t.get() }, 64);
-//! let reference = CounterReference::new(
-//!     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }, 64),
-//!     Frequency::from_hz(1_000_000, Source::Reference, Accuracy::Exact).unwrap(),
-//! );
-//! let config = Config::new().with_target_ppb(10_000).with_max_duration(Duration::from_millis(50));
-//! let cal = calibrate(&counter, reference, config).unwrap();
-//! assert_eq!(cal.frequency.as_hz(), 3_000_000);
-//! assert!(cal.met_target);
-//! ```
+//! The method, the meaning of the bound and an example are on [`calibrate`]'s docs (this
+//! module is private; they render there).
 //!
 //! [`Counter`]: crate::Counter
-//! [`Accuracy::bound_ppb`]: crate::Accuracy::bound_ppb
 
 mod bounded;
 mod counter_reference;
@@ -111,8 +30,6 @@ use crate::frequency::{Frequency, Mhz, Milli};
 use crate::instant::duration_ns;
 use crate::scale::saturate_u64;
 
-/// The reference timer the calibration measures against; it lives in [`crate::reference`],
-/// beside its implementations.
 pub use counter_reference::CounterReference;
 pub use reference::Reference;
 pub use sampler::calibrate;
@@ -315,16 +232,20 @@ const fn clamp_hz(v: u64) -> u64 {
 }
 
 /// The result of a calibration: the counter's measured rate and how far to trust it.
+///
+/// The bound is the rate's own accuracy, `cal.frequency.accuracy().bound_ppb()`: the
+/// expanded uncertainty (≥ 99 % coverage, see [`calibrate`]) in ppb, the measurement's part
+/// ([`Calibration::measurement_ppb`]) plus the reference's stated tolerance. A `Frequency`
+/// carries it wherever it goes: to [`verify`](crate::verify), to a `Clock`, to a log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct Calibration {
     /// The measured rate: source [`crate::Source::Calibrated`], accuracy
-    /// [`crate::Accuracy::Measured`] with [`Calibration::uncertainty_ppb`].
+    /// [`crate::Accuracy::Measured`] with the expanded uncertainty (≥ 99 % coverage) in ppb:
+    /// the measurement's part (mHz rounding included) plus the reference's stated tolerance.
+    /// Read it with [`crate::Accuracy::bound_ppb`].
     pub frequency: Frequency,
-    /// Expanded uncertainty (≥ 99 % coverage) in ppb: measurement + reference tolerance +
-    /// rounding.
-    pub uncertainty_ppb: u64,
     /// The measurement's own part of the uncertainty, in ppb (what the target is compared to).
     pub measurement_ppb: u64,
     /// Samples the fit used.
@@ -349,7 +270,7 @@ impl fmt::Display for Calibration {
             f,
             "{} MHz ±{} ppm ({} samples, {} rejected, {} ms against {}{})",
             Mhz(self.frequency.as_millihz()),
-            Milli(self.uncertainty_ppb),
+            Milli(self.frequency.accuracy().bound_ppb()),
             self.samples_used,
             self.samples_rejected,
             Milli(us),

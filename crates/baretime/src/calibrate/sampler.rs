@@ -19,12 +19,20 @@ const INCONSISTENT_LIMIT: u32 = 8;
 /// If neither count moves for this many samples, the counter is reported stuck.
 const SAME_READS_LIMIT: u32 = 1 << 20;
 
-/// Measures `counter` against `reference`.
+/// Measures how fast `counter` runs against `reference`, says how sure the measurement is
+/// ([`Calibration`]), and never returns a silently wrong rate ([`CalibrationError`]).
+///
+/// ```text
+///  counter ─┐   ┌─ read counter ─┬─ read reference ─┬─ read counter ─┐  one sample: the
+///           └──►│      c0        │        r         │       c1       │  reference read lies
+///               └────────────────┴──────────────────┴────────────────┘  inside [c0, c1]
+/// ```
 ///
 /// Pass the counter by reference (`&tsc`) and the reference by `&mut` to keep them; both
 /// traits are implemented for references. The loop reads each about once per sample and
-/// runs until the reference has advanced by [`Config::max_duration`] or the target is met
-/// (see the [module docs](super) for the method and the meaning of the result).
+/// runs until the reference has advanced by [`Config::max_duration`] or the target is met.
+/// To check what the hardware claims against the measurement as well, call
+/// [`calibrate_and_verify`](crate::calibrate_and_verify).
 ///
 /// For a trustworthy result, keep the calling CPU from migrating (pin the thread, or call it
 /// before other CPUs run) and, in a kernel, with interrupts enabled or not as you like:
@@ -32,8 +40,93 @@ const SAME_READS_LIMIT: u32 = 1 << 20;
 ///
 /// # Errors
 ///
-/// Every [`CalibrationError`] variant but the config-dependent ones can come from faulty hardware; none
-/// comes from noise alone except [`CalibrationError::TooFewSamples`].
+/// Every [`CalibrationError`] variant but the config-dependent ones can come from faulty
+/// hardware; none comes from noise alone except [`CalibrationError::TooFewSamples`].
+///
+/// # How it works
+///
+/// 1. **Brackets.** Each sample reads the counter, the reference, the counter. The reference
+///    was read somewhere inside the bracket `[c0, c1]`, so its width is that sample's timing
+///    uncertainty. A bracket much wider than the narrowest seen (wider than `2·w_min + 2`
+///    ticks) had an SMI, an interrupt, a preemption or a VM exit land in it and is rejected.
+///    Whatever happens *between* samples costs nothing: each sample stands on its own.
+/// 2. **Unwrapping and sanity.** Both counts are unwrapped to 64 bits. A reference narrower
+///    than 64 bits (the PIT's 16) is unwrapped against the rate measured so far, so even a
+///    stall longer than a whole wrap period is counted right; a reference step that the
+///    counter cannot explain is rejected as a glitch, and a run of them is an error
+///    ([`CalibrationError::Discontinuity`]). Steps
+///    backwards, counts that stand still, and rates outside the plausible range are typed
+///    [`CalibrationError`]s, never a silently wrong frequency.
+/// 3. **The fit.** A least-squares line through every accepted bracket midpoint, over the
+///    whole window, robust to outliers, with an uncertainty from the scatter of the data
+///    *and* a floor from the bracket widths and the reference's resolution (argued in the
+///    fit's source, `src/calibrate/fit.rs`: exact integer sums in 32–64 bins, outlier bins
+///    dropped by a median rule, variance from the bin means so correlated noise is not
+///    mistaken for averaging). The
+///    fit also takes each bin's mean bracket width as a regressor: where the midpoints shift
+///    with the widths for a while (a read whose slow part falls on one side of the latch,
+///    as semihosting's under QEMU after each host preemption), that shift is not taken for
+///    a rate.
+/// 4. **Time** is measured by the reference itself: the loop ends when the reference has
+///    advanced by [`Config::max_duration`], or earlier, as soon as the measurement
+///    uncertainty reaches [`Config::target_ppb`] with at least [`Config::min_samples`]
+///    samples. No sleeping, no other clock.
+///
+/// Everything is integer arithmetic (`u64`/`u128`, 256-bit products where needed), with no
+/// allocation and no panics, so it runs in early boot on bare metal, soft-float targets
+/// included.
+///
+/// # The uncertainty
+///
+/// The bound, [`Accuracy::bound_ppb`] of the [`Calibration::frequency`] it returns
+/// (`cal.frequency.accuracy().bound_ppb()`), is an *expanded* uncertainty meant to contain
+/// the true error at least 99 % of the time (coverage factor ≥ 3 on the standard
+/// uncertainty; the simulation tests, over baretime-sim, check the 99 % over 1000 seeded
+/// runs). It is the sum of the measurement's own uncertainty ([`Calibration::measurement_ppb`]), the reference's stated accuracy
+/// ([`Accuracy::bound_ppb`] of [`Reference::frequency`]) and the rounding to millihertz.
+/// The target and [`Calibration::met_target`] concern the measurement part only: waiting
+/// longer cannot shrink the reference's own tolerance. The early stop and `met_target`
+/// judge the same figure, `measurement_ppb`, so a run that stops early has met its target.
+///
+/// The bound rests on one assumption about the reference (see [`Reference`]'s contract):
+/// where in its read the count is latched may scatter, and may move with how long the read
+/// takes, but does not drift inside brackets of unchanged width during the calibration. A
+/// latch point that drifts by `δ` over a calibration of length `T` biases the rate by `δ/T`
+/// and nothing in the data shows it.
+///
+/// Measured where the truth is exact (QEMU's `aarch64-virt`, whose counter runs at exactly
+/// 62.5 MHz of the semihosting reference), `cargo xtask coverage` counts the boots outside
+/// their bound (the README's "Tests" quotes a run).
+///
+/// # Target not met
+///
+/// If the target is not reached within the maximum duration, calibration still returns
+/// `Ok` with the best estimate and its honest (larger) bound, and `met_target == false`.
+/// It returns [`CalibrationError::TooFewSamples`] only when noise left too few accepted
+/// samples for a fit at all (fewer than [`Config::min_samples`], or fewer than three bins).
+///
+/// # Example
+///
+/// ```
+/// use baretime::{calibrate, Config, CounterReference, FnCounter, Frequency};
+/// use core::cell::Cell;
+/// use core::time::Duration;
+///
+/// // A toy world: a 1 MHz reference and a counter at exactly 3 ticks per reference tick,
+/// // advancing on every read.
+/// let t = Cell::new(0u64);
+/// let counter = FnCounter::new(|| { t.set(t.get() + 1); t.get() }, 64);
+/// let reference = CounterReference::new(
+///     FnCounter::new(|| { t.set(t.get() + 1); t.get() / 3 }, 64),
+///     Frequency::exact_hz(1_000_000).unwrap(),
+/// );
+/// let config = Config::new().with_target_ppb(10_000).with_max_duration(Duration::from_millis(50));
+/// let cal = calibrate(&counter, reference, config).unwrap();
+/// assert_eq!(cal.frequency.as_hz(), 3_000_000);
+/// assert!(cal.met_target);
+/// // The bound, in ppb: the measurement's, within the target (the reference is exact).
+/// assert!(cal.frequency.accuracy().bound_ppb() <= 10_000);
+/// ```
 pub fn calibrate<C: Counter, R: Reference>(
     counter: C,
     mut reference: R,
@@ -570,7 +663,6 @@ impl Engine {
         .map_or(u64::MAX, saturate_u64);
         Ok(Calibration {
             frequency,
-            uncertainty_ppb,
             measurement_ppb,
             samples_used: fit.used,
             samples_rejected: self.rejected.saturating_add(fit.dropped),

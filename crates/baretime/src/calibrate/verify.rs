@@ -14,6 +14,7 @@ pub enum Verdict {
     /// No claim to check: the measurement is used.
     Unclaimed,
     /// The claim agrees with the measurement and is kept, being the more precise.
+    /// ([`Verdict::is_confirmed`] asks whether the claim agreed, whichever was kept.)
     Confirmed {
         /// Claim minus measurement, in ppb of the measurement.
         deviation_ppb: i64,
@@ -51,7 +52,16 @@ impl Verdict {
         }
     }
 
-    /// True when a claim was rejected.
+    /// True when there was a claim and the measurement confirms it: it agrees within the
+    /// allowed deviation, whether it was kept ([`Verdict::Confirmed`]: the claim is the more
+    /// precise) or the measurement was ([`Verdict::Consistent`]). [`Verified::chosen`] says
+    /// which rate is used.
+    ///
+    pub const fn is_confirmed(&self) -> bool {
+        matches!(self, Verdict::Confirmed { .. } | Verdict::Consistent { .. })
+    }
+
+    /// True when a claim was rejected: it disagrees with the measurement, which is used.
     pub const fn is_disagreement(&self) -> bool {
         matches!(self, Verdict::Disagrees { .. })
     }
@@ -132,7 +142,7 @@ pub struct Verified {
 /// # The allowed deviation
 ///
 /// `allowed = U + B + max(M/2, 1 ppm)`, where `U` is the calibration's expanded uncertainty
-/// ([`Calibration::uncertainty_ppb`]: the measurement's own part `M`,
+/// (the bound of its [`Calibration::frequency`]: the measurement's own part `M`,
 /// [`Calibration::measurement_ppb`], plus the reference's stated tolerance `R`) and `B` the
 /// claim's own stated bound (0 for exact claims).
 ///
@@ -179,7 +189,7 @@ pub fn verify(claim: Option<Frequency>, calibration: &Calibration) -> Verified {
             calibration: *calibration,
         };
     };
-    let u = calibration.uncertainty_ppb;
+    let u = calibration.frequency.accuracy().bound_ppb();
     let claim_bound = claim.accuracy().bound_ppb();
     // The reference's tolerance is inside `u` already; the margin is on the measurement.
     let allowed_ppb = u
@@ -269,7 +279,6 @@ mod tests {
                 },
             )
             .unwrap(),
-            uncertainty_ppb: u_ppb,
             measurement_ppb: m_ppb,
             samples_used: 1000,
             samples_rejected: 0,
@@ -298,6 +307,7 @@ mod tests {
             v.verdict
         );
         assert_eq!(v.verdict.deviation_ppb(), Some(770));
+        assert!(v.verdict.is_confirmed() && !v.verdict.is_disagreement());
     }
 
     #[test]
@@ -325,7 +335,7 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(v.verdict.is_disagreement());
+        assert!(v.verdict.is_disagreement() && !v.verdict.is_confirmed());
     }
 
     #[test]
@@ -445,6 +455,9 @@ mod tests {
         let v = verify(Some(claim), &c);
         assert_eq!(v.chosen, c.frequency);
         assert!(matches!(v.verdict, Verdict::Consistent { .. }));
+        // Confirmed all the same: the claim agreed, the measurement was the more precise.
+        assert!(v.verdict.is_confirmed());
         assert_eq!(verify(None, &c).verdict, Verdict::Unclaimed);
+        assert!(!Verdict::Unclaimed.is_confirmed());
     }
 }
