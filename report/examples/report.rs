@@ -189,7 +189,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
             out.push(' ');
         }
         out.push(c);
@@ -803,7 +803,9 @@ fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
             attempts: attempt,
         };
         let flagged = cost.noisy_keys().len();
-        let better = best.as_ref().is_none_or(|b| flagged < b.noisy_keys().len());
+        let better = best
+            .as_ref()
+            .map_or(true, |b| flagged < b.noisy_keys().len());
         if better {
             best = Some(cost);
         }
