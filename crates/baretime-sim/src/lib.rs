@@ -38,6 +38,17 @@
 
 #![cfg_attr(not(test), no_std)]
 #![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod faulty;
