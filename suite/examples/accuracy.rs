@@ -273,7 +273,7 @@ fn simulation(reps: usize) {
     println!("    reads 1 µs ± 0.3 µs) with 100 µs SMI stalls 10×/s; true rate known\n");
     header();
     let counter_timer = |world: &SimWorld| {
-        SimTimer::new(2_300_000_000).error_ppb(world.random_below(200_001) as i64 - 100_000)
+        SimTimer::new(2_300_000_000).with_error_ppb(world.random_below(200_001) as i64 - 100_000)
     };
     let reps_for = |ms: u64| if ms >= 200 { reps.min(3) } else { reps };
 

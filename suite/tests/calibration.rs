@@ -90,7 +90,7 @@ fn counter_reference_checks_a_firmware_frequency() {
     .with_name("tsc");
     assert_eq!(reference.name(), "tsc");
     // Firmware says 24 MHz; the counter really runs at 25 MHz.
-    let cntvct = SimCounter::new(&world, SimTimer::new(25_000_000).bits(56));
+    let cntvct = SimCounter::new(&world, SimTimer::new(25_000_000).with_bits(56));
     let claim = Frequency::from_hz(
         24_000_000,
         Source::Cntfrq,

@@ -11,7 +11,7 @@
 use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
 use baretime::{Calibration, CalibrationError, Config, Verdict, Verified};
 use baretime::{CounterReference, StdReference};
-use baretime_aarch64::{Aarch64Discovery, Aarch64Features, Midr};
+use baretime_aarch64::{Aarch64Discovery, Midr};
 use baretime_diag::{
     Histogram, Participation, ReadStats, Spins, WarpCheck, WarpError, WarpReport, WarpVerdict,
 };
@@ -73,7 +73,6 @@ fn every_public_type_is_format() {
     is_format::<CrystalSource>();
     is_format::<Crystal>();
     is_format::<X86Discovery>();
-    is_format::<Aarch64Features>();
     is_format::<Midr>();
     is_format::<Aarch64Discovery>();
     is_format::<DumpFormat>();

@@ -17,7 +17,7 @@ use core::cell::Cell;
 use core::time::Duration;
 
 use baretime::{Clock, FnCounter, Frequency};
-use baretime_aarch64::{read_counted, Erratum};
+use baretime_aarch64::Erratum;
 use baretime_sim::FaultyRead;
 use baretime_sim::SimWorld;
 
@@ -74,7 +74,7 @@ fn run(erratum: Erratum, workaround: bool, seed: u64) -> Tally {
         }
         let t0 = truth.now.get();
         let v = if workaround {
-            let r = read_counted(erratum, raw);
+            let r = erratum.read(raw);
             tally.unsettled += u64::from(!r.settled);
             r.ticks
         } else {
@@ -144,11 +144,11 @@ fn sun50i_unknown1_low_bits_at_rollover() {
 fn each_workaround_is_specific() {
     // 858921's single re-read does not catch random garbage.
     let truth = Truth::new(3);
-    let model = FaultyRead::new(Erratum::FslA008585, 3).one_in(10);
+    let model = FaultyRead::new(Erratum::FslA008585, 3).with_one_in(10);
     let mut untrue = 0;
     for _ in 0..100_000 {
         let t0 = truth.now.get();
-        let v = read_counted(Erratum::Arm858921, || model.read(truth.step())).ticks;
+        let v = Erratum::Arm858921.read(|| model.read(truth.step())).ticks;
         untrue += u32::from(v < t0 || v > truth.now.get());
     }
     assert!(untrue > 0);
@@ -167,7 +167,7 @@ fn a_clock_on_the_858921_model() {
         let read = || {
             let raw = || model.read(truth.step());
             if workaround {
-                read_counted(Erratum::Arm858921, raw).ticks
+                Erratum::Arm858921.read(raw).ticks
             } else {
                 raw()
             }
@@ -254,7 +254,7 @@ proptest::proptest! {
             s.push(v);
             v
         };
-        let r = read_counted(erratum, raw);
+        let r = erratum.read(raw);
         let seen = seen.into_inner();
         proptest::prop_assert!(r.reads >= 1 && r.reads <= erratum.max_reads());
         proptest::prop_assert_eq!(r.reads as usize, seen.len());

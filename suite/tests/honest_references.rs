@@ -96,7 +96,7 @@ fn run(
 #[test]
 fn exact_claim_survives_a_pm_timer_50_ppm_fast() {
     let claim = cpuid_15h(2_400_000_000);
-    let pm = SimTimer::acpi_pm().error_ppb(50_000);
+    let pm = SimTimer::acpi_pm().with_error_ppb(50_000);
     let (v, truth) = run(1, 2_400_000_000, pm, pm_timer_accuracy(), claim);
     let cal = v.calibration;
     eprintln!("{cal}\n{}", v.verdict);
@@ -123,7 +123,7 @@ fn exact_claim_survives_a_pm_timer_50_ppm_fast() {
 fn exact_claim_survives_a_pm_timer_slow_within_tolerance() {
     for (seed, error_ppb) in [(2, -50_000), (3, -90_000), (4, 90_000)] {
         let claim = cpuid_15h(2_400_000_000);
-        let pm = SimTimer::acpi_pm().error_ppb(error_ppb);
+        let pm = SimTimer::acpi_pm().with_error_ppb(error_ppb);
         let (v, truth) = run(seed, 2_400_000_000, pm, pm_timer_accuracy(), claim);
         assert_eq!(v.chosen, claim, "{error_ppb}: {}", v.verdict);
         let cal = v.calibration;
@@ -138,7 +138,7 @@ fn exact_claim_survives_a_pm_timer_slow_within_tolerance() {
 fn a_wrong_claim_still_disagrees_against_a_pm_timer() {
     // 0x15 says 2.7 GHz; the TSC runs at 2.6 GHz; the PM timer is 50 ppm fast.
     let claim = cpuid_15h(2_700_000_000);
-    let pm = SimTimer::acpi_pm().error_ppb(50_000);
+    let pm = SimTimer::acpi_pm().with_error_ppb(50_000);
     let (v, truth) = run(5, 2_600_000_000, pm, pm_timer_accuracy(), claim);
     let cal = v.calibration;
     match v.verdict {
@@ -164,12 +164,12 @@ fn a_wrong_claim_still_disagrees_against_a_pm_timer() {
 fn hpet_within_its_500_ppm_keeps_the_claim_but_not_a_0_4_percent_error() {
     // A PC HPET (14.318 MHz, 32 bits) whose crystal is 300 ppm slow.
     let hpet = SimTimer::new(14_318_180)
-        .bits(32)
-        .read_cost(
+        .with_bits(32)
+        .with_read_cost(
             core::time::Duration::from_nanos(600),
             core::time::Duration::from_nanos(100),
         )
-        .error_ppb(-300_000);
+        .with_error_ppb(-300_000);
     let claim = cpuid_15h(2_400_000_000);
     let (v, truth) = run(6, 2_400_000_000, hpet, hpet_accuracy(), claim);
     assert_eq!(v.chosen, claim, "{}", v.verdict);

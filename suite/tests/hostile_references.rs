@@ -69,8 +69,8 @@ fn dead_reference_with_claim(
         inner: SimReference::new(
             &world,
             SimTimer::acpi_pm()
-                .read_cost(Duration::from_micros(1), Duration::from_nanos(100))
-                .fault(SimFault::StuckAfter(dies_at)),
+                .with_read_cost(Duration::from_micros(1), Duration::from_nanos(100))
+                .with_fault(SimFault::StuckAfter(dies_at)),
             "dead",
         ),
         world: &world,
@@ -133,7 +133,7 @@ fn a_rate_hint_in_the_config_bounds_the_wait_too() {
         let reference = Deadline {
             inner: SimReference::new(
                 &world,
-                SimTimer::pit().fault(SimFault::StuckAfter(Duration::ZERO)),
+                SimTimer::pit().with_fault(SimFault::StuckAfter(Duration::ZERO)),
                 "dead",
             ),
             world: &world,
@@ -169,7 +169,7 @@ fn without_a_hint_the_plausible_range_bounds_the_wait() {
     let reference = Deadline {
         inner: SimReference::new(
             &world,
-            SimTimer::acpi_pm().fault(SimFault::StuckAfter(Duration::ZERO)),
+            SimTimer::acpi_pm().with_fault(SimFault::StuckAfter(Duration::ZERO)),
             "dead",
         ),
         world: &world,
@@ -199,7 +199,7 @@ fn a_wrong_claim_does_not_make_a_working_reference_look_stuck() {
         (1, SimTimer::pit()),
         (
             2,
-            SimTimer::new(1_000).read_cost(Duration::from_micros(1), Duration::ZERO),
+            SimTimer::new(1_000).with_read_cost(Duration::from_micros(1), Duration::ZERO),
         ),
     ] {
         let world = SimWorld::new(seed);
@@ -223,10 +223,11 @@ fn a_wrong_claim_does_not_make_a_working_reference_look_stuck() {
 fn stop_run(seed: u64, hz: u64, target_ppb: u64) -> (baretime::Calibration, bool) {
     let world = SimWorld::new(seed);
     let err = world.random_below(2_001) as i64 - 1_000;
-    let counter = SimCounter::new(&world, SimTimer::new(hz).error_ppb(err));
+    let counter = SimCounter::new(&world, SimTimer::new(hz).with_error_ppb(err));
     let reference = SimReference::new(
         &world,
-        SimTimer::new(1_000_000_000).read_cost(Duration::from_micros(1), Duration::from_nanos(300)),
+        SimTimer::new(1_000_000_000)
+            .with_read_cost(Duration::from_micros(1), Duration::from_nanos(300)),
         "sim",
     );
     let max = Duration::from_millis(200);

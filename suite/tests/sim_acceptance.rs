@@ -11,10 +11,13 @@ use core::time::Duration;
 /// and its true error in ppb.
 fn pit_run(seed: u64, error_ppb: i64, ms: u64) -> (Calibration, i64, u64) {
     let world = SimWorld::new(seed).with_smi(10, Duration::from_micros(100));
-    let tsc = SimCounter::new(&world, SimTimer::new(2_300_000_000).error_ppb(error_ppb));
+    let tsc = SimCounter::new(
+        &world,
+        SimTimer::new(2_300_000_000).with_error_ppb(error_ppb),
+    );
     let pit = SimReference::new(
         &world,
-        SimTimer::pit().start_at(seed.wrapping_mul(7919)),
+        SimTimer::pit().with_start_ticks(seed.wrapping_mul(7919)),
         "pit",
     );
     let config = Config::new()

@@ -48,7 +48,7 @@ fn run(seed: u64) -> Outcome {
         ),
         // ACPI PM timer (24 bits), latched late in the read, for 3 ms.
         2 => (
-            SimTimer::acpi_pm().latch_at_permille(900),
+            SimTimer::acpi_pm().with_latch_at_permille(900),
             SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(0)
@@ -57,7 +57,7 @@ fn run(seed: u64) -> Outcome {
         // A fast 64-bit reference (HPET-like, 14.318 MHz) with early stop at 2 ppm.
         3 => (
             SimTimer::new(14_318_180)
-                .read_cost(Duration::from_nanos(500), Duration::from_nanos(200)),
+                .with_read_cost(Duration::from_nanos(500), Duration::from_nanos(200)),
             SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(2_000)
@@ -66,9 +66,9 @@ fn run(seed: u64) -> Outcome {
         // A coarse reference: 1 MHz counting in steps of 16, 32 bits.
         4 => (
             SimTimer::new(1_000_000)
-                .bits(32)
-                .quantum(16)
-                .read_cost(Duration::from_nanos(300), Duration::from_nanos(100)),
+                .with_bits(32)
+                .with_quantum(16)
+                .with_read_cost(Duration::from_nanos(300), Duration::from_nanos(100)),
             SimTimer::new(hz),
             Config::new()
                 .with_target_ppb(0)
@@ -77,8 +77,9 @@ fn run(seed: u64) -> Outcome {
         // A slow counter (24 MHz, like CNTVCT) against a 1 GHz reference read in 30 ns.
         5 => (
             SimTimer::new(1_000_000_000)
-                .read_cost(Duration::from_nanos(30), Duration::from_nanos(10)),
-            SimTimer::new(24_000_000).read_cost(Duration::from_nanos(10), Duration::from_nanos(3)),
+                .with_read_cost(Duration::from_nanos(30), Duration::from_nanos(10)),
+            SimTimer::new(24_000_000)
+                .with_read_cost(Duration::from_nanos(10), Duration::from_nanos(3)),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_micros(500)),
@@ -88,17 +89,22 @@ fn run(seed: u64) -> Outcome {
         // quarter of it before the latch; early stop at 1 ppm, as the boot kernel does.
         _ => (
             SimTimer::new(1_000_000_000)
-                .read_cost(Duration::from_nanos(250), Duration::from_nanos(30))
-                .regime_cost(Duration::from_nanos(200), 250),
-            SimTimer::new(62_500_000).read_cost(Duration::from_nanos(40), Duration::from_nanos(10)),
+                .with_read_cost(Duration::from_nanos(250), Duration::from_nanos(30))
+                .with_regime_cost(Duration::from_nanos(200), 250),
+            SimTimer::new(62_500_000)
+                .with_read_cost(Duration::from_nanos(40), Duration::from_nanos(10)),
             Config::new()
                 .with_target_ppb(1_000)
                 .with_max_duration(Duration::from_millis(200)),
         ),
     };
     let start = world.random();
-    let tsc = SimCounter::new(&world, counter.error_ppb(err).start_at(start));
-    let reference = SimReference::new(&world, reference.start_at(start.rotate_left(17)), "sim");
+    let tsc = SimCounter::new(&world, counter.with_error_ppb(err).with_start_ticks(start));
+    let reference = SimReference::new(
+        &world,
+        reference.with_start_ticks(start.rotate_left(17)),
+        "sim",
+    );
     let cal = calibrate(&tsc, reference, config).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
     let truth = tsc.timer().true_millihz() as i128;
     let err_ppb = ((cal.frequency.as_millihz() as i128 - truth) * 1_000_000_000 / truth) as i64;

@@ -22,7 +22,7 @@ struct Run {
 fn run(seed: u64, counter: SimTimer, reference: SimTimer, config: Config) -> Run {
     let world = SimWorld::new(seed).with_smi(50, us(100));
     let err = (world.random_below(400_001) as i64) - 200_000; // ±200 ppm
-    let c = SimCounter::new(&world, counter.error_ppb(err));
+    let c = SimCounter::new(&world, counter.with_error_ppb(err));
     let r = SimReference::new(&world, reference, "sim");
     let t0 = world.now();
     let result = calibrate(&c, r, config);
@@ -74,11 +74,11 @@ fn slow_cntvct_against_semihosting_ns_clock() {
     coverage("cntvct-vs-semihosting", 200, |seed| {
         (
             SimTimer::new(62_500_000)
-                .read_cost(Duration::from_nanos(10), Duration::from_nanos(3))
-                .start_at(seed.wrapping_mul(0x9e37_79b9)),
+                .with_read_cost(Duration::from_nanos(10), Duration::from_nanos(3))
+                .with_start_ticks(seed.wrapping_mul(0x9e37_79b9)),
             SimTimer::new(1_000_000_000)
-                .read_cost(us(5), us(3))
-                .start_at(seed << 20),
+                .with_read_cost(us(5), us(3))
+                .with_start_ticks(seed << 20),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(5)),
@@ -93,11 +93,11 @@ fn counter_coarser_than_a_fast_reference_read() {
     coverage("coarse-counter", 200, |seed| {
         (
             SimTimer::new(62_500_000)
-                .read_cost(Duration::from_nanos(4), Duration::from_nanos(1))
-                .start_at(seed.wrapping_mul(0x1234_5679)),
+                .with_read_cost(Duration::from_nanos(4), Duration::from_nanos(1))
+                .with_start_ticks(seed.wrapping_mul(0x1234_5679)),
             SimTimer::new(1_000_000_000)
-                .read_cost(Duration::from_nanos(5), Duration::from_nanos(2))
-                .start_at(seed << 24),
+                .with_read_cost(Duration::from_nanos(5), Duration::from_nanos(2))
+                .with_start_ticks(seed << 24),
             Config::new().with_target_ppb(0).with_max_duration(us(300)),
         )
     });
@@ -108,10 +108,10 @@ fn counter_below_1_mhz_against_1_ghz() {
     // A 250 kHz counter (4 µs ticks): a bracket is usually 0 ticks wide.
     coverage("250khz-counter", 200, |seed| {
         (
-            SimTimer::new(250_000).start_at(seed.wrapping_mul(77)),
+            SimTimer::new(250_000).with_start_ticks(seed.wrapping_mul(77)),
             SimTimer::new(1_000_000_000)
-                .read_cost(Duration::from_nanos(40), Duration::from_nanos(10))
-                .start_at(seed << 16),
+                .with_read_cost(Duration::from_nanos(40), Duration::from_nanos(10))
+                .with_start_ticks(seed << 16),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(20))
@@ -126,11 +126,11 @@ fn hpet_32_bit_wraps_during_calibration() {
     let worst = coverage("hpet32-wrap", 100, |seed| {
         (
             SimTimer::new(2_000_000_000 + seed * 1_000_000)
-                .start_at(seed.wrapping_mul(u64::MAX / 101)),
+                .with_start_ticks(seed.wrapping_mul(u64::MAX / 101)),
             SimTimer::new(14_318_180)
-                .bits(32)
-                .read_cost(Duration::from_nanos(500), Duration::from_nanos(200))
-                .start_at((1u64 << 32) - 14_318 - seed * 7),
+                .with_bits(32)
+                .with_read_cost(Duration::from_nanos(500), Duration::from_nanos(200))
+                .with_start_ticks((1u64 << 32) - 14_318 - seed * 7),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(4)),
@@ -155,7 +155,7 @@ fn reference_stopping_midway_ends_near_max_duration() {
         let r = run(
             i as u64,
             SimTimer::new(hz),
-            SimTimer::pit().fault(SimFault::StuckAfter(Duration::from_millis(3))),
+            SimTimer::pit().with_fault(SimFault::StuckAfter(Duration::from_millis(3))),
             Config::new()
                 .with_target_ppb(0)
                 .with_max_duration(Duration::from_millis(20)),

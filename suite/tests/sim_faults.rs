@@ -57,7 +57,7 @@ fn healthy_pit_calibration_is_bounded() {
     let (r, truth) = run(
         1,
         None,
-        SimTimer::new(TSC_HZ).error_ppb(40_000),
+        SimTimer::new(TSC_HZ).with_error_ppb(40_000),
         SimTimer::pit(),
         short(),
     );
@@ -71,13 +71,13 @@ fn healthy_pit_calibration_is_bounded() {
 
 #[test]
 fn reference_stuck() {
-    let pit = SimTimer::pit().fault(SimFault::StuckAfter(ms(2)));
+    let pit = SimTimer::pit().with_fault(SimFault::StuckAfter(ms(2)));
     assert_eq!(
         run(2, None, SimTimer::new(TSC_HZ), pit, short()).0,
         Err(CalibrationError::ReferenceStuck)
     );
     // Stuck from the very start: never warms up.
-    let pit = SimTimer::pit().fault(SimFault::StuckAfter(Duration::ZERO));
+    let pit = SimTimer::pit().with_fault(SimFault::StuckAfter(Duration::ZERO));
     assert_eq!(
         run(2, None, SimTimer::new(TSC_HZ), pit, short()).0,
         Err(CalibrationError::ReferenceStuck)
@@ -86,14 +86,14 @@ fn reference_stuck() {
 
 #[test]
 fn reference_backwards_narrow_and_wide() {
-    let pit = SimTimer::pit().fault(SimFault::BackwardsAt { at: ms(3), by: 100 });
+    let pit = SimTimer::pit().with_fault(SimFault::BackwardsAt { at: ms(3), by: 100 });
     let (r, _) = run(3, None, SimTimer::new(TSC_HZ), pit, short());
     assert!(
         matches!(r, Err(CalibrationError::ReferenceBackwards { by_ticks }) if by_ticks > 90 && by_ticks <= 100),
         "{r:?}"
     );
     // During warm-up (the first samples), on a 64-bit reference.
-    let hpet = SimTimer::new(14_318_180).fault(SimFault::BackwardsAt {
+    let hpet = SimTimer::new(14_318_180).with_fault(SimFault::BackwardsAt {
         at: Duration::from_micros(3),
         by: 1_000,
     });
@@ -107,7 +107,7 @@ fn reference_backwards_narrow_and_wide() {
 #[test]
 fn reference_jumping_forward_is_inconsistent() {
     // A persistent forward jump of a million ticks (an unlatched read gone wrong, a skip).
-    let hpet = SimTimer::new(14_318_180).fault(SimFault::BackwardsAt {
+    let hpet = SimTimer::new(14_318_180).with_fault(SimFault::BackwardsAt {
         at: ms(2),
         by: 0u64.wrapping_sub(1_000_000),
     });
@@ -119,20 +119,20 @@ fn reference_jumping_forward_is_inconsistent() {
 
 #[test]
 fn a_single_reference_spike_is_rejected_and_bounded() {
-    let pit = SimTimer::pit().fault(SimFault::SpikeAt {
+    let pit = SimTimer::pit().with_fault(SimFault::SpikeAt {
         at: ms(4),
         by: 5_000,
     });
     let (r, truth) = run(
         5,
         None,
-        SimTimer::new(TSC_HZ).error_ppb(-3_000),
+        SimTimer::new(TSC_HZ).with_error_ppb(-3_000),
         pit,
         short(),
     );
     let cal = assert_bounded(r, truth);
     assert!(cal.samples_rejected >= 1);
-    let hpet = SimTimer::new(14_318_180).fault(SimFault::SpikeAt {
+    let hpet = SimTimer::new(14_318_180).with_fault(SimFault::SpikeAt {
         at: ms(4),
         by: 1 << 40,
     });
@@ -142,12 +142,12 @@ fn a_single_reference_spike_is_rejected_and_bounded() {
 
 #[test]
 fn counter_stuck() {
-    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(ms(1)));
+    let tsc = SimTimer::new(TSC_HZ).with_fault(SimFault::StuckAfter(ms(1)));
     assert_eq!(
         run(6, None, tsc, SimTimer::pit(), short()).0,
         Err(CalibrationError::CounterStuck)
     );
-    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(Duration::ZERO));
+    let tsc = SimTimer::new(TSC_HZ).with_fault(SimFault::StuckAfter(Duration::ZERO));
     assert_eq!(
         run(6, None, tsc, SimTimer::pit(), short()).0,
         Err(CalibrationError::CounterStuck)
@@ -156,10 +156,10 @@ fn counter_stuck() {
 
 #[test]
 fn both_stuck_ends_too() {
-    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::StuckAfter(Duration::from_micros(50)));
+    let tsc = SimTimer::new(TSC_HZ).with_fault(SimFault::StuckAfter(Duration::from_micros(50)));
     let pit = SimTimer::pit()
-        .read_cost(Duration::from_nanos(50), Duration::ZERO)
-        .fault(SimFault::StuckAfter(Duration::from_micros(50)));
+        .with_read_cost(Duration::from_nanos(50), Duration::ZERO)
+        .with_fault(SimFault::StuckAfter(Duration::from_micros(50)));
     assert_eq!(
         run(7, None, tsc, pit, short()).0,
         Err(CalibrationError::CounterStuck)
@@ -169,7 +169,7 @@ fn both_stuck_ends_too() {
 #[test]
 fn counter_backwards() {
     // A step back larger than the counter advances between reads is seen as such.
-    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::BackwardsAt {
+    let tsc = SimTimer::new(TSC_HZ).with_fault(SimFault::BackwardsAt {
         at: ms(2),
         by: 1_000_000,
     });
@@ -180,7 +180,7 @@ fn counter_backwards() {
     );
     // A smaller one (0.4 µs, less than a PIT tick) only slows the count once; no single
     // sample can tell, but the residuals do, and the bound covers the bias it causes.
-    let tsc = SimTimer::new(TSC_HZ).fault(SimFault::BackwardsAt {
+    let tsc = SimTimer::new(TSC_HZ).with_fault(SimFault::BackwardsAt {
         at: ms(5),
         by: 1_000,
     });
@@ -191,7 +191,7 @@ fn counter_backwards() {
 #[test]
 fn reference_at_an_implausible_rate() {
     // Declared 1.193182 MHz, actually ten times slower: the counter would be 23 GHz.
-    let slow = SimTimer::pit().error_ppb(-900_000_000);
+    let slow = SimTimer::pit().with_error_ppb(-900_000_000);
     let (r, _) = run(
         9,
         None,
@@ -205,7 +205,9 @@ fn reference_at_an_implausible_rate() {
     );
     // Declared 1.193182 MHz, actually 1000 times faster: 2.3 MHz, implausible for a TSC.
     // (Its declared 10 s last 10 ms of true time.)
-    let fast = SimTimer::pit().bits(64).error_ppb(999_000_000_000);
+    let fast = SimTimer::pit()
+        .with_bits(64)
+        .with_error_ppb(999_000_000_000);
     let cfg = short()
         .with_max_duration(Duration::from_secs(10))
         .with_plausible_counter_hz(100_000_000, 10_000_000_000);
@@ -246,7 +248,7 @@ fn smi_stalls_are_rejected() {
     let (r, truth) = run(
         11,
         smi,
-        SimTimer::new(TSC_HZ).error_ppb(77_000),
+        SimTimer::new(TSC_HZ).with_error_ppb(77_000),
         SimTimer::pit(),
         short().with_max_duration(ms(20)),
     );
@@ -261,7 +263,7 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
     let (r, truth) = run(
         12,
         smi,
-        SimTimer::new(TSC_HZ).error_ppb(5_000),
+        SimTimer::new(TSC_HZ).with_error_ppb(5_000),
         SimTimer::pit(),
         short().with_max_duration(ms(300)),
     );
@@ -271,7 +273,7 @@ fn stalls_longer_than_the_reference_wrap_are_unwrapped() {
 #[test]
 fn narrow_counters_wrap() {
     // A 24-bit counter at 2.3 GHz wraps every 7.3 ms; a 32-bit one starting just before a wrap.
-    let c24 = SimTimer::new(TSC_HZ).bits(24).error_ppb(1_000);
+    let c24 = SimTimer::new(TSC_HZ).with_bits(24).with_error_ppb(1_000);
     let (r, truth) = run(
         13,
         None,
@@ -281,13 +283,13 @@ fn narrow_counters_wrap() {
     );
     assert_bounded(r, truth);
     let c32 = SimTimer::new(TSC_HZ)
-        .bits(32)
-        .start_at((1 << 32) - 1_000_000);
+        .with_bits(32)
+        .with_start_ticks((1 << 32) - 1_000_000);
     let (r, truth) = run(
         13,
         None,
         c32,
-        SimTimer::acpi_pm().start_at((1 << 24) - 100),
+        SimTimer::acpi_pm().with_start_ticks((1 << 24) - 100),
         short(),
     );
     assert_bounded(r, truth);
@@ -296,7 +298,7 @@ fn narrow_counters_wrap() {
 #[test]
 fn drift_is_averaged_and_bounded() {
     // +100 ppm/s drift over 100 ms: the rate moves by 10 ppm; the fit reports the mean.
-    let tsc = SimTimer::new(TSC_HZ).drift_ppb_per_s(100_000);
+    let tsc = SimTimer::new(TSC_HZ).with_drift_ppb_per_s(100_000);
     let world = SimWorld::new(14);
     let c = SimCounter::new(&world, tsc);
     let cal = calibrate(
@@ -318,8 +320,8 @@ fn drift_is_averaged_and_bounded() {
 fn coarse_reference_quantum() {
     // A 1 MHz count that only moves in steps of 1000 (1 ms).
     let coarse = SimTimer::new(1_000_000)
-        .quantum(1_000)
-        .read_cost(Duration::from_nanos(200), Duration::from_nanos(50));
+        .with_quantum(1_000)
+        .with_read_cost(Duration::from_nanos(200), Duration::from_nanos(50));
     let cfg = Config::new()
         .with_target_ppb(0)
         .with_max_duration(ms(200))
@@ -377,7 +379,7 @@ fn early_stop_meets_the_target() {
 #[test]
 fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
     let world = SimWorld::new(18);
-    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).error_ppb(150));
+    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).with_error_ppb(150));
     let exact = Frequency::from_millihz(
         c.timer().true_millihz(),
         Source::CpuidTscLeaf,
@@ -403,7 +405,7 @@ fn verification_keeps_a_true_claim_and_rejects_a_false_one() {
 
     // A nominal claim (the TSC's "2.3 GHz" brand string) that is 500 ppm off.
     let world = SimWorld::new(19);
-    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).error_ppb(-500_000));
+    let c = SimCounter::new(&world, SimTimer::new(TSC_HZ).with_error_ppb(-500_000));
     let brand = Frequency::from_hz(TSC_HZ, Source::CpuidTscLeaf, Accuracy::Exact).unwrap();
     let v = calibrate_and_verify(
         &c,
@@ -442,13 +444,13 @@ fn random_faults_never_panic_nor_mislead() {
         let bits = [8u32, 16, 24, 32, 64][world.random_below(5) as usize];
         let (counter, reference) = if on_counter {
             (
-                SimTimer::new(TSC_HZ).fault(fault),
-                SimTimer::pit().bits(bits.max(12)),
+                SimTimer::new(TSC_HZ).with_fault(fault),
+                SimTimer::pit().with_bits(bits.max(12)),
             )
         } else {
             (
                 SimTimer::new(TSC_HZ),
-                SimTimer::pit().bits(bits.max(12)).fault(fault),
+                SimTimer::pit().with_bits(bits.max(12)).with_fault(fault),
             )
         };
         let (r, truth) = run(

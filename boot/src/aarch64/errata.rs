@@ -17,8 +17,7 @@
 use core::fmt::Write;
 
 use baretime::{Accuracy, Clock, FnCounter, Frequency, Source};
-use baretime_aarch64::{read_cntfrq_el0, GenericTimer};
-use baretime_aarch64::{read_counted, Erratum};
+use baretime_aarch64::{discover, Erratum, GenericTimer};
 use baretime_sim::FaultyRead;
 
 /// Workaround reads per erratum and side.
@@ -79,7 +78,7 @@ pub fn run(out: &mut impl Write, timer: GenericTimer) -> bool {
     while (1000u64 << shift) < per_1000.saturating_mul(4) && shift < 32 {
         shift += 1;
     }
-    let cntfrq_mhz = read_cntfrq_el0().saturating_mul(1000);
+    let cntfrq_mhz = discover().cntfrq.saturating_mul(1000);
     let Some(slow) = Frequency::from_millihz(
         cntfrq_mhz >> shift,
         Source::Cntfrq,
@@ -141,7 +140,7 @@ fn reads(truth: &Truth, erratum: Erratum, workaround: bool, seed: u64) -> Tally 
         }
         let before = truth.now();
         let v = if workaround {
-            let r = read_counted(erratum, raw);
+            let r = erratum.read(raw);
             t.unsettled += u64::from(!r.settled);
             r.ticks
         } else {
@@ -171,7 +170,7 @@ fn clock(
     let read = || {
         let raw = || model.read(truth.now());
         if workaround {
-            read_counted(erratum, raw).ticks
+            erratum.read(raw).ticks
         } else {
             raw()
         }

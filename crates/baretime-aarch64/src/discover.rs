@@ -1,31 +1,11 @@
-//! aarch64 discovery: CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1.
-//!
-//! [`from_registers`] is a pure function of the three register values, so it is tested on
-//! any host; `discover()` (aarch64 only) reads them from the running CPU.
-//!
-//! CNTFRQ_EL0 is not a measurement: firmware writes it at boot, and nothing in the hardware
-//! checks it. It is usually right (24 MHz, 25 MHz, 19.2 MHz, 1 GHz on Armv8.6+ parts with
-//! FEAT_ECV's scaling), occasionally wildly wrong; hence [`Accuracy::Nominal`] until
-//! calibration has verified it. A value of 0 means "not programmed": no candidate.
+//! aarch64 discovery: CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1 (the public docs are on
+//! [`Aarch64Discovery`]).
 
 use baretime::{Accuracy, Frequency, Source};
 
 /// Tolerance of CNTFRQ_EL0: when firmware programs it right it is the crystal's rate (about
 /// ±100 ppm); when it programs it wrong, no tolerance helps and calibration must catch it.
 const CNTFRQ_TOLERANCE_PPB: u64 = 1_000_000;
-
-bitflags::bitflags! {
-    /// Counter-related aarch64 features.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-    pub struct Aarch64Features: u32 {
-        /// FEAT_ECV (ID_AA64MMFR0_EL1.ECV ≥ 1): the self-synchronised counter views
-        /// CNTVCTSS_EL0 / CNTPCTSS_EL0 exist, readable without an ISB.
-        const ECV = 1 << 0;
-        /// ID_AA64MMFR0_EL1.ECV ≥ 2: additionally CNTPOFF_EL2 and the CNTHCTL_EL2 extensions
-        /// (a hypervisor can offset the physical counter too).
-        const ECV_POFF = 1 << 1;
-    }
-}
 
 /// MIDR_EL1 decoded.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,7 +54,24 @@ impl Midr {
     }
 }
 
-/// Everything the aarch64 system registers say about the generic timer.
+/// Everything the aarch64 system registers say about the generic timer: [`from_registers`]
+/// decodes three register values (a pure function, tested on any host), `discover()`
+/// (aarch64 only) reads them from the running CPU.
+///
+/// CNTFRQ_EL0 is not a measurement: firmware writes it at boot, and nothing in the hardware
+/// checks it. It is usually right (24 MHz, 25 MHz, 19.2 MHz, 1 GHz on Armv8.6+ parts with
+/// FEAT_ECV's scaling), occasionally wildly wrong; hence [`Accuracy::Nominal`] (±1000 ppm)
+/// until calibration has verified it. A value of 0 means "not programmed": no candidate.
+///
+/// ```
+/// use baretime_aarch64::from_registers;
+///
+/// // A Neoverse N2 (MIDR 0x410FD493) whose firmware programmed 1 GHz; no FEAT_ECV.
+/// let d = from_registers(1_000_000_000, 0x410F_D493, 0x0000_0111_FF00_0000);
+/// assert_eq!(d.best().map(|f| f.as_hz()), Some(1_000_000_000));
+/// assert_eq!((d.midr.implementer_name(), d.midr.part), (Some("Arm"), 0xD49));
+/// assert!(!d.ecv());
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
@@ -85,12 +82,9 @@ pub struct Aarch64Discovery {
     pub midr_raw: u64,
     /// MIDR_EL1 decoded.
     pub midr: Midr,
-    /// ID_AA64MMFR0_EL1 as read.
+    /// ID_AA64MMFR0_EL1 as read (ECV, the field [`Aarch64Discovery::ecv`] decodes, is bits
+    /// 63:60).
     pub id_aa64mmfr0: u64,
-    /// ID_AA64MMFR0_EL1.ECV, bits 63:60 (0: no FEAT_ECV).
-    pub ecv_level: u8,
-    /// Feature flags.
-    pub features: Aarch64Features,
     candidate: Option<Frequency>,
 }
 
@@ -105,18 +99,15 @@ impl Aarch64Discovery {
         self.candidate
     }
 
-    /// FEAT_ECV: CNTVCTSS_EL0 exists.
-    pub fn ecv(&self) -> bool {
-        self.features.contains(Aarch64Features::ECV)
+    /// FEAT_ECV (ID_AA64MMFR0_EL1.ECV ≥ 1): the self-synchronised counter view CNTVCTSS_EL0
+    /// exists, ordered without an ISB (what `GenericTimer::new` uses when it is there).
+    pub const fn ecv(&self) -> bool {
+        self.id_aa64mmfr0 >> 60 != 0
     }
 }
 
 /// Decodes the three registers. Pure: never reads hardware, never panics.
 pub fn from_registers(cntfrq: u64, midr: u64, id_aa64mmfr0: u64) -> Aarch64Discovery {
-    let ecv_level = (id_aa64mmfr0 >> 60) as u8;
-    let mut features = Aarch64Features::empty();
-    features.set(Aarch64Features::ECV, ecv_level >= 1);
-    features.set(Aarch64Features::ECV_POFF, ecv_level >= 2);
     let hz = cntfrq & 0xFFFF_FFFF;
     let candidate = Frequency::from_hz(
         hz,
@@ -130,8 +121,6 @@ pub fn from_registers(cntfrq: u64, midr: u64, id_aa64mmfr0: u64) -> Aarch64Disco
         midr_raw: midr,
         midr: Midr::from_bits(midr),
         id_aa64mmfr0,
-        ecv_level,
-        features,
         candidate,
     }
 }
@@ -139,7 +128,7 @@ pub fn from_registers(cntfrq: u64, midr: u64, id_aa64mmfr0: u64) -> Aarch64Disco
 /// Reads CNTFRQ_EL0, MIDR_EL1 and ID_AA64MMFR0_EL1 from the running CPU and decodes them.
 #[cfg(target_arch = "aarch64")]
 pub fn discover() -> Aarch64Discovery {
-    use crate::{read_cntfrq_el0, read_id_aa64mmfr0_el1, read_midr_el1};
+    use crate::generic_timer::{read_cntfrq_el0, read_id_aa64mmfr0_el1, read_midr_el1};
     from_registers(read_cntfrq_el0(), read_midr_el1(), read_id_aa64mmfr0_el1())
 }
 
@@ -162,7 +151,6 @@ mod tests {
             }
         );
         assert_eq!(d.midr.implementer_name(), Some("Arm"));
-        assert_eq!(d.ecv_level, 0);
         assert!(!d.ecv());
         let f = d.best().unwrap();
         assert_eq!(f.source(), Source::Cntfrq);
@@ -189,13 +177,9 @@ mod tests {
 
     #[test]
     fn ecv_levels() {
-        assert_eq!(from_registers(0, 0, 1 << 60).features, Aarch64Features::ECV);
         assert!(from_registers(0, 0, 1 << 60).ecv());
-        assert_eq!(
-            from_registers(0, 0, 2 << 60).features,
-            Aarch64Features::all()
-        );
-        assert_eq!(from_registers(0, 0, 0xF << 60).ecv_level, 0xF);
+        assert!(from_registers(0, 0, 2 << 60).ecv());
+        assert!(from_registers(0, 0, 0xF << 60).ecv());
         assert!(!from_registers(0, 0, (1 << 60) - 1).ecv());
     }
 

@@ -1,77 +1,27 @@
-//! aarch64 generic-timer errata: the read paths Linux uses on counters that misread.
-//!
-//! Four silicon bugs make `MRS CNTVCT_EL0` return a wrong value now and then. Linux carries a
-//! workaround for each in `drivers/clocksource/arm_arch_timer.c`; this module implements the
-//! same rules, with the same retry bounds, as a pure function over a "read the raw counter"
-//! closure: [`read_with`] (and [`read_counted`], which also says how many reads it took and
-//! whether the bound was hit). It is compiled on every target, so the logic is tested on any
-//! host against simulated faulty counters (`FaultyRead`, feature `sim`); the register reads
-//! stay in `arch::aarch64` (aarch64 targets only), whose `GenericTimer` applies the selected workaround in
-//! its [`Counter`](crate::Counter) implementations.
-//!
-//! | [`Erratum`] | parts | the bug | the workaround (Linux's) | bound |
-//! | --- | --- | --- | --- | --- |
-//! | [`FslA008585`](Erratum::FslA008585) | NXP/Freescale LS1043A, LS2080A, … | a read returns a garbage value, once | read pairs until the two reads of a pair agree; return that value | 200 pairs |
-//! | [`Hisilicon161010101`](Erratum::Hisilicon161010101) | HiSilicon Hip05, Hip06, Hip07 | a read is off by a multiple of 32 | read pairs until the second is ahead of the first by less than 32 (wrapping); return the second | 50 pairs |
-//! | [`Arm858921`](Erratum::Arm858921) | Arm Cortex-A73, every revision | a read as bit 32 carries gets the new high word with the old low word | read twice; if bit 32 differs, return the first, else the second | 2 reads |
-//! | [`Sun50iUnknown1`](Erratum::Sun50iUnknown1) | Allwinner A64 | while bit 10 or above rolls over, the low bits read as all ones or all zeros (7ff → 000 → 800, or 7ff → fff → 800) | read until the low 9 bits are neither all ones nor all zeros | 150 reads |
-//!
-//! # Selecting one
-//!
-//! Only 858921 can be told from the CPU itself: [`Erratum::for_midr`] (MIDR_EL1 implementer
-//! 0x41, part 0xD09), which `GenericTimer::new` applies by itself. The other three
-//! are properties of the SoC, not of its CPU cores (an A-008585 LS1043A has ordinary
-//! Cortex-A53 cores), so nothing a CPU register says identifies them: the caller selects
-//! them from what firmware says, as Linux does — the devicetree timer node's boolean
-//! property ([`Erratum::devicetree_property`], [`Erratum::from_devicetree_property`]), or for
-//! HiSilicon the ACPI GTDT's OEM identity ([`Erratum::from_acpi_oem`]) — with
-//! `GenericTimer::with_erratum`.
-//!
-//! 858921 is per core: on a big.LITTLE part with Cortex-A73 and Cortex-A53 cores only the
-//! A73s need it, and `GenericTimer::new` only sees the core it runs on. A counter
-//! that may be read on any core (a `Clock` in a `static`) should select it if any core
-//! needs it; it is cheap (one extra read, no loop) and harmless elsewhere.
-//!
-//! # When the bound is hit
-//!
-//! The loops are bounded, as Linux's are ("well beyond the highest number of iterations the
-//! loop has been observed to take"): a workaround never spins for ever on a counter that
-//! misbehaves worse than its erratum. When the bound is hit the result is defined: the last
-//! value read, which is what Linux returns too (after a one-time warning);
-//! [`read_counted`] says so with [`ErratumRead::settled`]` == false` so a caller can count
-//! or report it. Such a value is not trustworthy; a [`Clock`](crate::Clock) on it never
-//! goes back, but may jump ahead.
-//!
-//! # How this differs from Linux
-//!
-//! The rules and bounds are Linux's; what Linux does around them (per-CPU selection through
-//! CPU capabilities, a `WARN_ON_ONCE`, the timer-value (`TVAL`) reads that need the same
-//! treatment) is the caller's. For the Allwinner erratum Linux has used three conditions over
-//! time: low 10 bits all ones or zeros (2019), low 9 bits (2021, mainline since: some
-//! chips were seen with only the low 9 bits anomalous), and in some trees "low 10 bits and
-//! the value went back". This module uses mainline's 9-bit rule without the direction test:
-//! a forward glitch (7ff → fff) does not go back, but the next correct read does, so a
-//! direction test lets every forward glitch through (`tests/errata.rs` shows it).
+//! aarch64 generic-timer errata: the read paths Linux uses on counters that misread. The
+//! public docs are on [`Erratum`]; the rules are pure functions over a "read the raw counter"
+//! closure, compiled on every target and so tested on any host (the register reads live in
+//! `generic_timer.rs`, aarch64 only).
 
 use core::fmt;
 
 use crate::discover::Midr;
 
 /// Most read pairs the A-008585 workaround takes (Linux's figure).
-pub const FSL_A008585_MAX_PAIRS: u32 = 200;
+pub(crate) const FSL_A008585_MAX_PAIRS: u32 = 200;
 /// Most read pairs the HiSilicon 161010101 workaround takes (Linux's figure).
-pub const HISILICON_161010101_MAX_PAIRS: u32 = 50;
+pub(crate) const HISILICON_161010101_MAX_PAIRS: u32 = 50;
 /// Two reads of a HiSilicon 161010101 counter agree when the second is ahead by less than
 /// this many ticks (Linux: `(new - old) >> 5 == 0`).
-pub const HISILICON_161010101_AGREE_TICKS: u64 = 32;
+pub(crate) const HISILICON_161010101_AGREE_TICKS: u64 = 32;
 /// Most reads the Allwinner A64 workaround takes: Linux's bound, the CPU cycles in three
 /// periods of the 24 MHz counter.
-pub const SUN50I_UNKNOWN1_MAX_READS: u32 = 150;
+pub(crate) const SUN50I_UNKNOWN1_MAX_READS: u32 = 150;
 /// The low bits that read as all ones or all zeros on an Allwinner A64 while a higher bit
 /// rolls over (mainline Linux's 9 bits, `GENMASK(8, 0)`).
-pub const SUN50I_UNKNOWN1_LOW_MASK: u64 = 0x1FF;
+pub(crate) const SUN50I_UNKNOWN1_LOW_MASK: u64 = 0x1FF;
 /// The bit whose change between two reads the Cortex-A73 858921 workaround looks at.
-pub const ARM_858921_BIT: u32 = 32;
+pub(crate) const ARM_858921_BIT: u32 = 32;
 
 /// MIDR_EL1 implementer code of Arm.
 const MIDR_IMPLEMENTER_ARM: u8 = 0x41;
@@ -80,34 +30,87 @@ const MIDR_PART_CORTEX_A73: u16 = 0xD09;
 
 /// A generic-timer erratum whose read workaround this crate implements.
 ///
+/// Four silicon bugs make `MRS CNTVCT_EL0` return a wrong value now and then. Linux carries a
+/// workaround for each in `drivers/clocksource/arm_arch_timer.c`; [`Erratum::read`] implements
+/// the same rules, with the same retry bounds, over any "read the raw counter" closure, and
+/// [`GenericTimer`]'s [`Counter`](baretime::Counter) implementations apply the selected one.
+///
+/// | erratum | parts | the bug | the workaround (Linux's) | bound |
+/// | --- | --- | --- | --- | --- |
+/// | [`FslA008585`](Erratum::FslA008585) | NXP/Freescale LS1043A, LS2080A, … | a read returns a garbage value, once | read pairs until the two reads of a pair agree; return that value | 200 pairs |
+/// | [`Hisilicon161010101`](Erratum::Hisilicon161010101) | HiSilicon Hip05, Hip06, Hip07 | a read is off by a multiple of 32 | read pairs until the second is ahead of the first by less than 32 (wrapping); return the second | 50 pairs |
+/// | [`Arm858921`](Erratum::Arm858921) | Arm Cortex-A73, every revision | a read as bit 32 carries gets the new high word with the old low word | read twice; if bit 32 differs, return the first, else the second | 2 reads |
+/// | [`Sun50iUnknown1`](Erratum::Sun50iUnknown1) | Allwinner A64 | while bit 10 or above rolls over, the low bits read as all ones or all zeros (7ff → 000 → 800, or 7ff → fff → 800) | read until the low 9 bits are neither all ones nor all zeros | 150 reads |
+///
+/// # Selecting one
+///
+/// Only 858921 can be told from the CPU itself: [`Erratum::for_midr`] (MIDR_EL1 implementer
+/// 0x41, part 0xD09), which [`GenericTimer::new`] applies by itself. The other three are
+/// properties of the SoC, not of its CPU cores (an A-008585 LS1043A has ordinary Cortex-A53
+/// cores), so nothing a CPU register says identifies them: the caller selects them from what
+/// firmware says, as Linux does — the devicetree timer node's boolean property
+/// ([`Erratum::devicetree_property`], [`Erratum::from_devicetree_property`]), or for HiSilicon
+/// the ACPI GTDT's OEM identity ([`Erratum::from_acpi_oem`]) — with
+/// [`GenericTimer::with_erratum`].
+///
+/// 858921 is per core: on a big.LITTLE part with Cortex-A73 and Cortex-A53 cores only the
+/// A73s need it, and [`GenericTimer::new`] only sees the core it runs on. A counter that may
+/// be read on any core (a `Clock` in a `static`) should select it if any core needs it; it is
+/// cheap (one extra read, no loop) and harmless elsewhere, which is why
+/// [`GenericTimer::any_core`] selects it.
+///
+/// # When the bound is hit
+///
+/// The loops are bounded, as Linux's are ("well beyond the highest number of iterations the
+/// loop has been observed to take"): a workaround never spins for ever on a counter that
+/// misbehaves worse than its erratum. When the bound is hit the result is defined: the last
+/// value read, which is what Linux returns too (after a one-time warning); [`Erratum::read`]
+/// says so with [`ErratumRead::settled`]` == false` so a caller can count or report it. Such
+/// a value is not trustworthy; a `Clock` on it never goes back, but may jump ahead.
+///
+/// # How this differs from Linux
+///
+/// The rules and bounds are Linux's; what Linux does around them (per-CPU selection through
+/// CPU capabilities, a `WARN_ON_ONCE`, the timer-value (`TVAL`) reads that need the same
+/// treatment) is the caller's. For the Allwinner erratum Linux has used three conditions over
+/// time: low 10 bits all ones or zeros (2019), low 9 bits (2021, mainline since: some chips
+/// were seen with only the low 9 bits anomalous), and in some trees "low 10 bits and the
+/// value went back". This crate uses mainline's 9-bit rule without the direction test: a
+/// forward glitch (7ff → fff) does not go back, but the next correct read does, so a
+/// direction test lets every forward glitch through.
+///
 /// ```
-/// use baretime_aarch64::{read_with, Erratum};
+/// use baretime_aarch64::Erratum;
 /// use core::cell::Cell;
 ///
 /// // A counter whose second read is garbage: A-008585's workaround reads on until two agree.
 /// let reads = [100, 0xdead_beef, 101, 101];
 /// let i = Cell::new(0);
 /// let raw = || { let v = reads[i.get()]; i.set(i.get() + 1); v };
-/// assert_eq!(read_with(Erratum::FslA008585, raw), 101);
+/// assert_eq!(Erratum::FslA008585.read(raw).ticks, 101);
 /// assert_eq!(Erratum::from_devicetree_property("fsl,erratum-a008585"), Some(Erratum::FslA008585));
 /// ```
+///
+/// [`GenericTimer`]: crate::GenericTimer
+/// [`GenericTimer::new`]: crate::GenericTimer::new
+/// [`GenericTimer::with_erratum`]: crate::GenericTimer::with_erratum
+/// [`GenericTimer::any_core`]: crate::GenericTimer::any_core
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Erratum {
     /// Freescale/NXP A-008585 (LS1043A, LS2080A): a read may return a garbage value. Read
-    /// pairs until both reads of a pair agree, at most [`FSL_A008585_MAX_PAIRS`].
+    /// pairs until both reads of a pair agree, at most 200 pairs.
     FslA008585,
     /// HiSilicon 161010101 (Hip05/06/07): a read may be off by a multiple of 32. Read pairs
-    /// until the second is less than [`HISILICON_161010101_AGREE_TICKS`] ahead of the first,
-    /// at most [`HISILICON_161010101_MAX_PAIRS`].
+    /// until the second is less than 32 ticks ahead of the first, at most 50 pairs.
     Hisilicon161010101,
     /// Arm 858921 (Cortex-A73, all revisions): a read as bit 32 carries may be wrong. Read
     /// twice and take the first if bit 32 differs, else the second.
     Arm858921,
     /// Allwinner A64 ("sun50i erratum UNKNOWN1"): while bit 10 or above rolls over the low
-    /// bits read as all ones or all zeros. Read until the low 9 bits are neither, at most
-    /// [`SUN50I_UNKNOWN1_MAX_READS`].
+    /// bits read as all ones or all zeros. Read until the low 9 bits are neither, at most 150
+    /// reads.
     Sun50iUnknown1,
 }
 
@@ -171,6 +174,27 @@ impl Erratum {
         }
     }
 
+    /// Reads a counter through `raw` with this erratum's workaround, and says how many raw
+    /// reads it took and whether the retry bound was hit (the type docs give each rule and
+    /// bound).
+    ///
+    /// `raw` is one read of the counter as the hardware gives it (CNTVCT_EL0, CNTPCT_EL0, a
+    /// model of either); it is called at least once and at most [`Erratum::max_reads`] times.
+    /// Pure and bounded: no panics, no unbounded loops.
+    ///
+    /// ```
+    /// use baretime_aarch64::Erratum;
+    ///
+    /// // 858921: bit 32 carried between the two reads, so the first one is taken.
+    /// let mut reads = [0xFFFF_FFFF, 0x1_0000_0001].into_iter();
+    /// let r = Erratum::Arm858921.read(|| reads.next().unwrap_or(0));
+    /// assert_eq!((r.ticks, r.reads, r.settled), (0xFFFF_FFFF, 2, true));
+    /// ```
+    #[inline]
+    pub fn read(self, raw: impl FnMut() -> u64) -> ErratumRead {
+        read_counted(self, raw)
+    }
+
     /// The most raw reads one workaround read takes.
     pub const fn max_reads(self) -> u32 {
         match self {
@@ -193,7 +217,7 @@ impl fmt::Display for Erratum {
     }
 }
 
-/// What one workaround read gave.
+/// What one workaround read gave ([`Erratum::read`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct ErratumRead {
@@ -206,28 +230,16 @@ pub struct ErratumRead {
     pub settled: bool,
 }
 
-/// Reads the counter through `raw` with `erratum`'s workaround; see [`read_counted`].
+/// [`Erratum::read`]'s value alone: the `Counter` implementations' path.
+#[cfg(any(test, target_arch = "aarch64"))]
 #[inline(always)]
-pub fn read_with(erratum: Erratum, raw: impl FnMut() -> u64) -> u64 {
+pub(crate) fn read_with(erratum: Erratum, raw: impl FnMut() -> u64) -> u64 {
     read_counted(erratum, raw).ticks
 }
 
-/// Reads the counter through `raw` with `erratum`'s workaround, and says how many raw reads
-/// it took and whether the retry bound was hit (the module docs give each rule and bound).
-///
-/// `raw` is one read of the counter as the hardware gives it; it is called at least once and
-/// at most [`Erratum::max_reads`] times. Pure and bounded: no panics, no unbounded loops.
-///
-/// ```
-/// use baretime_aarch64::{read_counted, Erratum};
-///
-/// // 858921: bit 32 carried between the two reads, so the first one is taken.
-/// let mut reads = [0xFFFF_FFFF, 0x1_0000_0001].into_iter();
-/// let r = read_counted(Erratum::Arm858921, || reads.next().unwrap_or(0));
-/// assert_eq!((r.ticks, r.reads, r.settled), (0xFFFF_FFFF, 2, true));
-/// ```
+/// See [`Erratum::read`].
 #[inline]
-pub fn read_counted(erratum: Erratum, mut raw: impl FnMut() -> u64) -> ErratumRead {
+fn read_counted(erratum: Erratum, mut raw: impl FnMut() -> u64) -> ErratumRead {
     match erratum {
         Erratum::FslA008585 => read_pairs(FSL_A008585_MAX_PAIRS, raw, |old, new| old == new),
         Erratum::Hisilicon161010101 => {

@@ -5,7 +5,7 @@ use core::arch::asm;
 use aarch64_cpu::registers::{Readable, CNTFRQ_EL0, ID_AA64MMFR0_EL1, MIDR_EL1};
 
 use crate::discover::Midr;
-use crate::errata::{self, Erratum};
+use crate::errata::{read_with, Erratum};
 use baretime::Counter;
 
 /// The generic timer's virtual count, CNTVCT_EL0.
@@ -16,15 +16,14 @@ use baretime::Counter;
 /// # Counter errata
 ///
 /// On a part whose counter misreads, the [`Counter`] implementations read through the
-/// selected [`Erratum`]'s workaround ([`crate::errata`]); the named reads (`read`,
-/// `read_ordered`, `read_self_synchronized`) stay single instructions. [`GenericTimer::new`]
-/// selects Cortex-A73 858921 by itself from MIDR_EL1; the others are SoC properties that
-/// only firmware knows (the devicetree timer node, the ACPI GTDT), so the caller selects
-/// them:
+/// selected [`Erratum`]'s workaround; the named reads (`read`, `read_ordered`,
+/// `read_self_synchronized`) stay single instructions. [`GenericTimer::new`] selects
+/// Cortex-A73 858921 by itself from MIDR_EL1; the others are SoC properties that only firmware
+/// knows (the devicetree timer node, the ACPI GTDT), so the caller selects them ([`Erratum`]
+/// says how):
 ///
 /// ```no_run
-/// use baretime_aarch64::GenericTimer;
-/// use baretime_aarch64::Erratum;
+/// use baretime_aarch64::{Erratum, GenericTimer};
 ///
 /// // The devicetree's timer node has "fsl,erratum-a008585" (an NXP LS1043A).
 /// let timer = GenericTimer::new().with_erratum(Erratum::FslA008585);
@@ -38,19 +37,34 @@ pub struct GenericTimer {
 }
 
 impl GenericTimer {
-    /// The generic timer as every AArch64 CPU has it, without reading ID registers:
-    /// `ISB; MRS CNTVCT_EL0`, no CNTVCTSS_EL0, no erratum workaround. A `const`, for a clock
-    /// in a `static` (see [`crate::Clock::uninit`]; add an erratum with
-    /// [`GenericTimer::with_erratum`], also `const`); [`GenericTimer::new`] also learns
-    /// whether FEAT_ECV is there and whether this core is a Cortex-A73.
-    pub const BASELINE: GenericTimer = GenericTimer {
-        ecv: false,
-        erratum: None,
-    };
+    /// The generic timer read the way that is right on every AArch64 core, without reading ID
+    /// registers: `ISB; MRS CNTVCT_EL0` (no CNTVCTSS_EL0), through Cortex-A73 858921's
+    /// workaround (one extra read; harmless on other cores, and what a counter read on any
+    /// core of a big.LITTLE part needs: see [`Erratum`]). A `const fn`, for a clock in a
+    /// `static`:
+    ///
+    /// ```no_run
+    /// use baretime::Clock;
+    /// use baretime_aarch64::GenericTimer;
+    ///
+    /// static CLOCK: Clock<GenericTimer> = Clock::uninit(GenericTimer::any_core());
+    /// ```
+    ///
+    /// A SoC erratum is added with [`GenericTimer::with_erratum`] (also `const`; it replaces
+    /// 858921); [`GenericTimer::without_erratum`] drops 858921 where no core is a Cortex-A73.
+    /// [`GenericTimer::new`] instead reads this core's ID registers: CNTVCTSS_EL0 where the
+    /// core has FEAT_ECV, 858921's workaround only on a Cortex-A73.
+    pub const fn any_core() -> GenericTimer {
+        GenericTimer {
+            ecv: false,
+            erratum: Some(Erratum::Arm858921),
+        }
+    }
 
     /// The virtual counter; checks ID_AA64MMFR0_EL1.ECV (bits 63:60) for CNTVCTSS_EL0, and
     /// MIDR_EL1 for a Cortex-A73, whose reads then go through the 858921 workaround
-    /// ([`Erratum::for_midr`]; this core only: see [`crate::errata`] on big.LITTLE).
+    /// ([`Erratum::for_midr`]; this core only: see [`Erratum`] on big.LITTLE, and
+    /// [`GenericTimer::any_core`]).
     pub fn new() -> GenericTimer {
         let ecv = (read_id_aa64mmfr0_el1() >> 60) & 0xf != 0;
         let erratum = Erratum::for_midr(&Midr::from_bits(read_midr_el1()));
@@ -58,7 +72,8 @@ impl GenericTimer {
     }
 
     /// This timer with `erratum`'s read workaround in its [`Counter`] implementations
-    /// (replacing any other: the four errata belong to different SoCs).
+    /// (replacing any other, 858921 included: the four errata belong to different parts, and
+    /// none of the SoCs with the other three has Cortex-A73 cores).
     pub const fn with_erratum(self, erratum: Erratum) -> GenericTimer {
         GenericTimer {
             erratum: Some(erratum),
@@ -66,7 +81,8 @@ impl GenericTimer {
         }
     }
 
-    /// This timer with no erratum workaround: one instruction per [`Counter::ticks`].
+    /// This timer with no erratum workaround: one counter read per [`Counter::ticks`]. Right
+    /// only where no core that reads it has one of the [`Erratum`]s.
     pub const fn without_erratum(self) -> GenericTimer {
         GenericTimer {
             erratum: None,
@@ -89,7 +105,8 @@ impl GenericTimer {
     #[inline(always)]
     pub fn read(&self) -> u64 {
         let v: u64;
-        // Not `nomem` (aarch64-cpu's accessor is): a compiler barrier, as `crate::arch` promises.
+        // Not `nomem` (aarch64-cpu's accessor is): a compiler barrier, so that the read stays
+        // between the memory accesses around it in program order.
         // SAFETY: CNTVCT_EL0 exists on every AArch64 CPU and is readable wherever this crate
         // runs (see the type docs); the MRS writes only the declared output, no stack, no flags.
         unsafe { asm!("mrs {v}, cntvct_el0", v = out(reg) v, options(nostack, preserves_flags)) };
@@ -149,7 +166,7 @@ impl Counter for GenericTimer {
         };
         match self.erratum {
             None => ordered(),
-            Some(e) => errata::read_with(e, ordered),
+            Some(e) => read_with(e, ordered),
         }
     }
     #[inline(always)]
@@ -158,10 +175,11 @@ impl Counter for GenericTimer {
     }
 }
 
-/// The generic timer as a [`Counter`] on the plain, unordered read.
+/// The generic timer as a [`Counter`] on the plain, unordered read: made by
+/// [`GenericTimer::unordered`], from a timer and its erratum selection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct GenericTimerUnordered(pub GenericTimer);
+pub struct GenericTimerUnordered(GenericTimer);
 
 impl Counter for GenericTimerUnordered {
     /// The plain read, through the selected erratum's workaround.
@@ -169,7 +187,7 @@ impl Counter for GenericTimerUnordered {
     fn ticks(&self) -> u64 {
         match self.0.erratum {
             None => self.0.read(),
-            Some(e) => errata::read_with(e, || self.0.read()),
+            Some(e) => read_with(e, || self.0.read()),
         }
     }
     #[inline(always)]
@@ -180,19 +198,19 @@ impl Counter for GenericTimerUnordered {
 
 /// CNTFRQ_EL0: the counter frequency *as firmware programmed it*, in Hz. Nothing checks it
 /// against the real rate: calibration does.
-pub fn read_cntfrq_el0() -> u64 {
+pub(crate) fn read_cntfrq_el0() -> u64 {
     CNTFRQ_EL0.get()
 }
 
 /// MIDR_EL1: implementer, variant, architecture, part number, revision. (At EL0, Linux and
 /// QEMU's user mode emulate the read.)
-pub fn read_midr_el1() -> u64 {
+pub(crate) fn read_midr_el1() -> u64 {
     MIDR_EL1.get()
 }
 
 /// ID_AA64MMFR0_EL1: memory model features, ECV in bits 63:60. (At EL0, Linux and QEMU's
 /// user mode emulate the read.)
-pub fn read_id_aa64mmfr0_el1() -> u64 {
+pub(crate) fn read_id_aa64mmfr0_el1() -> u64 {
     ID_AA64MMFR0_EL1.get()
 }
 
@@ -223,7 +241,7 @@ mod tests {
         for e in Erratum::ALL {
             for c in [
                 plain.with_erratum(e),
-                GenericTimer::BASELINE.with_erratum(e),
+                GenericTimer::any_core().with_erratum(e),
             ] {
                 assert_eq!(c.erratum(), Some(e));
                 let mut last = plain.ticks();

@@ -1,9 +1,9 @@
 //! Arm semihosting: requests from the target to a debugger or emulator (`HLT #0xF000`).
 //!
-//! QEMU (`-semihosting`) and debug probes answer these. `crate::reference`'s
-//! `SemihostingElapsed` uses [`SYS_ELAPSED`] and [`SYS_TICKFREQ`] as a reference timer.
-//! Internal: a kernel that wants other requests (its command line, its exit) makes them
-//! itself, as `boot/src/aarch64/semihosting.rs` does.
+//! QEMU (`-semihosting`) and debug probes answer these. `SemihostingElapsed` uses
+//! [`SYS_ELAPSED`] and [`SYS_TICKFREQ`] as a reference timer. Internal: a kernel that wants
+//! other requests (its command line, its exit) makes them itself, as
+//! `boot/src/aarch64/semihosting.rs` does.
 //!
 //! Without an attached semihosting host, `HLT` is an undefined instruction (or a debug halt):
 //! that is why [`call`] is `unsafe`.

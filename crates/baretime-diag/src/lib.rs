@@ -6,11 +6,12 @@
 //!   zero deltas (a stuck or coarse counter), minimum and maximum delta.
 //! - [`WarpCheck`]: does the counter agree across CPUs? A token passes between the CPUs in a
 //!   schedule that compares every ordered pair, so that every check compares a read on one CPU
-//!   with a read just before on another (see [`warp`]'s docs). Each
-//!   CPU runs [`WarpCheck::participate`] (no threads of our own; every wait bounded by a
+//!   with a read just before on another (see [`WarpCheck`]'s docs). Each CPU runs
+//!   [`WarpCheck::participate`] (no threads of our own; every wait bounded by a
 //!   [`Patience`]); [`WarpReport::verdict`] says `Consistent` only after
 //!   [`CONSISTENT_MIN_CHECKS_PER_PAIR`] checks of every pair. `warp_check_threads` (feature
-//!   `std`) runs it on host threads, each pinned to its own CPU where the OS allows.
+//!   `std`) runs it on host threads, each pinned to its own CPU where the OS allows, each
+//!   wait bounded by `StdPatience`.
 //!
 //! No allocation, integer arithmetic only. [`ReadStats`] uses no atomics; [`WarpCheck`] uses
 //! 32-bit atomics, with read-modify-write only to join, so it builds wherever the target has
@@ -21,8 +22,10 @@
 //! Wrapping counters ([`Counter::bits`] < 64) are compared modulo their width: a step of more
 //! than half the range forwards is taken as a step backwards.
 //!
-//! No panic for any counter values (any [`Width::mask`](crate::Width::mask), too): the
-//! crate's lints (in lib.rs) deny unchecked arithmetic and indexing outside tests.
+//! No panic for any counter values (and any width a [`Counter`] states): the crate's lints
+//! (in lib.rs) deny unchecked arithmetic and indexing outside tests.
+//!
+//! Every module is private and each item has one path, the list below.
 
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -78,11 +81,16 @@ pub use warp::StdPatience;
 #[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 pub use warp::{
     Participation, Patience, Spins, TickBudget, WarpCheck, WarpError, WarpReport, WarpVerdict,
-    CONSISTENT_MIN_CHECKS_PER_PAIR, MAX_WARP_CPUS,
+    CONSISTENT_MIN_CHECKS_PER_PAIR,
 };
 
+// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// Buckets in a [`Histogram`]: one for 0 and one per power of two up to 2^63.
-pub const HISTOGRAM_BUCKETS: usize = 65;
+const HISTOGRAM_BUCKETS: usize = 65;
 
 /// A log2 histogram of tick deltas: bucket 0 counts deltas of 0, bucket `k` ≥ 1 counts
 /// deltas in `2^(k-1) ..= 2^k - 1`. Counts saturate at `u32::MAX`.
@@ -112,7 +120,7 @@ impl Histogram {
         u64::BITS.wrapping_sub(delta.leading_zeros()) as usize
     }
 
-    /// The smallest and largest delta of bucket `k` (`None` for `k` ≥ [`HISTOGRAM_BUCKETS`]).
+    /// The smallest and largest delta of bucket `k` (`None` for `k` ≥ 65, past the last).
     pub const fn bucket_range(k: usize) -> Option<(u64, u64)> {
         match k {
             0 => Some((0, 0)),
@@ -133,7 +141,7 @@ impl Histogram {
         }
     }
 
-    /// The counts, bucket by bucket.
+    /// The counts, bucket by bucket: 65 of them, bucket 0 first.
     pub const fn counts(&self) -> &[u32; HISTOGRAM_BUCKETS] {
         &self.counts
     }
@@ -295,6 +303,15 @@ impl ReadStats {
     }
 }
 
+/// `v` as a `u64`, saturating at `u64::MAX`.
+pub(crate) const fn saturate_u64(v: u128) -> u64 {
+    if v > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -427,14 +444,5 @@ mod tests {
         let ghz = Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Exact).unwrap();
         assert_eq!(s.read_cost_ps(&ghz), 0);
         assert_eq!(s.histogram.total(), 0);
-    }
-}
-
-/// `v` as a `u64`, saturating at `u64::MAX`.
-pub(crate) const fn saturate_u64(v: u128) -> u64 {
-    if v > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        v as u64
     }
 }

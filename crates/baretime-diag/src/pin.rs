@@ -1,7 +1,7 @@
 //! Pinning the calling thread to one CPU (Linux `sched_setaffinity`), for the threaded warp
 //! check. std has no affinity API; this is the crate's only OS call, through the optional
-//! `libc` dependency that the feature `std` turns on (on Linux only). It lives in `arch`
-//! with the other code that needs `unsafe`.
+//! `libc` dependency that the feature `std` turns on (on Linux only): the crate's only
+//! `unsafe`.
 
 use std::vec::Vec;
 

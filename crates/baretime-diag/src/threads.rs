@@ -2,7 +2,7 @@
 
 use core::time::Duration;
 
-use super::warp::{StdPatience, WarpCheck, WarpError, WarpReport};
+use crate::warp::{StdPatience, WarpCheck, WarpError, WarpReport};
 use baretime::Counter;
 
 /// What [`warp_check_threads`] did: the check's report, and how the threads were placed.
@@ -25,12 +25,11 @@ pub struct ThreadedWarp {
     pub error: Option<WarpError>,
 }
 
-/// Runs a [`WarpCheck`] of `threads` host threads (at most
-/// [`MAX_WARP_CPUS`](super::MAX_WARP_CPUS)) sharing `counter`, `checks_per_pair` checks of
-/// each ordered pair. On Linux thread `i` is pinned to the `i`-th CPU the calling thread may
+/// Runs a [`WarpCheck`] of `threads` host threads (at most 256, as [`WarpCheck::new`] cuts
+/// them) sharing `counter`, `checks_per_pair` checks of each ordered pair. On Linux thread `i` is pinned to the `i`-th CPU the calling thread may
 /// run on (modulo their number: with more threads than CPUs some share one); a pinning that
 /// fails is reported in [`ThreadedWarp::pin_error`] and the check runs on unpinned. Each wait
-/// gives up after `patience_per_wait` of wall-clock time.
+/// gives up after `patience_per_wait` of wall-clock time ([`StdPatience`]).
 ///
 /// ```
 /// use baretime_diag::warp_check_threads;

@@ -1,70 +1,4 @@
-//! The cross-CPU warp check: a token passed between CPUs, so that every check compares two.
-//!
-//! # Why a token
-//!
-//! A warp check compares a counter read on one CPU with a read on another CPU that happened
-//! *just before* it: if the later read is smaller, the two CPUs' counters disagree (a "warp")
-//! by at least that much. The earlier design let every participant take a spin lock, read,
-//! compare with the last read of any CPU and release; on a 2-vCPU machine the CPU that had just
-//! released the lock took it again almost every time (a waiter looks only every PAUSE), and
-//! 400 000 checks compared two CPUs once. Here the right to read is a token with a schedule:
-//! a participant reads only when the token says it is its turn, and the schedule never gives
-//! two turns in a row to one CPU, so **every check is a handover between two CPUs**.
-//!
-//! # The schedule
-//!
-//! The CPUs are compared pair by pair, in the order (0, 1), (0, 2), …, (0, n−1), (1, 2), …:
-//! one *phase* per unordered pair {i, j}, i < j. A phase is `2K + 1` steps, K being
-//! [`WarpCheck::checks_per_pair`]: i, j, i, j, …, i. The first step only reads and publishes;
-//! each of the other 2K reads is compared with the read of the step before, which the other
-//! CPU of the pair made: K checks of i → j (j's read after i's) and K of j → i. Every ordered
-//! pair of CPUs gets exactly K checks, and the CPUs outside the pair wait. Pairs are compared
-//! one at a time as Linux's `check_tsc_warp()` compares the boot CPU with each CPU that comes
-//! up, but every pair, not only the pairs with the boot CPU, and with a fixed number of
-//! handovers rather than a fixed time.
-//!
-//! The token is one 32-bit step number: the holder of step `s` reads its counter, compares,
-//! publishes its reading, and stores `s + 1` with release ordering; the holder of `s + 1` waits
-//! for that value with acquire loads. The counter read must itself be ordered after earlier
-//! loads, as the crate's CPU counters' [`Counter`] impls are (LFENCE; RDTSC and ISB; MRS),
-//! so a read is made after the previous holder's read in real time. The smallest warp a check
-//! can see is the time a handover takes (one cache line moving between the two CPUs, ~100 ns);
-//! smaller offsets hide in it, as they do in Linux's check.
-//!
-//! # Never waiting for ever
-//!
-//! A participant that never arrives (a CPU that did not boot, a thread that was not spawned)
-//! must not hang the others: every wait is bounded by a [`Patience`] the caller chooses
-//! ([`Spins`], [`TickBudget`], or its own). The first participant whose patience runs out
-//! records which CPU it was waiting for and ends with [`WarpError::Timeout`]; every other
-//! participant then ends with [`WarpError::Aborted`] at its next wait, and the report counts
-//! only the checks that were made: its verdict is [`WarpVerdict::Inconclusive`] unless a warp
-//! was already seen.
-//!
-//! # In a kernel
-//!
-//! ```no_run
-//! # #[cfg(target_arch = "x86_64")] {
-//! use baretime_x86::Tsc;
-//! use baretime_diag::{TickBudget, WarpCheck, WarpVerdict};
-//!
-//! static CHECK: WarpCheck = WarpCheck::new(4, 2000); // CPUs 0..4, 2000 checks each way
-//! # let cpu = 0;
-//!
-//! // On each CPU `cpu` in 0..4, interrupts off; give up on a partner after ~1 s of TSC
-//! // (a slow AP bring-up counts: the wait for a CPU's first turn is one wait too).
-//! let tsc = Tsc::BASELINE;
-//! let mine = CHECK.participate(cpu, &tsc, &mut TickBudget::new(&tsc, 3_000_000_000));
-//!
-//! // On the boot CPU, once CHECK.finished() == 4:
-//! match CHECK.report().verdict() {
-//!     WarpVerdict::Consistent => { /* one Clock for all CPUs */ }
-//!     WarpVerdict::Warped { max_warp_ticks, from_cpu, to_cpu } => { /* TSC_ADJUST, guard */ }
-//!     WarpVerdict::Inconclusive => { /* too few checks, or a CPU missing */ }
-//! }
-//! # let _ = mine;
-//! # }
-//! ```
+//! The cross-CPU warp check (the public docs are on [`WarpCheck`]).
 
 use core::hint::spin_loop;
 
@@ -72,10 +6,10 @@ use crate::atomic::{AtomicU32, Ordering};
 use crate::saturate_u64;
 use baretime::{Counter, Frequency, Width};
 
-/// The most CPUs one [`WarpCheck`] compares. A kernel with more checks a subset (or several
-/// subsets in turn). The limit keeps the step number, which counts every step of every pair's
+/// The most CPUs one [`WarpCheck`] compares (its docs say 256). A kernel with more checks a
+/// subset (or several subsets in turn). The limit keeps the step number, which counts every step of every pair's
 /// phase, in 32 bits, and the joined-CPU set in 256 bits (32 bytes).
-pub const MAX_WARP_CPUS: u32 = 256;
+pub(crate) const MAX_WARP_CPUS: u32 = 256;
 
 /// Checks per ordered pair of CPUs below which a check that found no warp says
 /// [`WarpVerdict::Inconclusive`] rather than [`WarpVerdict::Consistent`]: 1000.
@@ -232,7 +166,7 @@ impl StdPatience {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum WarpError {
-    /// `cpu` is not below the check's [`WarpCheck::cpus`] (or [`MAX_WARP_CPUS`]).
+    /// `cpu` is not below the check's [`WarpCheck::cpus`].
     CpuOutOfRange {
         /// The CPU number given.
         cpu: u32,
@@ -407,14 +341,14 @@ impl WarpReport {
     }
 }
 
-/// A cross-CPU warp check for up to [`MAX_WARP_CPUS`] CPUs, shared by all participants and
-/// usable in a `static`. 32-bit atomics only (the step number, the last reading in two
+/// A cross-CPU warp check for up to 256 CPUs, shared by all participants and usable in a
+/// `static`. 32-bit atomics only (the step number, the last reading in two
 /// halves, the results), with read-modify-write only to join; no allocation.
 ///
 /// Each of the CPUs `0..cpus` calls [`WarpCheck::participate`] once, pinned there, with
 /// interrupts (or preemption) off if it can: a participant preempted while the token is its
 /// own holds up every other. The CPU numbers are the check's own; map the kernel's CPU ids to
-/// `0..cpus`. See the [module docs](self) for the schedule.
+/// `0..cpus`. The sections below give the schedule.
 ///
 /// A check runs once: each CPU joins it once, and the token only moves forward. To check
 /// again (after repairing `TSC_ADJUST`, say) use another `WarpCheck`: each is 80 bytes.
@@ -446,6 +380,72 @@ impl WarpReport {
 ///     WarpVerdict::Warped { max_warp_ticks: 4999, from_cpu: 0, to_cpu: 1 }
 /// );
 /// ```
+///
+/// # Why a token
+///
+/// A warp check compares a counter read on one CPU with a read on another CPU that happened
+/// *just before* it: if the later read is smaller, the two CPUs' counters disagree (a "warp")
+/// by at least that much. The earlier design let every participant take a spin lock, read,
+/// compare with the last read of any CPU and release; on a 2-vCPU machine the CPU that had just
+/// released the lock took it again almost every time (a waiter looks only every PAUSE), and
+/// 400 000 checks compared two CPUs once. Here the right to read is a token with a schedule:
+/// a participant reads only when the token says it is its turn, and the schedule never gives
+/// two turns in a row to one CPU, so **every check is a handover between two CPUs**.
+///
+/// # The schedule
+///
+/// The CPUs are compared pair by pair, in the order (0, 1), (0, 2), …, (0, n−1), (1, 2), …:
+/// one *phase* per unordered pair {i, j}, i < j. A phase is `2K + 1` steps, K being
+/// [`WarpCheck::checks_per_pair`]: i, j, i, j, …, i. The first step only reads and publishes;
+/// each of the other 2K reads is compared with the read of the step before, which the other
+/// CPU of the pair made: K checks of i → j (j's read after i's) and K of j → i. Every ordered
+/// pair of CPUs gets exactly K checks, and the CPUs outside the pair wait. Pairs are compared
+/// one at a time as Linux's `check_tsc_warp()` compares the boot CPU with each CPU that comes
+/// up, but every pair, not only the pairs with the boot CPU, and with a fixed number of
+/// handovers rather than a fixed time.
+///
+/// The token is one 32-bit step number: the holder of step `s` reads its counter, compares,
+/// publishes its reading, and stores `s + 1` with release ordering; the holder of `s + 1` waits
+/// for that value with acquire loads. The counter read must itself be ordered after earlier
+/// loads, as the crate's CPU counters' [`Counter`] impls are (LFENCE; RDTSC and ISB; MRS),
+/// so a read is made after the previous holder's read in real time. The smallest warp a check
+/// can see is the time a handover takes (one cache line moving between the two CPUs, ~100 ns);
+/// smaller offsets hide in it, as they do in Linux's check.
+///
+/// # Never waiting for ever
+///
+/// A participant that never arrives (a CPU that did not boot, a thread that was not spawned)
+/// must not hang the others: every wait is bounded by a [`Patience`] the caller chooses
+/// ([`Spins`], [`TickBudget`], or its own). The first participant whose patience runs out
+/// records which CPU it was waiting for and ends with [`WarpError::Timeout`]; every other
+/// participant then ends with [`WarpError::Aborted`] at its next wait, and the report counts
+/// only the checks that were made: its verdict is [`WarpVerdict::Inconclusive`] unless a warp
+/// was already seen.
+///
+/// # In a kernel
+///
+/// ```no_run
+/// # #[cfg(target_arch = "x86_64")] {
+/// use baretime_x86::Tsc;
+/// use baretime_diag::{TickBudget, WarpCheck, WarpVerdict};
+///
+/// static CHECK: WarpCheck = WarpCheck::new(4, 2000); // CPUs 0..4, 2000 checks each way
+/// # let cpu = 0;
+///
+/// // On each CPU `cpu` in 0..4, interrupts off; give up on a partner after ~1 s of TSC
+/// // (a slow AP bring-up counts: the wait for a CPU's first turn is one wait too).
+/// let Ok(tsc) = Tsc::probe() else { return };
+/// let mine = CHECK.participate(cpu, &tsc, &mut TickBudget::new(&tsc, 3_000_000_000));
+///
+/// // On the boot CPU, once CHECK.finished() == 4:
+/// match CHECK.report().verdict() {
+///     WarpVerdict::Consistent => { /* one Clock for all CPUs */ }
+///     WarpVerdict::Warped { max_warp_ticks, from_cpu, to_cpu } => { /* TSC_ADJUST, guard */ }
+///     WarpVerdict::Inconclusive => { /* too few checks, or a CPU missing */ }
+/// }
+/// # let _ = mine;
+/// # }
+/// ```
 #[derive(Debug)]
 pub struct WarpCheck {
     cpus: u32,
@@ -470,7 +470,8 @@ pub struct WarpCheck {
 }
 
 impl WarpCheck {
-    /// A check of CPUs `0..cpus` (at most [`MAX_WARP_CPUS`]; more are cut to it) with
+    /// A check of CPUs `0..cpus` (at most 256; more are cut to it, and a kernel with more
+    /// checks a subset, or several subsets in turn) with
     /// `checks_per_pair` checks of each ordered pair (at least 1, and at most what keeps the
     /// step number in 32 bits: ≥ 2¹⁵ for 256 CPUs, ≥ 2³⁰ for 2). [`WarpCheck::cpus`] and
     /// [`WarpCheck::checks_per_pair`] say what was kept.
@@ -537,7 +538,7 @@ impl WarpCheck {
     ///
     /// `counter` is this CPU's view of the counter (every participant reads its own CPU's
     /// counter; a simulation can give each its own). `patience` bounds every wait: see
-    /// [`Patience`] and the [module docs](self#never-waiting-for-ever).
+    /// [`Patience`] and [`WarpCheck`]'s docs, "Never waiting for ever".
     pub fn participate<C: Counter + ?Sized, P: Patience + ?Sized>(
         &self,
         cpu: u32,

@@ -1,10 +1,14 @@
-//! Simulated faulty counter reads (feature `sim`): each erratum's bug, over a true counter.
+//! Simulated faulty counter reads: each aarch64 counter erratum's bug, over a true counter.
 
 use core::cell::Cell;
 
 use crate::SimWorld;
-use baretime_aarch64::{Erratum, ARM_858921_BIT};
+use baretime_aarch64::Erratum;
 
+/// The bit whose carry the Cortex-A73 858921 model garbles: bit 32, where the low word of the
+/// count carries into the high word (Arm's erratum notice). The model's own constant, not the
+/// workaround's: a model that shared the workaround's figures would share its mistakes.
+const A73_CARRY_BIT: u32 = 32;
 /// The low bits the Allwinner model forces to all ones or all zeros (ten, as first reported;
 /// the workaround checks nine of them).
 const A64_MODEL_LOW_MASK: u64 = 0x3FF;
@@ -22,10 +26,10 @@ const HISILICON_MODEL_BITS: u64 = 0xFFFF_FFE0;
 ///
 /// | erratum | when it strikes | what the read returns |
 /// | --- | --- | --- |
-/// | [`FslA008585`](Erratum::FslA008585) | at random, once in [`one_in`](FaultyRead::one_in) reads | a random 64-bit value |
-/// | [`Hisilicon161010101`](Erratum::Hisilicon161010101) | at random, once in `one_in` reads | the true value with random bits among 5..=31 flipped: off by a nonzero multiple of 32, either way |
-/// | [`Arm858921`](Erratum::Arm858921) | on the first read after bit 32 carried, if the read before was less than 2³¹ ticks earlier (with probability 1/`one_in`) | the new high word with the old low word: about 2³² ticks ahead |
-/// | [`Sun50iUnknown1`](Erratum::Sun50iUnknown1) | on the first read after bit 10 or above changed, if the read before was less than 2⁹ ticks earlier (probability 1/`one_in`) | the bits that changed half-way: either the bits set in both the old and the new value with the low 10 bits zero (7ff → 000: back), or the bits set in either with the low 10 bits ones (7ff → fff: ahead) |
+/// | [`FslA008585`](Erratum::FslA008585) | at random, once in `n` reads ([`with_one_in(n)`](FaultyRead::with_one_in)) | a random 64-bit value |
+/// | [`Hisilicon161010101`](Erratum::Hisilicon161010101) | at random, once in `n` reads | the true value with random bits among 5..=31 flipped: off by a nonzero multiple of 32, either way |
+/// | [`Arm858921`](Erratum::Arm858921) | on the first read after bit 32 carried, if the read before was less than 2³¹ ticks earlier (with probability 1/`n`) | the new high word with the old low word: about 2³² ticks ahead |
+/// | [`Sun50iUnknown1`](Erratum::Sun50iUnknown1) | on the first read after bit 10 or above changed, if the read before was less than 2⁹ ticks earlier (probability 1/`n`) | the bits that changed half-way: either the bits set in both the old and the new value with the low 10 bits zero (7ff → 000: back), or the bits set in either with the low 10 bits ones (7ff → fff: ahead) |
 ///
 /// The defaults are one in 1000 for the random faults and every time for the carry faults.
 /// "The previous read" is the previous call of [`FaultyRead::read`]; the model keeps it, so
@@ -42,7 +46,8 @@ const HISILICON_MODEL_BITS: u64 = 0xFFFF_FFE0;
 /// new low word (2³² ticks back) would pass that rule when it is the second of the pair.
 ///
 /// ```
-/// use baretime_sim::{read_with, Erratum, FaultyRead};
+/// use baretime_aarch64::Erratum;
+/// use baretime_sim::FaultyRead;
 /// use core::cell::Cell;
 ///
 /// // A counter just short of bit 32's carry, 8 ticks per read; returns (glitches, steps back).
@@ -55,7 +60,7 @@ const HISILICON_MODEL_BITS: u64 = 0xFFFF_FFE0;
 ///     };
 ///     let (mut last, mut back) = (0, 0);
 ///     for _ in 0..4 {
-///         let v = if workaround { read_with(Erratum::Arm858921, raw) } else { raw() };
+///         let v = if workaround { Erratum::Arm858921.read(raw).ticks } else { raw() };
 ///         back += u32::from(v < last);
 ///         last = v;
 ///     }
@@ -93,7 +98,7 @@ impl FaultyRead {
     }
 
     /// Strike once in `n` reads where the fault can strike (`n` = 1: every time; 0 is 1).
-    pub fn one_in(self, n: u64) -> FaultyRead {
+    pub fn with_one_in(self, n: u64) -> FaultyRead {
         FaultyRead {
             one_in: n.max(1),
             ..self
@@ -128,7 +133,7 @@ impl FaultyRead {
                 t ^ flip
             }
             (Erratum::Arm858921, Some(old))
-                if (old ^ t) >> ARM_858921_BIT & 1 != 0
+                if (old ^ t) >> A73_CARRY_BIT & 1 != 0
                     && t.wrapping_sub(old) < A73_MODEL_NEAR
                     && self.strikes() =>
             {

@@ -1,5 +1,6 @@
-//! Simulated counters and reference timers (feature `sim`), for testing calibration — ours
-//! or a user's — against hardware that misbehaves on purpose, reproducibly.
+//! Simulated counters and reference timers for [baretime](https://docs.rs/baretime), for
+//! testing calibration — ours or a user's — against hardware that misbehaves on purpose,
+//! reproducibly.
 //!
 //! A [`SimWorld`] holds the true time (in picoseconds) and a seeded PRNG. A [`SimCounter`]
 //! and a [`SimReference`] borrow the world and turn true time into ticks, each described by a
@@ -9,12 +10,17 @@
 //! world can also stall the whole machine like an SMI ([`SimWorld::with_smi`]): reads that
 //! straddle a stall take 100 µs longer, exactly what bracket rejection must catch. Each stall
 //! begins a new *regime* in which a device's reads may cost more, mostly on one side of the
-//! latch ([`SimTimer::regime_cost`]), as an emulated target's do after its host scheduled it
-//! out: disturbances that stay inside narrow brackets and shift their midpoints for
-//! milliseconds at a time.
+//! latch ([`SimTimer::with_regime_cost`]), as an emulated target's do after its host
+//! scheduled it out: disturbances that stay inside narrow brackets and shift their midpoints
+//! for milliseconds at a time.
 //!
-//! Everything is integer arithmetic and `no_std`, like the rest of the crate; interior
-//! mutability is `Cell`, so a world is single-threaded (`!Sync`).
+//! [`FaultyRead`] models the aarch64 counter errata ([`baretime_aarch64::Erratum`]): give it
+//! the true count at each read and it returns what the buggy hardware would, to test a
+//! workaround (or code that must survive without one) on any host.
+//!
+//! Everything is integer arithmetic and `no_std`, like baretime; interior mutability is
+//! `Cell`, so a world is single-threaded (`!Sync`). Every module is private and each item has
+//! one path, the list below.
 //!
 //! ```
 //! use baretime::{calibrate, Config};
@@ -22,7 +28,7 @@
 //! use core::time::Duration;
 //!
 //! let world = SimWorld::new(7).with_smi(10, Duration::from_micros(100));
-//! let tsc = SimCounter::new(&world, SimTimer::new(2_300_000_000).error_ppb(12_000));
+//! let tsc = SimCounter::new(&world, SimTimer::new(2_300_000_000).with_error_ppb(12_000));
 //! let pit = SimReference::new(&world, SimTimer::pit(), "pit");
 //! let cal = calibrate(&tsc, pit, Config::new().with_max_duration(Duration::from_millis(20))).unwrap();
 //! let true_mhz = tsc.timer().true_millihz();
@@ -32,6 +38,17 @@
 
 #![cfg_attr(not(test), no_std)]
 #![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod faulty;
@@ -40,6 +57,11 @@ mod format;
 mod wide;
 
 pub use faulty::FaultyRead;
+
+// The README's examples, compiled and run as doc tests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 use core::cell::Cell;
 use core::time::Duration;
@@ -123,8 +145,8 @@ impl SimWorld {
         self.smis.get()
     }
 
-    /// The current regime: the number of stalls so far (see [`SimTimer::regime_cost`]).
-    pub fn regime(&self) -> u64 {
+    /// The current regime: the number of stalls so far (see [`SimTimer::with_regime_cost`]).
+    fn regime(&self) -> u64 {
         self.smi_count()
     }
 
@@ -262,20 +284,20 @@ impl SimTimer {
     /// The PC's 8254 PIT: 1.193182 MHz, 16 bits, each read 1 µs ± 0.3 µs.
     pub const fn pit() -> Self {
         Self::new(1_193_182)
-            .bits(16)
-            .read_cost(Duration::from_micros(1), Duration::from_nanos(300))
+            .with_bits(16)
+            .with_read_cost(Duration::from_micros(1), Duration::from_nanos(300))
     }
 
     /// The ACPI PM timer: 3.579545 MHz, 24 bits, each read 0.7 µs ± 0.1 µs.
     pub const fn acpi_pm() -> Self {
         Self::new(3_579_545)
-            .bits(24)
-            .read_cost(Duration::from_nanos(700), Duration::from_nanos(100))
+            .with_bits(24)
+            .with_read_cost(Duration::from_nanos(700), Duration::from_nanos(100))
     }
 
     /// The true rate differs from the nominal one by this many ppb (positive: faster).
     /// Clamped above -10^9.
-    pub const fn error_ppb(mut self, ppb: i64) -> Self {
+    pub const fn with_error_ppb(mut self, ppb: i64) -> Self {
         self.error_ppb = if ppb <= -1_000_000_000 {
             -999_999_999
         } else {
@@ -285,13 +307,13 @@ impl SimTimer {
     }
 
     /// The true rate changes by this many ppb per second of true time (temperature drift).
-    pub const fn drift_ppb_per_s(mut self, ppb: i64) -> Self {
+    pub const fn with_drift_ppb_per_s(mut self, ppb: i64) -> Self {
         self.drift_ppb_per_s = ppb;
         self
     }
 
     /// Width in bits (1..=64): the count wraps at 2^bits.
-    pub const fn bits(mut self, bits: u32) -> Self {
+    pub const fn with_bits(mut self, bits: u32) -> Self {
         self.bits = if bits == 0 {
             1
         } else if bits > 64 {
@@ -304,19 +326,19 @@ impl SimTimer {
 
     /// Reads are rounded down to a multiple of `ticks` (a coarse clock, a counter that steps
     /// by more than one).
-    pub const fn quantum(mut self, ticks: u64) -> Self {
+    pub const fn with_quantum(mut self, ticks: u64) -> Self {
         self.quantum = if ticks == 0 { 1 } else { ticks };
         self
     }
 
     /// The count at true time 0 (to start near a wrap, say).
-    pub const fn start_at(mut self, ticks: u64) -> Self {
+    pub const fn with_start_ticks(mut self, ticks: u64) -> Self {
         self.start = ticks;
         self
     }
 
     /// Each read takes `cost` ± `jitter` (uniform) of true time.
-    pub const fn read_cost(mut self, cost: Duration, jitter: Duration) -> Self {
+    pub const fn with_read_cost(mut self, cost: Duration, jitter: Duration) -> Self {
         let c = cost.as_nanos().saturating_mul(1000);
         let j = jitter.as_nanos().saturating_mul(1000);
         self.read_ps = saturate_u64(c);
@@ -325,7 +347,7 @@ impl SimTimer {
     }
 
     /// Where in a read the value is latched, in thousandths of its cost (default 500).
-    pub const fn latch_at_permille(mut self, permille: u32) -> Self {
+    pub const fn with_latch_at_permille(mut self, permille: u32) -> Self {
         self.latch_permille = if permille > 1000 {
             1000
         } else {
@@ -344,7 +366,7 @@ impl SimTimer {
     /// quarters of the difference after the latch, so the bracket midpoints shift with the
     /// width by about a quarter of it. A fit through the midpoints takes that shift, from one
     /// regime to the next, for a rate (issue 15).
-    pub const fn regime_cost(mut self, extra: Duration, before_permille: u32) -> Self {
+    pub const fn with_regime_cost(mut self, extra: Duration, before_permille: u32) -> Self {
         self.regime_ps = saturate_u64(extra.as_nanos().saturating_mul(1000));
         self.regime_before_permille = if before_permille > 1000 {
             1000
@@ -355,7 +377,7 @@ impl SimTimer {
     }
 
     /// The fault this device develops.
-    pub const fn fault(mut self, fault: SimFault) -> Self {
+    pub const fn with_fault(mut self, fault: SimFault) -> Self {
         self.fault = fault;
         self
     }
@@ -540,6 +562,15 @@ impl Reference for SimReference<'_> {
     }
 }
 
+/// `v` as a `u64`, saturating at `u64::MAX`.
+const fn saturate_u64(v: u128) -> u64 {
+    if v > u64::MAX as u128 {
+        u64::MAX
+    } else {
+        v as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -549,16 +580,16 @@ mod tests {
         let w = SimWorld::new(1);
         let c = SimCounter::new(
             &w,
-            SimTimer::new(1_000_000_000).read_cost(Duration::from_nanos(10), Duration::ZERO),
+            SimTimer::new(1_000_000_000).with_read_cost(Duration::from_nanos(10), Duration::ZERO),
         );
         assert_eq!(c.ticks(), 5); // latched half-way through a 10 ns read
         assert_eq!(w.now_ps(), 10_000);
         w.advance(Duration::from_millis(1));
         assert_eq!(c.ticks(), 1_000_015);
-        let fast = SimTimer::new(1_000_000_000).error_ppb(1_000);
+        let fast = SimTimer::new(1_000_000_000).with_error_ppb(1_000);
         assert_eq!(fast.ideal(PS_PER_S), 1_000_001_000);
         assert_eq!(fast.true_millihz(), 1_000_001_000_000);
-        let drifting = SimTimer::new(1_000_000_000).drift_ppb_per_s(2_000);
+        let drifting = SimTimer::new(1_000_000_000).with_drift_ppb_per_s(2_000);
         assert_eq!(drifting.ideal(PS_PER_S), 1_000_001_000); // ∫ 2000 ppb/s · t dt over 1 s
         assert_eq!(
             drifting.true_millihz_at(Duration::from_secs(1)),
@@ -569,13 +600,13 @@ mod tests {
     #[test]
     fn wrap_quantum_and_faults() {
         let spike = Cell::new(true);
-        let t = SimTimer::new(1_000_000).bits(8).start_at(250);
+        let t = SimTimer::new(1_000_000).with_bits(8).with_start_ticks(250);
         assert_eq!(t.value(10_000_000, &spike), (250 + 10) & 0xff);
-        let t = SimTimer::new(1_000_000).quantum(16);
+        let t = SimTimer::new(1_000_000).with_quantum(16);
         assert_eq!(t.value(40_000_000, &spike), 32);
-        let t = SimTimer::new(1_000_000).fault(SimFault::StuckAfter(Duration::from_micros(5)));
+        let t = SimTimer::new(1_000_000).with_fault(SimFault::StuckAfter(Duration::from_micros(5)));
         assert_eq!(t.value(40_000_000, &spike), 5);
-        let t = SimTimer::new(1_000_000).fault(SimFault::BackwardsAt {
+        let t = SimTimer::new(1_000_000).with_fault(SimFault::BackwardsAt {
             at: Duration::from_micros(5),
             by: 3,
         });
@@ -583,7 +614,7 @@ mod tests {
             (t.value(4_000_000, &spike), t.value(5_000_000, &spike)),
             (4, 2)
         );
-        let t = SimTimer::new(1_000_000).fault(SimFault::SpikeAt {
+        let t = SimTimer::new(1_000_000).with_fault(SimFault::SpikeAt {
             at: Duration::from_micros(5),
             by: 100,
         });
@@ -609,14 +640,5 @@ mod tests {
         assert_eq!(a.random(), b.random());
         assert!((0..1000).all(|_| a.random_below(7) < 7));
         assert_eq!(a.random_below(0), 0);
-    }
-}
-
-/// `v` as a `u64`, saturating at `u64::MAX`.
-const fn saturate_u64(v: u128) -> u64 {
-    if v > u64::MAX as u128 {
-        u64::MAX
-    } else {
-        v as u64
     }
 }
