@@ -4,6 +4,9 @@
     cargo +nightly rustdoc --lib --all-features -- -Zunstable-options --output-format json
     python3 .ci/public_names.py $CARGO_TARGET_DIR/doc/baretime.json [--list]
 
+Any crate's JSON works (`-p baretime-x86` gives doc/baretime_x86.json): paths start at the
+crate's own name.
+
 A name is a path a user can write: every public module, type, trait, function, constant and
 static reachable from the crate root (a re-exported item counted once, under its first path),
 plus each one's public inherent methods and associated constants, trait methods, enum
@@ -104,7 +107,7 @@ def visit(i, path):
 
 root = get(doc["root"])
 for c in root["inner"]["module"]["items"]:
-    walk(c, ["baretime"])
+    walk(c, [root["name"]])
 
 counts = collections.Counter(k for k, _ in names)
 top = sum(v for k, v in counts.items() if k not in ("function", "assoc_const", "assoc_type", "variant", "field")) 

@@ -117,7 +117,7 @@ struct Reads {
 #[cfg(target_arch = "x86_64")]
 mod platform {
     use super::{Discovered, Reads};
-    use baretime_x86::Tsc;
+    use baretime_x86::{Tsc, X86Features};
 
     pub type Ctr = Tsc;
     pub const COUNTER: &str = "tsc";
@@ -128,14 +128,21 @@ mod platform {
 
     pub fn discover() -> Discovered {
         let d = baretime_x86::discover();
-        let mut flags = vec![format!("vendor={}", d.vendor_str().unwrap_or("?"))];
+        let hypervisor_bit = d.features().contains(X86Features::HYPERVISOR);
+        let vendor = std::str::from_utf8(d.vendor()).unwrap_or("?");
+        let mut flags = vec![format!("vendor={vendor}")];
         flags.push(format!("invariant_tsc={}", d.invariant_tsc()));
-        flags.push(format!("hypervisor_bit={}", d.hypervisor()));
-        flags.push(format!("features={:?}", d.features));
-        if let Some(b) = d.brand_str() {
-            flags.push(format!("brand={}", b.trim()));
+        flags.push(format!("hypervisor_bit={hypervisor_bit}"));
+        flags.push(format!("features={:?}", d.features()));
+        if let Some(b) = d.brand() {
+            flags.push(format!("brand={b}"));
         }
-        let hypervisor = d.hypervisor().then(|| signature(&d.hypervisor_vendor));
+        // The hypervisor bit always gives range 0x40000000 (discovery records it).
+        let hypervisor = d
+            .hypervisors()
+            .first()
+            .filter(|_| hypervisor_bit)
+            .map(|r| signature(&r.signature));
         let hint = match &hypervisor {
             Some(sig) if d.candidates().is_empty() => Some(vm_hint(sig)),
             _ => None,
@@ -673,10 +680,7 @@ fn main() {
 mod paravirt {
     use super::Report;
     use baretime::Source;
-    use baretime_x86::{self, CpuIdReader, HypervisorKind};
-    use baretime_x86::{
-        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
-    };
+    use baretime_x86::{self, HypervisorKind};
 
     /// `a,b,c`, or `none` for an empty list.
     fn list(items: &[String]) -> String {
@@ -724,17 +728,18 @@ mod paravirt {
         let mut notes: Vec<String> = Vec::new();
         for h in d.hypervisors() {
             match h.kind {
-                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
-                    let features = raw_cpuid::CpuIdReaderNative
-                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
-                        .eax;
-                    if let Ok(msr) = kvm_clock_msr(features) {
+                HypervisorKind::Kvm if d.kvm_features().is_some_and(|k| k.base() == h.base) => {
+                    let Some(kvm) = d.kvm_features() else {
+                        continue;
+                    };
+                    let features = kvm.bits();
+                    if let Ok(msr) = kvm.clock_msr() {
                         offered.push(Source::KvmPvclock.token().into());
                         ring0.push(Source::KvmPvclock.token().into());
                         notes.push(format!(
                             "KVM at {:#x} offers pvclock (feature bits {features:#x}: clock MSR {msr:#x}, stable bit {}): a kernel registers a pvclock area through WRMSR and reads tsc_to_system_mul/tsc_shift (baretime_x86::KvmPvclock)",
                             h.base,
-                            if features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0 { "offered" } else { "not offered" }
+                            if kvm.stable_bit() { "offered" } else { "not offered" }
                         ));
                     }
                 }
@@ -742,7 +747,7 @@ mod paravirt {
                     offered.push(Source::HyperVTscFrequencyMsr.token().into());
                     ring0.push(Source::HyperVTscFrequencyMsr.token().into());
                     notes.push(format!(
-                        "Hyper-V at {:#x} offers HV_X64_MSR_TSC_FREQUENCY (0x40000022, Hz): a kernel reads it with RDMSR (baretime_x86::hyperv_tsc_frequency)",
+                        "Hyper-V at {:#x} offers HV_X64_MSR_TSC_FREQUENCY (0x40000022, Hz): a kernel reads it with RDMSR (baretime_x86::read_hyperv_tsc_frequency)",
                         h.base
                     ));
                 }
@@ -792,7 +797,7 @@ mod paravirt {
         for n in &notes {
             r.note(n);
         }
-        if d.hypervisor() {
+        if !d.hypervisors().is_empty() {
             let has = |s: Source| offered.iter().any(|t| t == s.token());
             if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
                 r.note("to expose the rate to every process: QEMU/KVM -cpu host,+invtsc,+vmware-cpuid-freq (CPUID 0x40000010; add tsc-frequency=HZ where QEMU does not know the host's rate); where the VMM has no such option (Firecracker), a kernel's pvclock is the hypervisor's only statement of the rate");

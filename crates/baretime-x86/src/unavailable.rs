@@ -7,10 +7,10 @@
 /// It keeps time on a slower clock it already has:
 ///
 /// - **the reference timer itself**: a 64-bit HPET main counter, or the 24/32-bit ACPI PM
-///   timer, read through [`crate::FnCounter`] at the reference's own
-///   [`crate::reference::Reference::frequency`], makes a [`crate::Clock`] (a read costs about
+///   timer, read through [`baretime::FnCounter`] at the reference's own
+///   [`baretime::Reference::frequency`], makes a [`baretime::Clock`] (a read costs about
 ///   a microsecond of port or MMIO access instead of a few nanoseconds, and a narrow timer
-///   needs [`crate::Clock::update`] in time, like any narrow counter);
+///   needs [`baretime::Clock::update`] in time, like any narrow counter);
 /// - or **a periodic interrupt tick** (PIT, local APIC timer) that counts jiffies, as kernels
 ///   did before invariant TSCs: a resolution of one tick period.
 ///
