@@ -39,13 +39,7 @@ pub enum HypervisorKind {
 
 impl HypervisorKind {
     /// The kind a signature names.
-    ///
-    /// ```
-    /// use baretime_x86::HypervisorKind;
-    /// assert_eq!(HypervisorKind::from_signature(b"XenVMMXenVMM"), HypervisorKind::Xen);
-    /// assert_eq!(HypervisorKind::from_signature(b"VBoxVBoxVBox"), HypervisorKind::Unknown);
-    /// ```
-    pub fn from_signature(signature: &[u8; 12]) -> Self {
+    pub(crate) fn from_signature(signature: &[u8; 12]) -> Self {
         match signature {
             b"KVMKVMKVM\0\0\0" => HypervisorKind::Kvm,
             b"XenVMMXenVMM" => HypervisorKind::Xen,

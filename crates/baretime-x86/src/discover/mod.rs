@@ -37,23 +37,101 @@ pub const MIN_PLAUSIBLE_TSC_HZ: u64 = 10_000_000;
 /// ratio stays out.
 pub const MAX_PLAUSIBLE_TSC_HZ: u64 = 10_000_000_000;
 
-bitflags::bitflags! {
-    /// The CPUID feature bits that matter for using the TSC as a clock.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-    pub struct X86Features: u32 {
-        /// Leaf 0x1 EDX bit 4: the RDTSC instruction exists.
-        const TSC = 1 << 0;
-        /// Leaf 0x80000001 EDX bit 27: RDTSCP exists (with IA32_TSC_AUX).
-        const RDTSCP = 1 << 1;
-        /// Leaf 0x80000007 EDX bit 8: the TSC runs at a constant rate in every P-, C- and
-        /// T-state. Without it the TSC is no clock.
-        const INVARIANT_TSC = 1 << 2;
-        /// Leaf 0x7 EBX bit 1: the IA32_TSC_ADJUST MSR exists.
-        const TSC_ADJUST = 1 << 3;
-        /// Leaf 0x1 ECX bit 24: the local APIC timer has TSC-deadline mode.
-        const TSC_DEADLINE = 1 << 4;
-        /// Leaf 0x1 ECX bit 31: running under a hypervisor.
-        const HYPERVISOR = 1 << 5;
+/// The CPUID feature bits that matter for using the TSC as a clock: a set, read with
+/// [`X86Features::contains`] (`a | b` is the set of both).
+///
+/// ```
+/// use baretime_x86::X86Features;
+/// let f = X86Features::TSC | X86Features::INVARIANT_TSC;
+/// assert!(f.contains(X86Features::INVARIANT_TSC));
+/// assert!(!f.contains(X86Features::INVARIANT_TSC | X86Features::HYPERVISOR));
+/// assert_eq!(format!("{f:?}"), "X86Features(TSC | INVARIANT_TSC)");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct X86Features(u32);
+
+impl X86Features {
+    /// Leaf 0x1 EDX bit 4: the RDTSC instruction exists.
+    pub const TSC: X86Features = X86Features(1 << 0);
+    /// Leaf 0x80000001 EDX bit 27: RDTSCP exists (with IA32_TSC_AUX).
+    pub const RDTSCP: X86Features = X86Features(1 << 1);
+    /// Leaf 0x80000007 EDX bit 8: the TSC runs at a constant rate in every P-, C- and
+    /// T-state. Without it the TSC is no clock.
+    pub const INVARIANT_TSC: X86Features = X86Features(1 << 2);
+    /// Leaf 0x7 EBX bit 1: the IA32_TSC_ADJUST MSR exists.
+    pub const TSC_ADJUST: X86Features = X86Features(1 << 3);
+    /// Leaf 0x1 ECX bit 24: the local APIC timer has TSC-deadline mode.
+    pub const TSC_DEADLINE: X86Features = X86Features(1 << 4);
+    /// Leaf 0x1 ECX bit 31: running under a hypervisor.
+    pub const HYPERVISOR: X86Features = X86Features(1 << 5);
+
+    /// Every flag with its name, in bit order (for `Debug`).
+    const NAMED: [(X86Features, &'static str); 6] = [
+        (X86Features::TSC, "TSC"),
+        (X86Features::RDTSCP, "RDTSCP"),
+        (X86Features::INVARIANT_TSC, "INVARIANT_TSC"),
+        (X86Features::TSC_ADJUST, "TSC_ADJUST"),
+        (X86Features::TSC_DEADLINE, "TSC_DEADLINE"),
+        (X86Features::HYPERVISOR, "HYPERVISOR"),
+    ];
+
+    /// No flag.
+    pub(crate) const fn empty() -> X86Features {
+        X86Features(0)
+    }
+
+    /// Every flag.
+    #[cfg(test)]
+    pub(crate) const fn all() -> X86Features {
+        X86Features(0x3F)
+    }
+
+    /// The raw bits (bit 0 `TSC` … bit 5 `HYPERVISOR`).
+    #[cfg(feature = "defmt")]
+    pub(crate) const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every flag of `other` is set here.
+    pub const fn contains(self, other: X86Features) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Sets (`on`) or clears the flags of `other`.
+    pub(crate) fn set(&mut self, other: X86Features, on: bool) {
+        if on {
+            self.0 |= other.0;
+        } else {
+            self.0 &= !other.0;
+        }
+    }
+}
+
+impl core::ops::BitOr for X86Features {
+    type Output = X86Features;
+    fn bitor(self, other: X86Features) -> X86Features {
+        X86Features(self.0 | other.0)
+    }
+}
+
+/// As bitflags writes it: `X86Features(TSC | RDTSCP)`, `X86Features(0x0)` when empty.
+impl core::fmt::Debug for X86Features {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("X86Features(")?;
+        if self.0 == 0 {
+            f.write_str("0x0")?;
+        }
+        let mut first = true;
+        for (flag, name) in X86Features::NAMED {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str(" | ")?;
+                }
+                first = false;
+                f.write_str(name)?;
+            }
+        }
+        f.write_str(")")
     }
 }
 
@@ -206,12 +284,18 @@ impl X86Discovery {
     /// [`Disagreement`]), the more trusted one first in each pair.
     ///
     /// ```
-    /// use baretime_x86::replay;
+    /// use baretime_x86::{discover_with, CpuidRegs};
     /// // Kaby Lake-X: leaf 0x15 = 342/2 with no crystal, 0x16 base 4300 MHz.
-    /// let d = replay(b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69\n\
-    ///                  CPUID 00000001: 000906E9-00100800-7FFAFBBF-BFEBFBFF\n\
-    ///                  CPUID 00000015: 00000002-00000156-00000000-00000000\n\
-    ///                  CPUID 00000016: 000010CC-00001194-00000064-00000000\n").unwrap();
+    /// let d = discover_with(&|leaf: u32, _subleaf: u32| {
+    ///     let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
+    ///     match leaf {
+    ///         0 => r(0x16, 0x756E_6547, 0x6C65_746E, 0x4965_6E69), // GenuineIntel
+    ///         1 => r(0x0009_06E9, 0, 0, 1 << 4), // family 6 model 0x9E
+    ///         0x15 => r(2, 342, 0, 0),
+    ///         0x16 => r(4300, 4500, 100, 0),
+    ///         _ => CpuidRegs::default(),
+    ///     }
+    /// });
     /// let first = d.disagreements().next().unwrap();
     /// assert_eq!(first.a, baretime::Source::CpuidTscLeafKnownCrystal);
     /// assert!(first.apart_ppb > 40_000_000); // 4104 MHz vs 4300 MHz: 4.8 %
@@ -238,13 +322,18 @@ impl X86Discovery {
     /// [`X86Discovery::best`] and [`X86Discovery::disagreements`] then include the claim.
     ///
     /// ```
-    /// use baretime_x86::replay;
-    /// use baretime_x86::PvclockTimeInfo;
+    /// use baretime_x86::{discover_with, CpuidRegs, PvclockTimeInfo};
     /// use baretime::Source;
     /// // A KVM guest with no TSC leaf (this project's machines), and what pvclock said.
-    /// let mut d = replay(b"CPUID 00000000: 00000016-68747541-444D4163-69746E65\n\
-    ///                      CPUID 00000001: 00A10F11-00000800-80202001-078BFBFF\n\
-    ///                      CPUID 40000000: 40000001-4B4D564B-564B4D56-0000004D\n").unwrap();
+    /// let mut d = discover_with(&|leaf: u32, _subleaf: u32| {
+    ///     let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
+    ///     match leaf {
+    ///         0 => r(0x16, 0x6874_7541, 0x444D_4163, 0x6974_6E65), // AuthenticAMD
+    ///         1 => r(0x00A1_0F11, 0x800, 0x8020_2001, 0x078B_FBFF), // hypervisor bit
+    ///         0x4000_0000 => r(0x4000_0001, 0x4B4D_564B, 0x564B_4D56, 0x4D), // KVMKVMKVM
+    ///         _ => CpuidRegs::default(),
+    ///     }
+    /// });
     /// assert_eq!(d.best(), None);
     /// let pv = PvclockTimeInfo { tsc_to_system_mul: 0xD15F_52CE, tsc_shift: -1, ..Default::default() };
     /// assert!(d.add_claim(pv.tsc_frequency().unwrap()));

@@ -870,3 +870,17 @@ mod props {
         }
     }
 }
+
+#[test]
+fn features_print_as_bitflags_did() {
+    assert_eq!(format!("{:?}", X86Features::empty()), "X86Features(0x0)");
+    assert_eq!(
+        format!("{:?}", X86Features::all()),
+        "X86Features(TSC | RDTSCP | INVARIANT_TSC | TSC_ADJUST | TSC_DEADLINE | HYPERVISOR)"
+    );
+    let mut f = X86Features::all();
+    f.set(X86Features::TSC | X86Features::HYPERVISOR, false);
+    assert!(f.contains(X86Features::RDTSCP | X86Features::TSC_DEADLINE));
+    assert!(!f.contains(X86Features::TSC));
+    assert!(f.contains(X86Features::empty()));
+}
