@@ -94,7 +94,7 @@ impl AcpiPmTimer {
     }
 
     /// One raw read of the counter, masked to its width: no check that it was latched.
-    pub fn read_raw(&mut self) -> u64 {
+    pub(crate) fn read_raw(&mut self) -> u64 {
         // SAFETY: `new`'s contract: `port` is the PM timer's and we have I/O privilege for it.
         // Reading the PM timer has no side effects.
         let v = unsafe { inl(self.port) };

@@ -83,7 +83,7 @@ impl Pit {
     }
 
     /// Latches and reads channel 2's count as the 8254 has it: counting *down*.
-    pub fn read_down(&mut self) -> u16 {
+    pub(crate) fn read_down(&mut self) -> u16 {
         // The latch command freezes the count for the two byte reads that follow (low byte
         // first, as programmed), so the pair is consistent.
         // SAFETY: `self` exists, so `new`'s contract holds: we have I/O privilege and sole use
