@@ -1,6 +1,6 @@
 //! What `Tsc::probe` returns where there is no counter to use.
 
-/// Why there is no usable CPU counter: what `x86_64::Tsc::probe` returns instead of a `Tsc`.
+/// Why there is no usable CPU counter: what `Tsc::probe` returns instead of a `Tsc`.
 ///
 /// # What a kernel does then
 ///
@@ -20,11 +20,6 @@
 /// (`X86Discovery::invariant_tsc`) for the kernel to weigh. Refusing it would also refuse
 /// the many virtual machines whose hypervisor hides the flag over a stable TSC; calibration,
 /// its verification and `baretime-diag`'s checks measure what the counter actually does.
-///
-/// On aarch64 there is no such outcome: the generic timer (CNTVCT_EL0) is architecturally
-/// present on every Armv8-A CPU, so `aarch64::GenericTimer::new()` needs no probe and cannot fail.
-/// A CNTFRQ_EL0 of 0 (firmware did not program it) is a *discovery* outcome, no frequency
-/// candidate, not a missing counter: calibrate against a reference instead.
 ///
 /// ```
 /// use baretime_x86::CounterUnavailable;
