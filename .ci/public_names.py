@@ -8,6 +8,9 @@ With --build it first runs, for each crate,
     cargo +nightly rustdoc -p CRATE --lib --all-features -- -Zunstable-options --output-format json
 (into $CARGO_TARGET_DIR, default target/). Host target x86_64, all features: docs.rs's set.
 
+Any crate's JSON works (`-p baretime-x86` gives doc/baretime_x86.json): paths start at the
+crate's own name.
+
 A name is a path a user can write: every public module, type, trait, function, constant and
 static reachable from the crate root, plus each one's public inherent methods and associated
 constants, trait methods, enum variants and public struct fields. Trait impls (their methods

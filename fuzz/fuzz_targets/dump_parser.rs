@@ -9,14 +9,17 @@
 //! dropped as implausible is outside that range; every disagreement names two candidates.
 #![no_main]
 
-use baretime_x86::{Dump, DUMP_CAPACITY};
-use baretime_x86::{
-    discover_with, X86Discovery, MAX_PLAUSIBLE_TSC_HZ, MIN_PLAUSIBLE_TSC_HZ,
-};
-use baretime_x86::MAX_CANDIDATES;
 use baretime::{Frequency, Source};
+use baretime_x86::Dump;
+use baretime_x86::{
+    discover_with, CpuidRegs, X86Discovery, X86Features, MAX_PLAUSIBLE_TSC_HZ, MIN_PLAUSIBLE_TSC_HZ,
+};
 use libfuzzer_sys::fuzz_target;
-use raw_cpuid::CpuIdResult;
+
+/// The most records a dump holds (`DumpError::TooManyLeaves` beyond).
+const DUMP_CAPACITY: usize = 256;
+/// One candidate per CPUID source (7) and the ring-0 claims: never more than 8.
+const MAX_CANDIDATES: usize = 8;
 
 /// The trust order the x86 discovery docs give: Xen's time leaf, the hypervisor timing leaf,
 /// 0x15 with its crystal, with a known crystal, with a derived crystal, 0x16, the brand
@@ -74,7 +77,10 @@ fn check(d: &X86Discovery) {
     );
     for source in [Source::HypervisorLeaf, Source::XenTimeLeaf] {
         if d.candidate(source).is_some() {
-            assert!(d.hypervisor(), "{source:?} read without the hypervisor bit");
+            assert!(
+                d.features().contains(X86Features::HYPERVISOR),
+                "{source:?} read without the hypervisor bit"
+            );
         }
     }
     for dropped in d.implausible() {
@@ -85,18 +91,34 @@ fn check(d: &X86Discovery) {
     }
     for x in d.disagreements() {
         assert!(
-            d.candidate(x.a).is_some() && d.candidate(x.b).is_some() && x.apart_ppb >= x.allowed_ppb,
+            d.candidate(x.a).is_some()
+                && d.candidate(x.b).is_some()
+                && x.apart_ppb >= x.allowed_ppb,
             "a disagreement that is none: {x:?}"
         );
     }
     // The accessors over the raw fields.
     let _ = (
-        d.vendor_str(),
-        d.brand_str(),
-        d.brand_bytes(),
+        d.vendor(),
+        d.brand(),
         d.invariant_tsc(),
-        d.is_intel(),
+        d.crystal(),
+        d.kvm_features(),
     );
+    let _ = (
+        d.family(),
+        d.model(),
+        d.stepping(),
+        d.max_basic_leaf(),
+        d.max_extended_leaf(),
+    );
+    if let Some(k) = d.kvm_features() {
+        assert!(
+            d.hypervisors().iter().any(|h| h.base == k.base()),
+            "KVM's feature leaf outside the ranges walked: {k:?}"
+        );
+        let _ = (k.clock_msr(), k.stable_bit());
+    }
     let _ = format!("{d:?}");
 }
 
@@ -142,14 +164,9 @@ fuzz_target!(|data: &[u8]| {
 
     // 2. The bytes as registers (16 bytes per leaf, in LEAVES order; zeros past the end),
     //    every subleaf alike.
-    let regs = |leaf: u32, _subleaf: u32| -> CpuIdResult {
+    let regs = |leaf: u32, _subleaf: u32| -> CpuidRegs {
         let Some(i) = LEAVES.iter().position(|&l| l == leaf) else {
-            return CpuIdResult {
-                eax: 0,
-                ebx: 0,
-                ecx: 0,
-                edx: 0,
-            };
+            return CpuidRegs::default();
         };
         let word = |k: usize| -> u32 {
             let at = i * 16 + k * 4;
@@ -159,12 +176,12 @@ fuzz_target!(|data: &[u8]| {
             }
             u32::from_le_bytes(b)
         };
-        CpuIdResult {
+        CpuidRegs {
             eax: word(0),
             ebx: word(1),
             ecx: word(2),
             edx: word(3),
         }
     };
-    check(&discover_with(regs));
+    check(&discover_with(&regs));
 });

@@ -367,10 +367,7 @@ struct Reads {
 mod platform {
     use super::{Machine, Paravirt, Reads};
     use baretime::Source;
-    use baretime_x86::{self, CpuIdReader, HypervisorKind, Tsc};
-    use baretime_x86::{
-        kvm_clock_msr, KVM_FEATURE_CLOCKSOURCE_STABLE_BIT, KVM_LEAF_FEATURES_OFFSET,
-    };
+    use baretime_x86::{self, HypervisorKind, Tsc, X86Features};
 
     pub type Ctr = Tsc;
 
@@ -392,14 +389,22 @@ mod platform {
     pub fn machine(tsc: &Tsc) -> Machine {
         let d = baretime_x86::discover();
         let invariant = d.invariant_tsc();
-        let hypervisor = d.hypervisor().then(|| signature(&d.hypervisor_vendor));
+        let hypervisor_bit = d.features().contains(X86Features::HYPERVISOR);
+        // The hypervisor bit always gives range 0x40000000 (discovery records it).
+        let hypervisor = d
+            .hypervisors()
+            .first()
+            .filter(|_| hypervisor_bit)
+            .map(|r| signature(&r.signature));
         Machine {
             counter_key: "tsc",
             counter_name: "TSC",
             counter_words: "the time-stamp counter (RDTSC)",
-            vendor: d.vendor_str().map(|v| v.trim().to_string()),
+            vendor: std::str::from_utf8(d.vendor())
+                .ok()
+                .map(|v| v.trim().to_string()),
             brand: d
-                .brand_str()
+                .brand()
                 .map(|b| b.trim().to_string())
                 .filter(|b| !b.is_empty()),
             invariant: Some(invariant),
@@ -469,7 +474,11 @@ mod platform {
                 .hypervisors()
                 .first()
                 .map(|h| kind_name(h.kind).to_string())
-                .or_else(|| d.hypervisor().then(|| "an unnamed hypervisor".to_string())),
+                .or_else(|| {
+                    d.features()
+                        .contains(X86Features::HYPERVISOR)
+                        .then(|| "an unnamed hypervisor".to_string())
+                }),
             ..Paravirt::default()
         };
         for h in d.hypervisors() {
@@ -487,14 +496,15 @@ mod platform {
         // What each range offers. CPUID is readable from user space; the MSRs are not.
         for h in d.hypervisors() {
             match h.kind {
-                HypervisorKind::Kvm if h.max_leaf >= h.base + KVM_LEAF_FEATURES_OFFSET => {
-                    let features = raw_cpuid::CpuIdReaderNative
-                        .cpuid2(h.base + KVM_LEAF_FEATURES_OFFSET, 0)
-                        .eax;
-                    if let Ok(msr) = kvm_clock_msr(features) {
+                HypervisorKind::Kvm => {
+                    let Some(kvm) = d.kvm_features().filter(|k| k.base() == h.base) else {
+                        continue;
+                    };
+                    let features = kvm.bits();
+                    if let Ok(msr) = kvm.clock_msr() {
                         p.offered.push(Source::KvmPvclock.token());
                         p.ring0.push(Source::KvmPvclock.token());
-                        let stable = features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0;
+                        let stable = kvm.stable_bit();
                         p.details.push((
                             "kvm pvclock".into(),
                             format!("MSR {msr:#x}"),
@@ -516,7 +526,7 @@ mod platform {
                         "MSR 0x40000022".into(),
                         format!(
                             "Hyper-V at {:#x}: HV_X64_MSR_TSC_FREQUENCY, the rate in Hz; a \
-                             kernel reads it with RDMSR (baretime_x86::hyperv_tsc_frequency)",
+                             kernel reads it with RDMSR (baretime_x86::read_hyperv_tsc_frequency)",
                             h.base
                         ),
                     ));
@@ -542,7 +552,7 @@ mod platform {
             .into_iter()
             .find(|s| p.ring0.contains(&s.token()))
             .or_else(|| d.best().map(|f| f.source()));
-        if d.hypervisor() {
+        if d.features().contains(X86Features::HYPERVISOR) {
             let has = |s: Source| p.offered.contains(&s.token());
             if !has(Source::HypervisorLeaf) && !has(Source::XenTimeLeaf) {
                 let name = d.hypervisors().first().map(|h| h.kind.token());

@@ -17,8 +17,8 @@ use baretime_diag::{
 };
 use baretime_sim::{SimCounter, SimFault, SimReference, SimTimer, SimWorld};
 use baretime_x86::{
-    Crystal, CrystalSource, FrequencyLeaf, HyperVFeatures, HypervisorKind, HypervisorRange,
-    HypervisorTiming, TscLeaf, X86Discovery, X86Features, XenTimeLeaf,
+    CpuidRegs, Crystal, CrystalSource, HypervisorKind, HypervisorRange, KvmFeatures, ParavirtError,
+    PvclockTimeInfo, X86Discovery, X86Features,
 };
 use baretime_x86::{Disagreement, Implausible};
 use baretime_x86::{Dump, DumpEntry, DumpError, DumpFormat};
@@ -61,11 +61,10 @@ fn every_public_type_is_format() {
 
     // discover
     is_format::<X86Features>();
-    is_format::<TscLeaf>();
-    is_format::<FrequencyLeaf>();
-    is_format::<HypervisorTiming>();
-    is_format::<XenTimeLeaf>();
-    is_format::<HyperVFeatures>();
+    is_format::<CpuidRegs>();
+    is_format::<KvmFeatures>();
+    is_format::<ParavirtError>();
+    is_format::<PvclockTimeInfo>();
     is_format::<HypervisorKind>();
     is_format::<HypervisorRange>();
     is_format::<Disagreement>();
@@ -100,9 +99,11 @@ fn every_public_type_is_format() {
     // reference (the bare-metal ones exist only on their architecture)
     #[cfg(target_arch = "x86_64")]
     {
-        use baretime_x86::{AcpiPmTimer, Hpet, HpetError, Pit};
+        use baretime_x86::{AcpiPmTimer, AcpiPmWidth, Hpet, HpetError, NativeCpuid, Pit};
         is_format::<Pit>();
         is_format::<AcpiPmTimer>();
+        is_format::<AcpiPmWidth>();
+        is_format::<NativeCpuid>();
         is_format::<Hpet>();
         is_format::<HpetError>();
     }

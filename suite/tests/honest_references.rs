@@ -23,7 +23,8 @@ fn pm_timer_accuracy() -> Accuracy {
     {
         // SAFETY: `new` only records the port and width; this test never reads the timer,
         // so no port I/O happens and the I/O-privilege condition is never exercised.
-        let pm = unsafe { baretime_x86::AcpiPmTimer::new(0x608, false) };
+        let pm =
+            unsafe { baretime_x86::AcpiPmTimer::new(0x608, baretime_x86::AcpiPmWidth::Bits24) };
         let accuracy = pm.frequency().accuracy();
         assert_eq!(
             accuracy,

@@ -16,8 +16,8 @@ use baretime::WithAccuracy;
 use baretime::{Accuracy, Clock, Frequency};
 
 use baretime_x86::Tsc;
-use baretime_x86::{AcpiPmTimer, Hpet, Pit};
-use raw_cpuid::{CpuIdReader, CpuIdReaderNative, CpuIdResult};
+use baretime_x86::{AcpiPmTimer, AcpiPmWidth, Hpet, Pit};
+use baretime_x86::{CpuidRegs, CpuidSource, NativeCpuid, X86Features};
 
 use crate::scenario::{self, Args};
 use port::outb;
@@ -80,13 +80,13 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
     };
     let mut discovery = match args.lie_hz {
         None => baretime_x86::discover(),
-        Some(hz) => baretime_x86::discover_with(lying_cpuid(hz)),
+        Some(hz) => baretime_x86::discover_with(&lying_cpuid(hz)),
     };
     let _ = writeln!(
         out,
         "invariant_tsc={} hypervisor={}",
         discovery.invariant_tsc(),
-        discovery.hypervisor()
+        discovery.features().contains(X86Features::HYPERVISOR)
     );
     let claim = match args.mode {
         "paravirt" => paravirt::claim(&mut out, &mut discovery),
@@ -111,7 +111,13 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         "acpipm" => match timers.pm_timer {
             Some((port, extended)) => {
                 // SAFETY: ring 0; the port and width come from this machine's FADT.
-                let pm = unsafe { AcpiPmTimer::new(port, extended) };
+                let width = if extended {
+                    AcpiPmWidth::Bits32
+                } else {
+                    AcpiPmWidth::Bits24
+                };
+                // SAFETY: as above.
+                let pm = unsafe { AcpiPmTimer::new(port, width) };
                 run(&mut out, &args, tsc, pm, claim)
             }
             None => {
@@ -170,25 +176,27 @@ fn run<R: Reference>(
     true
 }
 
-/// The kernel's clock on the TSC: `const`, so a plain `static` (no `unsafe`, no lazy cell).
-static CLOCK: Clock<Tsc> = Clock::uninit(Tsc::BASELINE);
+/// The kernel's clock on the TSC: `const`, so a plain `static` (no lazy cell).
+// SAFETY: the clock reads the TSC only once started, and `main` starts it only after
+// `Tsc::probe` succeeded (it exits otherwise).
+static CLOCK: Clock<Tsc> = Clock::uninit(unsafe { Tsc::new_unchecked() });
 
 /// A CPUID reader that passes every leaf through except leaf 0x15, which claims `hz`
 /// (crystal 25 MHz × `hz / 1000` / 25 000, exact to the kHz) — as a CPU whose microcode or
 /// hypervisor reports the wrong crystal would. Leaf 0's maximum is raised to reach 0x15, and
 /// its vendor is Intel's: leaf 0x15 is read on Intel only, and the host may be an AMD.
-fn lying_cpuid(hz: u64) -> impl Fn(u32, u32) -> CpuIdResult + Clone {
+fn lying_cpuid(hz: u64) -> impl Fn(u32, u32) -> CpuidRegs {
     move |leaf, subleaf| {
-        let real = CpuIdReaderNative.cpuid2(leaf, subleaf);
+        let real = NativeCpuid.cpuid(leaf, subleaf);
         match leaf {
             // "GenuineIntel" in EBX, EDX, ECX.
-            0 => CpuIdResult {
+            0 => CpuidRegs {
                 eax: real.eax.max(0x15),
                 ebx: u32::from_le_bytes(*b"Genu"),
                 edx: u32::from_le_bytes(*b"ineI"),
                 ecx: u32::from_le_bytes(*b"ntel"),
             },
-            0x15 => CpuIdResult {
+            0x15 => CpuidRegs {
                 eax: 25_000,
                 ebx: u32::try_from(hz / 1000).unwrap_or(u32::MAX),
                 ecx: 25_000_000,

@@ -5,7 +5,8 @@
 //!    with Hyper-V enlightenments QEMU puts Hyper-V at 0x40000000 and KVM at 0x40000100.
 //! 2. Hyper-V with the frequency MSRs (leaf base+3: EAX bit 11 and EDX bit 8): read
 //!    `HV_X64_MSR_TSC_FREQUENCY`.
-//! 3. KVM with a clock source (leaf base+1 EAX bit 3 or 0): register the pvclock area, a
+//! 3. KVM with a clock source (leaf base+1 EAX bit 3 or 0, as discovery read it:
+//!    `X86Discovery::kvm_features`): register the pvclock area, a
 //!    `static` here (the kernel is identity-mapped: its address is its physical address),
 //!    read the scale under the version protocol, derive the rate, and end the registration.
 //! 4. Add the claims to discovery (`X86Discovery::add_claim`: at their trust position,
@@ -14,10 +15,8 @@
 use core::fmt::Write;
 
 use baretime::Frequency;
-use baretime_x86::KVM_FEATURE_CLOCKSOURCE_STABLE_BIT;
 use baretime_x86::{self as hw, KvmPvclock, PvclockArea};
 use baretime_x86::{HypervisorKind, X86Discovery};
-use raw_cpuid::{CpuIdReader, CpuIdReaderNative};
 
 use super::Serial;
 use crate::scenario::Hz;
@@ -51,19 +50,19 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
     }
     let _ = writeln!(out);
 
-    // Discovery decoded the feature leaf (base + 3) of the first Hyper-V range reaching it.
-    let hyperv_features = discovery.hyperv_features;
+    // Discovery decoded the feature leaves of the first Hyper-V range (base + 3) and the first
+    // KVM range (base + 1) reaching them.
+    let hyperv_msr = discovery.hyperv_tsc_frequency_msr();
+    let kvm_features = discovery.kvm_features();
     let mut hyperv_seen = false;
     let mut pvclock = false;
     for (base, max, kind) in found.into_iter().flatten() {
         if kind == HypervisorKind::HyperV && max >= base + 3 && !hyperv_seen {
             hyperv_seen = true;
-            let Some(f) = hyperv_features else { continue };
-            let available = f.tsc_frequency_msr();
+            let available = hyperv_msr;
             let _ = writeln!(
                 out,
-                "hyperv_base={:#x} hyperv_features_eax={:#x} hyperv_features_edx={:#x} hyperv_frequency_msrs={available}",
-                base, f.privileges, f.misc
+                "hyperv_base={base:#x} hyperv_frequency_msrs={available}"
             );
             if available {
                 // Said first, so that a #GP (a triple fault: there is no IDT) leaves evidence.
@@ -81,14 +80,15 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
                 }
             }
         }
-        if kind == HypervisorKind::Kvm && max > base {
-            let features = CpuIdReaderNative.cpuid2(base + 1, 0).eax;
+        let kvm = kvm_features.filter(|k| kind == HypervisorKind::Kvm && k.base() == base);
+        if let Some(kvm) = kvm {
             let _ = write!(
                 out,
-                "kvm_base={base:#x} kvm_features={features:#x} kvm_stable_bit_offered={}",
-                features & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0
+                "kvm_base={base:#x} kvm_features={:#x} kvm_stable_bit_offered={}",
+                kvm.bits(),
+                kvm.stable_bit()
             );
-            let msr = match baretime_x86::kvm_clock_msr(features) {
+            let msr = match kvm.clock_msr() {
                 Ok(msr) => msr,
                 Err(e) => {
                     let _ = writeln!(out, " pvclock_error=\"{e}\"");
@@ -101,10 +101,10 @@ pub fn claim(out: &mut Serial, discovery: &mut X86Discovery) -> Option<Frequency
             }
             pvclock = true;
             let phys = core::ptr::addr_of!(PVCLOCK) as u64;
-            // SAFETY: ring 0 under KVM, whose feature leaf offers `msr`; the kernel is
-            // identity-mapped, so PVCLOCK's address is its guest-physical address, in RAM
-            // (.bss); this kernel registers no other area, and the area is `'static`.
-            let reg = match unsafe { KvmPvclock::register(&PVCLOCK, phys, msr) } {
+            // SAFETY: ring 0 under KVM, whose feature leaf (read on this CPU) offers `msr`; the
+            // kernel is identity-mapped, so PVCLOCK's address is its guest-physical address,
+            // in RAM (.bss); this kernel registers no other area, and the area is `'static`.
+            let reg = match unsafe { KvmPvclock::register(&PVCLOCK, phys, kvm) } {
                 Ok(reg) => reg,
                 Err(e) => {
                     let _ = writeln!(out, "pvclock_error=\"{e}\"");

@@ -30,6 +30,11 @@ use baretime::{Accuracy, Clock, Counter, Frequency, MonotonicClock};
 use baretime_x86::Hpet;
 use baretime_x86::Tsc;
 
+/// The TSC for the scenario's own reads (warp check, skew), on every CPU.
+// SAFETY: the boot CPU probed the TSC (`Tsc::probe`) before this mode runs, and every CPU of
+// the machine answers CPUID alike; the kernel runs at CPL 0.
+const TSC: Tsc = unsafe { Tsc::new_unchecked() };
+
 use super::{acpi, entry, Serial};
 use crate::scenario;
 use crate::smp::{self, at, Params, MAX_CPUS};
@@ -213,14 +218,14 @@ fn ap_work<C: Counter>(cpu: u32, clock: &Clock<C>, guard: &MonotonicClock<'_, C>
     smp::rendezvous(at::START);
     smp::ap_reads(cpu, &|| read_ns(clock, guard, p));
     smp::rendezvous(at::READ_DONE);
-    smp::warp(0, cpu, clock.counter(), &Tsc::BASELINE);
+    smp::warp(0, cpu, clock.counter(), &TSC);
     smp::rendezvous(at::WARP1_DONE);
     if p.skew_us != 0 {
         smp::rendezvous(at::REPAIR);
         repair(cpu);
         skew::record(cpu);
         smp::rendezvous(at::REPAIRED);
-        smp::warp(1, cpu, clock.counter(), &Tsc::BASELINE);
+        smp::warp(1, cpu, clock.counter(), &TSC);
         smp::rendezvous(at::WARP2_DONE);
     }
     park()
@@ -272,7 +277,7 @@ impl Counter for SkewedTsc {
     fn ticks(&self) -> u64 {
         // The offset load comes before LFENCE;RDTSC, which orders the read after it.
         let offset = percpu::offset();
-        Tsc::BASELINE.ticks().wrapping_add(offset)
+        TSC.ticks().wrapping_add(offset)
     }
     fn bits(&self) -> u32 {
         64
@@ -501,7 +506,7 @@ fn bsp_work<C: Counter>(
     smp::print_reads(out, p.cpus, &writes, &totals, "");
     let _ = writeln!(out, "guard={}", u8::from(p.guard));
     skew::print(out, p.cpus, "");
-    smp::bsp_warp(out, clock, &Tsc::BASELINE, t_read, &rate);
+    smp::bsp_warp(out, clock, &TSC, t_read, &rate);
     if p.skew_us != 0 {
         // The repair: every CPU writes its package reference's TSC_ADJUST (CPU 0's, in
         // CPU 0's package) into its own where it differs, as Linux's
@@ -511,7 +516,7 @@ fn bsp_work<C: Counter>(
         skew::record(0);
         smp::rendezvous(at::REPAIRED);
         skew::print(out, p.cpus, "repaired_");
-        smp::warp(1, 0, clock.counter(), &Tsc::BASELINE);
+        smp::warp(1, 0, clock.counter(), &TSC);
         smp::rendezvous(at::WARP2_DONE);
         smp::print_warp(out, 1, "repaired_", &rate);
     }
@@ -528,7 +533,7 @@ mod skew {
 
     use crate::x86_64::msr::{rdmsr, wrmsr, IA32_TSC};
     use baretime_x86::{package_in_cpuid, BootCpuValue, PackageId};
-    use baretime_x86::{Tsc, TscAdjust, TscAdjustTable};
+    use baretime_x86::{NativeCpuid, TscAdjust, TscAdjustTable};
 
     use crate::smp::MAX_CPUS;
 
@@ -550,7 +555,7 @@ mod skew {
     /// Moves this CPU's TSC forward by `ticks`: through IA32_TSC_ADJUST where CPUID has it
     /// (unless `tsc_write`), else by writing IA32_TSC.
     pub fn apply(ticks: u64, tsc_write: bool) {
-        let before = Tsc::BASELINE.read_ordered();
+        let before = super::TSC.read_ordered();
         match tsc_adjust() {
             Some(adjust) if !tsc_write => {
                 adjust.write(adjust.read().wrapping_add(ticks as i64));
@@ -563,7 +568,7 @@ mod skew {
                 METHOD.store(2, Ordering::SeqCst);
             }
         }
-        let after = Tsc::BASELINE.read_ordered();
+        let after = super::TSC.read_ordered();
         OBSERVED.store(after.wrapping_sub(before) as i64, Ordering::SeqCst);
     }
 
@@ -584,7 +589,7 @@ mod skew {
 
     /// This CPU's package, from its APIC ID (CPUID leaf 0x1F, 0xB or 1).
     fn package() -> PackageId {
-        package_in_cpuid(&raw_cpuid::CpuIdReaderNative).unwrap_or(PackageId(0))
+        package_in_cpuid(&NativeCpuid).unwrap_or(PackageId(0))
     }
 
     /// Records this CPU's TSC_ADJUST (where it exists).

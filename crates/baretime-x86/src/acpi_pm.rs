@@ -13,7 +13,7 @@ use baretime::{Accuracy, Frequency, Source};
 
 /// The PM timer's rate: the NTSC colour-burst crystal, 315/88 MHz = 3 579 545.45… Hz, given
 /// to the millihertz.
-pub const ACPI_PM_MILLIHZ: u64 = 3_579_545_454;
+pub(crate) const ACPI_PM_MILLIHZ: u64 = 3_579_545_454;
 
 const ACPI_PM_FREQUENCY: Frequency = const_frequency!(
     millihz: ACPI_PM_MILLIHZ,
@@ -36,10 +36,10 @@ const MAX_EXTRA_READS: u32 = 8;
 /// read never hangs: a timer that never settles shows up as a calibration error instead.
 ///
 /// The rate is the ACPI specification's, but the crystal behind it is a board's, with the
-/// usual tolerance of tens of ppm: the rate is stated as [`Accuracy::Nominal`] with
-/// [`ACPI_PM_TOLERANCE_PPB`] (100 ppm), which calibration adds to its bound, so that a timer
+/// usual tolerance of tens of ppm: the rate is stated as [`Accuracy::Nominal`] with a
+/// tolerance of 100 ppm, which calibration adds to its bound, so that a timer
 /// 50 ppm fast neither makes a measurement look better than it is nor overrules an exact
-/// CPUID 0x15 claim. State a tighter (or looser) tolerance with [`super::WithAccuracy`]
+/// CPUID 0x15 claim. State a tighter (or looser) tolerance with [`baretime::WithAccuracy`]
 /// when the board's is known. (QEMU emulates the timer at 3 579 545 Hz.)
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -48,9 +48,28 @@ pub struct AcpiPmTimer {
     bits: u32,
 }
 
+/// How wide the PM timer's counter is: the FADT's `Flags` bit 8, `TMR_VAL_EXT`, says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AcpiPmWidth {
+    /// `TMR_VAL_EXT` clear: a 24-bit counter (wraps every 4.7 s).
+    Bits24,
+    /// `TMR_VAL_EXT` set: a 32-bit counter (wraps every 20 min).
+    Bits32,
+}
+
 impl AcpiPmTimer {
-    /// The PM timer at I/O port `port`; `extended` is the FADT's `TMR_VAL_EXT` flag (a 32-bit
-    /// counter rather than 24-bit).
+    /// The PM timer at I/O port `port`, `width` wide (the FADT's `TMR_VAL_EXT`).
+    ///
+    /// ```no_run
+    /// # #[cfg(target_arch = "x86_64")] {
+    /// use baretime_x86::{AcpiPmTimer, AcpiPmWidth};
+    /// // QEMU's i440fx and q35: port 0x608, TMR_VAL_EXT set.
+    /// // SAFETY: ring 0, and the FADT gives this port.
+    /// let pm = unsafe { AcpiPmTimer::new(0x608, AcpiPmWidth::Bits32) };
+    /// # let _ = pm;
+    /// # }
+    /// ```
     ///
     /// # Safety
     ///
@@ -59,10 +78,13 @@ impl AcpiPmTimer {
     ///   allows it) for as long as the `AcpiPmTimer` lives.
     ///
     /// Reading the PM timer has no side effects, so sharing it with other readers is fine.
-    pub unsafe fn new(port: u16, extended: bool) -> AcpiPmTimer {
+    pub unsafe fn new(port: u16, width: AcpiPmWidth) -> AcpiPmTimer {
         AcpiPmTimer {
             port,
-            bits: if extended { 32 } else { 24 },
+            bits: match width {
+                AcpiPmWidth::Bits24 => 24,
+                AcpiPmWidth::Bits32 => 32,
+            },
         }
     }
 
@@ -72,7 +94,7 @@ impl AcpiPmTimer {
     }
 
     /// One raw read of the counter, masked to its width: no check that it was latched.
-    pub fn read_raw(&mut self) -> u64 {
+    pub(crate) fn read_raw(&mut self) -> u64 {
         // SAFETY: `new`'s contract: `port` is the PM timer's and we have I/O privilege for it.
         // Reading the PM timer has no side effects.
         let v = unsafe { inl(self.port) };

@@ -6,20 +6,20 @@ use baretime::{Frequency, Source};
 /// Tolerance of a CPUID 0x15 figure whose crystal comes from the table of known models:
 /// the crystal's own tolerance (about ±100 ppm) with a margin for a table entry that is right
 /// for the model but off for a board.
-pub const KNOWN_CRYSTAL_TOLERANCE_PPB: u64 = 500_000;
+pub(crate) const KNOWN_CRYSTAL_TOLERANCE_PPB: u64 = 500_000;
 
 /// Tolerance of the CPUID 0x16 base frequency and of a 0x15 figure whose crystal was derived
 /// from it. The base frequency is a whole number of MHz that the TSC usually matches to a few
 /// tenths of a percent (i7-8750H: base 2200 MHz, TSC 2208 MHz); some parts miss it by far
 /// more (i3-10110U: base 2100 MHz, TSC 2592 MHz), which verification then catches.
-pub const BASE_FREQUENCY_TOLERANCE_PPB: u64 = 10_000_000;
+pub(crate) const BASE_FREQUENCY_TOLERANCE_PPB: u64 = 10_000_000;
 
 /// Tolerance of the brand string's `@ x.xxGHz`: a marketing figure, 20 % and more off the
 /// TSC rate on some parts (i3-10110U: "2.10GHz", TSC 2.592 GHz).
-pub const BRAND_STRING_TOLERANCE_PPB: u64 = 250_000_000;
+pub(crate) const BRAND_STRING_TOLERANCE_PPB: u64 = 250_000_000;
 
 /// Most frequency candidates one discovery can list.
-pub const MAX_CANDIDATES: usize = 8;
+pub(crate) const MAX_CANDIDATES: usize = 8;
 
 /// A fixed-capacity list of frequency candidates, most trusted first.
 ///
@@ -29,7 +29,7 @@ pub const MAX_CANDIDATES: usize = 8;
 pub(crate) type Candidates = heapless::Vec<baretime::Frequency, MAX_CANDIDATES>;
 
 /// A claim that was no candidate: its rate lies outside any plausible counter rate (for x86,
-/// [`x86::MIN_PLAUSIBLE_TSC_HZ`]..=[`x86::MAX_PLAUSIBLE_TSC_HZ`]).
+/// [`MIN_PLAUSIBLE_TSC_HZ`](crate::MIN_PLAUSIBLE_TSC_HZ)..=[`MAX_PLAUSIBLE_TSC_HZ`](crate::MAX_PLAUSIBLE_TSC_HZ)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Implausible {
@@ -57,20 +57,7 @@ pub struct Disagreement {
 impl Disagreement {
     /// `Some` when `a` and `b` are further apart than `a`'s bound plus `b`'s bound (each
     /// [`baretime::Accuracy::bound_ppb`], 0 for an exact claim) plus their resolutions allow.
-    ///
-    /// ```
-    /// use baretime_x86::Disagreement;
-    /// use baretime::{Accuracy, Frequency, Source};
-    /// let nominal = |hz, source| {
-    ///     Frequency::from_hz(hz, source, Accuracy::Nominal { tolerance_ppb: 10_000_000 }).unwrap()
-    /// };
-    /// let base = nominal(4_300_000_000, Source::CpuidBaseFrequency);
-    /// // 1 % each: 2 % allowed; 4104 MHz is 4.6 % below.
-    /// let d = Disagreement::between(base, nominal(4_104_000_000, Source::BrandString)).unwrap();
-    /// assert_eq!(d.apart_ppb, 45_581_395);
-    /// assert!(Disagreement::between(base, nominal(4_250_000_000, Source::BrandString)).is_none());
-    /// ```
-    pub fn between(a: Frequency, b: Frequency) -> Option<Disagreement> {
+    pub(crate) fn between(a: Frequency, b: Frequency) -> Option<Disagreement> {
         let (ma, mb) = (u128::from(a.as_millihz()), u128::from(b.as_millihz()));
         // A Frequency is at least 1 kHz: ma > 0. Products < 2^64 · 2^30: exact in u128.
         let apart = ma
@@ -93,5 +80,34 @@ impl Disagreement {
             apart_ppb: saturate_u64(apart),
             allowed_ppb: saturate_u64(allowed),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baretime::Accuracy;
+
+    #[test]
+    fn between_allows_both_bounds() {
+        let nominal = |hz, source| {
+            Frequency::from_hz(
+                hz,
+                source,
+                Accuracy::Nominal {
+                    tolerance_ppb: 10_000_000,
+                },
+            )
+            .unwrap()
+        };
+        let base = nominal(4_300_000_000, Source::CpuidBaseFrequency);
+        // 1 % each: 2 % allowed; 4104 MHz is 4.6 % below.
+        let d = Disagreement::between(base, nominal(4_104_000_000, Source::BrandString)).unwrap();
+        assert_eq!(d.apart_ppb, 45_581_395);
+        assert_eq!(
+            (d.a, d.b),
+            (Source::CpuidBaseFrequency, Source::BrandString)
+        );
+        assert!(Disagreement::between(base, nominal(4_250_000_000, Source::BrandString)).is_none());
     }
 }

@@ -18,10 +18,10 @@ impl Format for X86Discovery {
         write!(
             f,
             "X86Discovery {{ vendor: {=[u8]:a}, family: {=u32:#x}, model: {=u32:#x}, features: {}, hypervisors: {=[?]}, candidates: {=[?]} }}",
-            &self.vendor[..],
-            self.family,
-            self.model,
-            self.features,
+            &self.vendor()[..],
+            self.family(),
+            self.model(),
+            self.features(),
             self.hypervisors(),
             self.candidates()
         )

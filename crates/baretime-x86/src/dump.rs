@@ -17,21 +17,15 @@
 //! records 32 basic and 32 extended leaves whatever the CPU has): [`crate::discover`] ignores
 //! those, as it must on real hardware.
 //!
-//! No allocation: records go to a fixed table of [`DUMP_CAPACITY`] entries.
+//! No allocation: records go to a fixed table of 256 entries.
 
 use core::fmt;
 
-use raw_cpuid::{CpuIdReader, CpuIdResult};
-
-use crate::bytes::Token;
-use crate::candidates::{Disagreement, Implausible, MAX_CANDIDATES};
-use crate::discover::{discover_with, HypervisorKind, HypervisorRange, X86Discovery};
-use baretime::Frequency;
-
-use crate::discover::MAX_HYPERVISOR_RANGES;
+use crate::cpuid::{CpuidRegs, CpuidSource};
+use crate::discover::{discover_with, X86Discovery};
 
 /// Most CPUID records one logical CPU of a dump may hold.
-pub const DUMP_CAPACITY: usize = 256;
+pub(crate) const DUMP_CAPACITY: usize = 256;
 
 /// The text format a dump was recorded in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -56,7 +50,7 @@ pub enum DumpError {
     /// No CPUID record in any of the known formats (an aarch64 ID-register dump, other text,
     /// binary data).
     NotCpuid,
-    /// The first CPU has more than [`DUMP_CAPACITY`] records.
+    /// The first CPU has more than 256 records (the fixed table a dump is parsed into).
     TooManyLeaves,
     /// A line that starts like a CPUID record but does not parse.
     Malformed {
@@ -113,7 +107,7 @@ pub struct DumpEntry {
     pub regs: [u32; 4],
 }
 
-/// The CPUID records of the first logical CPU of a dump. `&Dump` is a [`CpuIdReader`], so
+/// The CPUID records of the first logical CPU of a dump. A `Dump` is a [`CpuidSource`], so
 /// discovery runs on it exactly as on the live CPU, on any host:
 ///
 /// ```
@@ -227,11 +221,11 @@ impl Dump {
     }
 }
 
-impl CpuIdReader for &Dump {
+impl CpuidSource for Dump {
     /// The recorded registers; zeros for a leaf the dump does not hold.
-    fn cpuid2(&self, eax: u32, ecx: u32) -> CpuIdResult {
-        let r = self.get(eax, ecx).unwrap_or([0; 4]);
-        CpuIdResult {
+    fn cpuid(&self, leaf: u32, subleaf: u32) -> CpuidRegs {
+        let r = self.get(leaf, subleaf).unwrap_or([0; 4]);
+        CpuidRegs {
             eax: r[0],
             ebx: r[1],
             ecx: r[2],
@@ -240,183 +234,25 @@ impl CpuIdReader for &Dump {
     }
 }
 
-/// Parses a dump and runs x86 discovery on its first CPU.
+/// Parses a dump and runs x86 discovery on its first CPU: [`Dump::parse`], then
+/// [`discover_with`].
+///
+/// ```
+/// use baretime_x86::{replay, DumpError, X86Features};
+/// // Kaby Lake-X as AIDA64 records it: leaf 0x15 = 342/2 with no crystal, 0x16 base 4300 MHz.
+/// let d = replay(b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69\n\
+///                  CPUID 00000001: 000906E9-00100800-7FFAFBBF-BFEBFBFF\n\
+///                  CPUID 00000015: 00000002-00000156-00000000-00000000\n\
+///                  CPUID 00000016: 000010CC-00001194-00000064-00000000\n")?;
+/// assert_eq!(d.vendor(), b"GenuineIntel");
+/// assert!(!d.features().contains(X86Features::HYPERVISOR));
+/// assert_eq!(d.best().unwrap().as_hz(), 4_104_000_000); // 24 MHz (model table) × 342 / 2
+/// assert_eq!(replay(b"not a dump"), Err(DumpError::NotCpuid));
+/// # Ok::<(), DumpError>(())
+/// ```
 pub fn replay(text: &[u8]) -> Result<X86Discovery, DumpError> {
     let dump = Dump::parse(text)?;
     Ok(discover_with(&dump))
-}
-
-/// Replays the dump `text` and writes the line `examples/cpuid_replay` prints after a dump's
-/// path (the replay contract in the README's "Tests" section), returning whether the dump
-/// was usable (the replay exits 0 only if every dump was):
-///
-/// `vendor=<12 chars> invariant_tsc=<bool> hypervisor=<bool> tsc_hz=<integer|none> exact=<bool> source=<token|none>`
-/// followed by the keys added since, in this order:
-///
-/// - `hypervisors=<kind>@0x<base>[,…]|none`: the hypervisor ranges walked, each as its
-///   [`HypervisorKind::token`] and base leaf; an unknown signature as
-///   `unknown:<signature>@0x<base>` (the signature written like the vendor).
-/// - `hyperv_tsc_msr=<bool>`: Hyper-V's feature leaf says HV_X64_MSR_TSC_FREQUENCY can be
-///   read (by a ring-0 kernel: the dump cannot hold its value).
-/// - `disagreements=<a>/<b>:<ppb>ppb[,…]|none`: candidate pairs further apart than their
-///   accuracies allow ([`Disagreement`]), the more trusted source first.
-/// - `implausible=<source>:<hz>[,…]|none`: claims dropped for a rate no TSC has.
-///
-/// or `error=<token>` (with ` line=<n>` for a malformed record). Bytes of the vendor that are
-/// not printable ASCII (spaces included, as in `"  Shanghai  "`) print as `_`, so the value
-/// stays one 12-character token. `tsc_hz` is the best candidate rounded to the Hz.
-///
-/// ```
-/// use baretime_x86::write_replay_line;
-///
-/// let dump = b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69
-/// CPUID 00000001: 000906EA-00100800-7FFAFBFF-BFEBFBFF
-/// CPUID 00000015: 00000002-0000012C-00000000-00000000"; // crystal field 0: from the model table
-/// let mut line = String::new();
-/// assert!(write_replay_line(dump, &mut line)?);
-/// assert_eq!(
-///     line,
-///     "vendor=GenuineIntel invariant_tsc=false hypervisor=false \
-///      tsc_hz=3600000000 exact=false source=cpuid_15h_known_crystal \
-///      hypervisors=none hyperv_tsc_msr=false disagreements=none implausible=none"
-/// );
-///
-/// let mut line = String::new();
-/// assert!(!write_replay_line(b"not a dump", &mut line)?);
-/// assert_eq!(line, "error=not_cpuid");
-/// # Ok::<(), core::fmt::Error>(())
-/// ```
-pub fn write_replay_line<W: fmt::Write>(text: &[u8], out: &mut W) -> Result<bool, fmt::Error> {
-    match replay(text) {
-        Ok(d) => {
-            write!(out, "{}", ReplaySummary::from(&d))?;
-            Ok(true)
-        }
-        Err(e @ DumpError::Malformed { line }) => {
-            write!(out, "error={} line={line}", e.token())?;
-            Ok(false)
-        }
-        Err(e) => {
-            write!(out, "error={}", e.token())?;
-            Ok(false)
-        }
-    }
-}
-
-/// The part of an [`X86Discovery`] the replay prints.
-struct ReplaySummary {
-    /// Vendor bytes.
-    vendor: [u8; 12],
-    /// The invariant-TSC bit.
-    invariant_tsc: bool,
-    /// The hypervisor bit.
-    hypervisor: bool,
-    /// The most trusted frequency candidate.
-    best: Option<Frequency>,
-    /// Every candidate, most trusted first (`None` past the last).
-    candidates: [Option<Frequency>; MAX_CANDIDATES],
-    /// The hypervisor ranges walked (`None` past the last).
-    hypervisors: [Option<HypervisorRange>; MAX_HYPERVISOR_RANGES],
-    /// Whether Hyper-V's TSC frequency MSR can be read by a ring-0 kernel.
-    hyperv_tsc_frequency_msr: bool,
-    /// Claims dropped as implausible (`None` past the last).
-    implausible: [Option<Implausible>; MAX_CANDIDATES],
-}
-
-/// `items` into a fixed array, `None` past the last (and past `N`).
-fn to_array<T: Copy, const N: usize>(items: &[T]) -> [Option<T>; N] {
-    let mut out = [None; N];
-    for (slot, &item) in out.iter_mut().zip(items) {
-        *slot = Some(item);
-    }
-    out
-}
-
-impl From<&X86Discovery> for ReplaySummary {
-    fn from(d: &X86Discovery) -> Self {
-        ReplaySummary {
-            vendor: d.vendor,
-            invariant_tsc: d.invariant_tsc(),
-            hypervisor: d.hypervisor(),
-            best: d.best(),
-            candidates: to_array(d.candidates()),
-            hypervisors: to_array(d.hypervisors()),
-            hyperv_tsc_frequency_msr: d.hyperv_tsc_frequency_msr(),
-            implausible: to_array(d.implausible()),
-        }
-    }
-}
-
-impl ReplaySummary {
-    /// Every pair of candidates that disagree (as [`X86Discovery::disagreements`]).
-    fn disagreements(&self) -> impl Iterator<Item = Disagreement> + '_ {
-        let c = &self.candidates;
-        c.iter().enumerate().flat_map(move |(i, a)| {
-            c.get(i.saturating_add(1)..)
-                .unwrap_or(&[])
-                .iter()
-                .filter_map(move |b| Disagreement::between((*a)?, (*b)?))
-        })
-    }
-}
-
-/// Writes `items` comma-separated with `each`, or `none` when there are none.
-fn write_list<T>(
-    f: &mut fmt::Formatter<'_>,
-    items: impl Iterator<Item = T>,
-    mut each: impl FnMut(&mut fmt::Formatter<'_>, T) -> fmt::Result,
-) -> fmt::Result {
-    let mut first = true;
-    for item in items {
-        if !first {
-            f.write_str(",")?;
-        }
-        first = false;
-        each(f, item)?;
-    }
-    if first {
-        f.write_str("none")?;
-    }
-    Ok(())
-}
-
-impl fmt::Display for ReplaySummary {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "vendor={} invariant_tsc={} hypervisor={} ",
-            Token(&self.vendor),
-            self.invariant_tsc,
-            self.hypervisor
-        )?;
-        match self.best {
-            Some(b) => write!(
-                f,
-                "tsc_hz={} exact={} source={}",
-                b.as_hz(),
-                b.accuracy().is_exact(),
-                b.source().token()
-            ),
-            None => f.write_str("tsc_hz=none exact=false source=none"),
-        }?;
-        f.write_str(" hypervisors=")?;
-        write_list(f, self.hypervisors.iter().flatten(), |f, r| {
-            f.write_str(r.kind.token())?;
-            if r.kind == HypervisorKind::Unknown {
-                write!(f, ":{}", Token(&r.signature))?;
-            }
-            write!(f, "@{:#010x}", r.base)
-        })?;
-        write!(f, " hyperv_tsc_msr={}", self.hyperv_tsc_frequency_msr)?;
-        f.write_str(" disagreements=")?;
-        write_list(f, self.disagreements(), |f, d| {
-            write!(f, "{}/{}:{}ppb", d.a.token(), d.b.token(), d.apart_ppb)
-        })?;
-        f.write_str(" implausible=")?;
-        write_list(f, self.implausible.iter().flatten(), |f, i| {
-            write!(f, "{}:{}", i.source.token(), i.hz)
-        })
-    }
 }
 
 type Record = ((DumpFormat, u32, Option<u32>), [u32; 4]);
@@ -704,7 +540,7 @@ x86
         assert_eq!(d.get(0x12, 1).unwrap()[3], 4);
         assert_eq!(d.get(0x8000_001D, 2).unwrap()[3], 2);
         let x = discover_with(&d);
-        assert_eq!((x.family, x.model), (6, 0x8E));
+        assert_eq!((x.family(), x.model()), (6, 0x8E));
         // 24 MHz × 150 / 2 = 1800 MHz.
         assert_eq!(x.best().unwrap().as_hz(), 1_800_000_000);
     }
@@ -749,37 +585,22 @@ x86
         assert_eq!(Dump::parse(big.as_bytes()), Err(DumpError::TooManyLeaves));
     }
 
-    /// The replay line for `text`, and whether it was usable.
-    pub(super) fn replay_line(text: &[u8]) -> (bool, String) {
-        let mut line = String::new();
-        let usable = write_replay_line(text, &mut line).unwrap();
-        (usable, line)
-    }
-
     #[test]
-    fn replay_line_format() {
-        let (usable, line) = replay_line(CPUID_R.as_bytes());
-        assert!(usable);
+    fn replay_gives_discovery_or_a_typed_error() {
+        let d = replay(CPUID_R.as_bytes()).unwrap();
+        assert_eq!(d.vendor(), b"GenuineIntel");
+        assert!(d.invariant_tsc());
+        let best = d.best().unwrap();
+        assert_eq!(best.as_hz(), 2_208_000_000);
+        assert_eq!(best.source(), Source::CpuidTscLeafKnownCrystal);
+        assert!(d.hypervisors().is_empty());
+        assert_eq!(replay(b"hello"), Err(DumpError::NotCpuid));
         assert_eq!(
-            line,
-            "vendor=GenuineIntel invariant_tsc=true hypervisor=false tsc_hz=2208000000 \
-exact=false source=cpuid_15h_known_crystal hypervisors=none hyperv_tsc_msr=false \
-disagreements=none implausible=none"
+            replay(b"CPUID 00000000: 1-2-3\n"),
+            Err(DumpError::Malformed { line: 1 })
         );
-        let (usable, line) = replay_line(b"hello");
-        assert!(!usable);
-        assert_eq!(line, "error=not_cpuid");
-        let (usable, line) = replay_line(b"CPUID 00000000: 1-2-3\n");
-        assert!(!usable);
-        assert_eq!(line, "error=malformed line=1");
-        let (_, line) = replay_line(b"basic_cpuid[0]=00000000 20202020 20202020 20202020");
-        assert_eq!(
-            line,
-            "vendor=____________ invariant_tsc=false hypervisor=false tsc_hz=none exact=false \
-source=none hypervisors=none hyperv_tsc_msr=false disagreements=none implausible=none"
-        );
-        // Every list key at once: an unknown hypervisor with a Hyper-V interface behind it
-        // (walk order), a disagreement and an implausible claim.
+        // Every list at once: an unknown hypervisor with a Hyper-V interface behind it (walk
+        // order), a disagreement and two implausible claims.
         let text = "\
 CPUID 00000000: 00000016-756E6547-6C65746E-49656E69
 CPUID 00000001: 000906E9-00100800-FFFAFBBF-BFEBFBFF
@@ -791,13 +612,33 @@ CPUID 40000103: 00000800-00000000-00000000-00000100
 CPUID 80000000: 80000004-00000000-00000000-00000000
 CPUID 80000002: 20555043-2E392040-48473030-0000007A
 ";
+        let d = replay(text.as_bytes()).unwrap();
+        let kinds: std::vec::Vec<_> = d.hypervisors().iter().map(|h| (h.kind, h.base)).collect();
         assert_eq!(
-            replay_line(text.as_bytes()).1,
-            "vendor=GenuineIntel invariant_tsc=false hypervisor=true tsc_hz=4104000000 \
-exact=false source=cpuid_15h_known_crystal hypervisors=unknown:VBoxVBoxVBox@0x40000000,\
-hyperv@0x40000100 hyperv_tsc_msr=true \
-disagreements=cpuid_15h_known_crystal/brand_string:1192982456ppb \
-implausible=cpuid_15h_derived_crystal:65534999994,cpuid_16h:65535000000"
+            kinds,
+            [
+                (crate::HypervisorKind::Unknown, 0x4000_0000),
+                (crate::HypervisorKind::HyperV, 0x4000_0100)
+            ]
+        );
+        assert_eq!(&d.hypervisors()[0].signature, b"VBoxVBoxVBox");
+        assert!(d.hyperv_tsc_frequency_msr());
+        let x: std::vec::Vec<_> = d.disagreements().map(|x| (x.a, x.b, x.apart_ppb)).collect();
+        assert_eq!(
+            x,
+            [(
+                Source::CpuidTscLeafKnownCrystal,
+                Source::BrandString,
+                1_192_982_456
+            )]
+        );
+        let dropped: std::vec::Vec<_> = d.implausible().iter().map(|i| (i.source, i.hz)).collect();
+        assert_eq!(
+            dropped,
+            [
+                (Source::CpuidTscLeafDerivedCrystal, 65_534_999_994),
+                (Source::CpuidBaseFrequency, 65_535_000_000)
+            ]
         );
     }
 
@@ -858,8 +699,9 @@ implausible=cpuid_15h_derived_crystal:65534999994,cpuid_16h:65535000000"
             /// Any bytes: a dump or a typed error, never a panic.
             #[test]
             fn any_bytes(b in proptest::collection::vec(any::<u8>(), 0..2048)) {
-                let (_, line) = replay_line(&b);
-                prop_assert!(line.starts_with("vendor=") || line.starts_with("error="));
+                if let Ok(d) = replay(&b) {
+                    prop_assert_eq!(d.best(), d.candidates().first().copied());
+                }
             }
 
             /// Dump-like text spliced together: parsed dumps respect their own invariants.
@@ -871,6 +713,9 @@ implausible=cpuid_15h_derived_crystal:65534999994,cpuid_16h:65535000000"
                         prop_assert!(d.entries().len() <= DUMP_CAPACITY);
                         // Exactly one leaf-0 record: the first CPU ends before a second.
                         prop_assert_eq!(d.entries().iter().filter(|e| e.leaf == 0).count(), 1);
+                        for e in d.entries() {
+                            prop_assert!(d.get(e.leaf, e.subleaf).is_some());
+                        }
                         let x = discover_with(&d);
                         for f in x.candidates() {
                             prop_assert_eq!(

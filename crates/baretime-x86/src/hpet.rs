@@ -55,10 +55,10 @@ impl core::error::Error for HpetError {}
 ///
 /// The rate is `10^15 / period` Hz from the period in femtoseconds, as the hardware states
 /// it; the oscillator behind it may miss it by the specification's ±500 ppm, so the rate is
-/// stated as [`Accuracy::Nominal`] with [`HPET_TOLERANCE_PPB`], which calibration adds to
+/// stated as [`Accuracy::Nominal`] with a tolerance of 500 ppm, which calibration adds to
 /// its bound: an HPET a few hundred ppm off neither makes a measurement look better than it
 /// is nor overrules an exact CPUID 0x15 claim (Linux, too, trusts 0x15 over an HPET
-/// calibration). State a tighter tolerance with [`super::WithAccuracy`] when the board's
+/// calibration). State a tighter tolerance with [`baretime::WithAccuracy`] when the board's
 /// is known.
 ///
 /// A kernel takes the HPET where ACPI lists one and the PIT otherwise (`no_run`: both need

@@ -7,16 +7,20 @@
 //!   runs a [`baretime::Clock`].
 //! - **Discovery** never measures: [`discover`] collects every rate the CPU states (CPUID
 //!   leaves 0x15 and 0x16, a known crystal, the brand string) and, in a guest, the
-//!   hypervisor's (leaf 0x40000010, Xen's time leaf, Hyper-V's, KVM pvclock), each a
-//!   [`baretime::Frequency`] with its [`baretime::Source`] and [`baretime::Accuracy`], plus
-//!   the flags that say whether the counter can be trusted at all (invariant TSC). The
-//!   same decoding runs on a recorded dump ([`Dump`], feature `dump`) on any host.
+//!   hypervisor's (leaf 0x40000010, Xen's time leaf), each a [`baretime::Frequency`] with its
+//!   [`baretime::Source`] and [`baretime::Accuracy`], plus the flags that say whether the
+//!   counter can be trusted at all (invariant TSC): an [`X86Discovery`]. The same decoding
+//!   runs on any [`CpuidSource`]: a recorded `Dump` (feature `dump`), a function.
+//! - **Paravirtual rates**, for a ring-0 guest: [`KvmPvclock`] and
+//!   [`read_hyperv_tsc_frequency`], added with [`X86Discovery::add_claim`].
 //! - **References**: the [`Pit`], the [`AcpiPmTimer`] and the [`Hpet`] implement
-//!   [`baretime::Reference`] for [`baretime::calibrate`].
+//!   [`baretime::Reference`] for [`baretime::calibrate_and_verify`].
 //! - **Multi-socket repair**: [`TscAdjust`] and [`TscAdjustTable`] find and undo a firmware
 //!   that left the CPUs' `IA32_TSC_ADJUST` apart.
 //!
-//! Every module is private and each item has one path, the list below.
+//! The counter, [`NativeCpuid`], the ring-0 reads and the platform timers exist on x86_64
+//! only; discovery and replay build on every host. Every module is private and each item has
+//! one path, the list below. The crate's README has a whole kernel's boot sequence.
 //!
 //! Discovery is integer arithmetic, allocates nothing and does not panic on any input: a
 //! CPUID source may return anything, and a dump may be any bytes.
@@ -50,6 +54,7 @@ macro_rules! const_frequency {
 
 mod bytes;
 mod candidates;
+mod cpuid;
 #[cfg(feature = "defmt")]
 mod defmt;
 mod discover;
@@ -78,25 +83,45 @@ mod tsc;
 #[cfg(target_arch = "x86_64")]
 mod tsc_adjust;
 
+// The public API, one path per item. On every host: CPUID sources, discovery and its
+// findings, dump replay, the pure paravirtual decoding.
 pub use candidates::{Disagreement, Implausible};
-pub use discover::*;
+pub use cpuid::{CpuidRegs, CpuidSource};
+pub use discover::{
+    discover_with, Crystal, CrystalSource, HypervisorKind, HypervisorRange, X86Discovery,
+    X86Features, MAX_PLAUSIBLE_TSC_HZ, MIN_PLAUSIBLE_TSC_HZ,
+};
 #[cfg(feature = "dump")]
-pub use dump::*;
-pub use paravirt::*;
+pub use dump::{replay, Dump, DumpEntry, DumpError, DumpFormat};
+pub use paravirt::{KvmFeatures, ParavirtError, PvclockTimeInfo};
 pub use unavailable::CounterUnavailable;
 
+// On x86_64 only: the counter, the CPU's own CPUID, the ring-0 reads, the platform timers.
 #[cfg(target_arch = "x86_64")]
-pub use acpi_pm::*;
+pub use acpi_pm::{AcpiPmTimer, AcpiPmWidth};
 #[cfg(target_arch = "x86_64")]
-pub use hpet::*;
+pub use cpuid::NativeCpuid;
 #[cfg(target_arch = "x86_64")]
-pub use paravirt_msr::*;
+pub use discover::discover;
 #[cfg(target_arch = "x86_64")]
-pub use pit::*;
+pub use hpet::{Hpet, HpetError};
 #[cfg(target_arch = "x86_64")]
-pub use tsc::*;
+pub use paravirt_msr::{read_hyperv_tsc_frequency, KvmPvclock, PvclockArea};
 #[cfg(target_arch = "x86_64")]
-pub use tsc_adjust::*;
+pub use pit::Pit;
+#[cfg(target_arch = "x86_64")]
+pub use tsc::{Tsc, TscUnordered};
+#[cfg(target_arch = "x86_64")]
+pub use tsc_adjust::{
+    package_in_cpuid, BootCpuValue, PackageDifference, PackageId, PackageReference, TscAdjust,
+    TscAdjustCheck, TscAdjustError, TscAdjustFinding, TscAdjustMsr, TscAdjustRepair, TscAdjustRole,
+    TscAdjustSummary, TscAdjustTable,
+};
+
+/// The README's examples, compiled and run as doc tests (not part of the API).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
 
 /// `v` as a `u64`, saturating at `u64::MAX`.
 pub(crate) const fn saturate_u64(v: u128) -> u64 {

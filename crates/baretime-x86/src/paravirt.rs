@@ -8,13 +8,13 @@
 //! TSC leaf at all. This module holds everything about them that is arithmetic, so it is
 //! tested on any host:
 //!
-//! - [`kvm_clock_msr`]: which MSR registers the area, from KVM's feature leaf;
+//! - [`KvmFeatures::clock_msr`]: which MSR registers the area, from KVM's feature leaf;
 //! - [`read_consistent`]: the area's version protocol over two reading closures;
 //! - [`PvclockTimeInfo::tsc_frequency`]: `tsc_to_system_mul` and `tsc_shift` → a rate, as
 //!   Linux's `pvclock_tsc_khz` does, but to the millihertz;
 //! - [`decode_hyperv_tsc_frequency`]: the value of Hyper-V's MSR → a rate (whether the MSR can be
 //!   read is Hyper-V's feature leaf, decoded by discovery:
-//!   [`HyperVFeatures::tsc_frequency_msr`](crate::discover::HyperVFeatures::tsc_frequency_msr)).
+//!   `X86Discovery::hyperv_tsc_frequency_msr`).
 //!
 //! The hardware half — `WRMSR`/`RDMSR` and the volatile reads of the shared area — is
 //! `crate::paravirt_msr` (x86_64 only), `unsafe` to set up and safe to use, like
@@ -45,31 +45,29 @@ use crate::candidates::Candidates;
 use crate::saturate_u64;
 use baretime::{Accuracy, Frequency, Source};
 
-/// KVM's feature leaf is its base leaf + 1 (0x40000001 when KVM sits at 0x40000000).
-pub const KVM_LEAF_FEATURES_OFFSET: u32 = 1;
 /// KVM's feature leaf EAX bit 0: the old clock MSRs (MSR_KVM_SYSTEM_TIME at 0x12).
-pub const KVM_FEATURE_CLOCKSOURCE: u32 = 1 << 0;
+pub(crate) const KVM_FEATURE_CLOCKSOURCE: u32 = 1 << 0;
 /// KVM's feature leaf EAX bit 3: the new clock MSRs (MSR_KVM_SYSTEM_TIME_NEW at 0x4b564d01).
-pub const KVM_FEATURE_CLOCKSOURCE2: u32 = 1 << 3;
+pub(crate) const KVM_FEATURE_CLOCKSOURCE2: u32 = 1 << 3;
 /// KVM's feature leaf EAX bit 24: the pvclock stable bit may be trusted.
-pub const KVM_FEATURE_CLOCKSOURCE_STABLE_BIT: u32 = 1 << 24;
+pub(crate) const KVM_FEATURE_CLOCKSOURCE_STABLE_BIT: u32 = 1 << 24;
 /// The old system-time MSR (KVM_FEATURE_CLOCKSOURCE).
-pub const MSR_KVM_SYSTEM_TIME: u32 = 0x12;
+pub(crate) const MSR_KVM_SYSTEM_TIME: u32 = 0x12;
 /// The new system-time MSR (KVM_FEATURE_CLOCKSOURCE2).
-pub const MSR_KVM_SYSTEM_TIME_NEW: u32 = 0x4b56_4d01;
+pub(crate) const MSR_KVM_SYSTEM_TIME_NEW: u32 = 0x4b56_4d01;
 /// `flags` bit 0 of the time-info area: the TSC is stable (synchronised across vCPUs).
-pub const PVCLOCK_TSC_STABLE_BIT: u8 = 1 << 0;
+pub(crate) const PVCLOCK_TSC_STABLE_BIT: u8 = 1 << 0;
 
 /// `HV_X64_MSR_TSC_FREQUENCY`: the guest TSC rate in Hz.
-pub const HV_X64_MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
+pub(crate) const HV_X64_MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
 
 /// The largest `|tsc_shift|` accepted. KVM's `kvm_get_time_scale` produces shifts of about
 /// −7 (a 100 GHz counter) to +20 (a 1 kHz one); anything past ±32 is no scale a hypervisor
 /// would write, and a left shift that far could not be evaluated.
-pub const MAX_TSC_SHIFT: i8 = 32;
+pub(crate) const MAX_TSC_SHIFT: i8 = 32;
 
 /// How many times [`read_consistent`] reads the area before it gives up by default.
-pub const DEFAULT_READ_TRIES: u32 = 16;
+pub(crate) const DEFAULT_READ_TRIES: u32 = 16;
 
 /// Why a paravirtual rate could not be read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -95,7 +93,7 @@ pub enum ParavirtError {
     NeverWritten,
     /// `tsc_to_system_mul` is 0: no rate (the division would be by zero).
     ZeroMultiplier,
-    /// `tsc_shift` is outside ±[`MAX_TSC_SHIFT`].
+    /// `tsc_shift` is outside ±32: no scale a hypervisor would write.
     ShiftOutOfRange {
         /// The shift read.
         tsc_shift: i8,
@@ -133,8 +131,8 @@ impl fmt::Display for ParavirtError {
 
 impl core::error::Error for ParavirtError {}
 
-/// The fields of KVM's `pvclock_vcpu_time_info` (32 bytes; `version` is separate, see
-/// [`read_consistent`]), as one consistent read saw them.
+/// The fields of KVM's `pvclock_vcpu_time_info` (32 bytes), as one consistent read under its
+/// version protocol saw them ([`KvmPvclock::read`](crate::KvmPvclock::read)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct PvclockTimeInfo {
@@ -148,13 +146,13 @@ pub struct PvclockTimeInfo {
     pub tsc_to_system_mul: u32,
     /// Shift applied to the ticks first (a right shift when negative).
     pub tsc_shift: i8,
-    /// Flags: bit 0 is [`PVCLOCK_TSC_STABLE_BIT`].
+    /// Flags: bit 0 is `PVCLOCK_TSC_STABLE_BIT` ([`PvclockTimeInfo::tsc_stable`]).
     pub flags: u8,
 }
 
 impl PvclockTimeInfo {
     /// Whether the hypervisor says the TSC is stable across vCPUs (flags bit 0). Meaningful
-    /// only where KVM's feature leaf has [`KVM_FEATURE_CLOCKSOURCE_STABLE_BIT`].
+    /// only where KVM's feature leaf offers the bit ([`KvmFeatures::stable_bit`]).
     pub const fn tsc_stable(&self) -> bool {
         self.flags & PVCLOCK_TSC_STABLE_BIT != 0
     }
@@ -187,7 +185,7 @@ impl PvclockTimeInfo {
 
 /// `10^9 × 2^(32 − shift) / mul` Hz in millihertz, floored: the rate whose tick-to-ns scale is
 /// `(mul, shift)`. Typed errors for a zero `mul` and a shift beyond ±[`MAX_TSC_SHIFT`].
-pub fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtError> {
+pub(crate) fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtError> {
     if mul == 0 {
         return Err(ParavirtError::ZeroMultiplier);
     }
@@ -226,7 +224,7 @@ pub fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtError> {
 /// half passes volatile reads with a compiler barrier between them (x86 does not reorder
 /// loads with loads); tests pass scripted sequences. `read_fields` returns the area with any
 /// `version` — the one the protocol settled on is stored in the result.
-pub fn read_consistent(
+pub(crate) fn read_consistent(
     mut read_version: impl FnMut() -> u32,
     mut read_fields: impl FnMut() -> PvclockTimeInfo,
     tries: u32,
@@ -260,24 +258,60 @@ pub fn read_consistent(
     Err(ParavirtError::Inconsistent { tries })
 }
 
-/// Which MSR registers the pvclock area, from the EAX of KVM's feature leaf (base + 1): the
-/// new one when [`KVM_FEATURE_CLOCKSOURCE2`] is set, else the old one with
-/// [`KVM_FEATURE_CLOCKSOURCE`], else none ([`ParavirtError::NotOffered`]). Linux prefers the
-/// new MSR the same way (`kvmclock_init`).
-pub const fn kvm_clock_msr(features_eax: u32) -> Result<u32, ParavirtError> {
-    if features_eax & KVM_FEATURE_CLOCKSOURCE2 != 0 {
-        Ok(MSR_KVM_SYSTEM_TIME_NEW)
-    } else if features_eax & KVM_FEATURE_CLOCKSOURCE != 0 {
-        Ok(MSR_KVM_SYSTEM_TIME)
-    } else {
-        Err(ParavirtError::NotOffered)
+/// KVM's feature leaf (KVM_CPUID_FEATURES, its range base + 1: 0x40000001 when KVM sits at
+/// 0x40000000), as discovery read it ([`X86Discovery::kvm_features`]): which pvclock MSR a
+/// ring-0 guest registers its area through, and whether pvclock's stable bit may be trusted.
+///
+/// [`X86Discovery::kvm_features`]: crate::X86Discovery::kvm_features
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct KvmFeatures {
+    base: u32,
+    eax: u32,
+}
+
+impl KvmFeatures {
+    pub(crate) const fn decode(base: u32, eax: u32) -> KvmFeatures {
+        KvmFeatures { base, eax }
+    }
+
+    /// The base leaf of the KVM range this leaf belongs to (0x40000000, or 0x40000100 behind
+    /// Hyper-V's interface).
+    pub const fn base(&self) -> u32 {
+        self.base
+    }
+
+    /// The leaf's EAX as read: KVM's feature bits (Linux's `KVM_FEATURE_*`).
+    pub const fn bits(&self) -> u32 {
+        self.eax
+    }
+
+    /// The MSR that registers a pvclock area: the new MSR_KVM_SYSTEM_TIME_NEW (0x4b564d01)
+    /// when KVM offers `KVM_FEATURE_CLOCKSOURCE2` (bit 3), else the old MSR_KVM_SYSTEM_TIME
+    /// (0x12) with `KVM_FEATURE_CLOCKSOURCE` (bit 0), else [`ParavirtError::NotOffered`].
+    /// Linux prefers the new MSR the same way (`kvmclock_init`);
+    /// [`KvmPvclock::register`](crate::KvmPvclock::register) uses this one.
+    pub const fn clock_msr(&self) -> Result<u32, ParavirtError> {
+        if self.eax & KVM_FEATURE_CLOCKSOURCE2 != 0 {
+            Ok(MSR_KVM_SYSTEM_TIME_NEW)
+        } else if self.eax & KVM_FEATURE_CLOCKSOURCE != 0 {
+            Ok(MSR_KVM_SYSTEM_TIME)
+        } else {
+            Err(ParavirtError::NotOffered)
+        }
+    }
+
+    /// `KVM_FEATURE_CLOCKSOURCE_STABLE_BIT` (bit 24): pvclock's stable flag
+    /// ([`PvclockTimeInfo::tsc_stable`]) may be trusted.
+    pub const fn stable_bit(&self) -> bool {
+        self.eax & KVM_FEATURE_CLOCKSOURCE_STABLE_BIT != 0
     }
 }
 
 /// The value of `HV_X64_MSR_TSC_FREQUENCY` (Hz) as a [`Source::HyperVTscFrequencyMsr`] claim,
 /// [`baretime::Accuracy::Exact`]: the hypervisor states the rate to the hertz, as the 0x40000010
 /// leaf states it to the kHz. 0 and rates outside the accepted range are typed errors.
-pub fn decode_hyperv_tsc_frequency(msr_value: u64) -> Result<Frequency, ParavirtError> {
+pub(crate) fn decode_hyperv_tsc_frequency(msr_value: u64) -> Result<Frequency, ParavirtError> {
     Frequency::from_hz(msr_value, Source::HyperVTscFrequencyMsr, Accuracy::Exact).ok_or(
         ParavirtError::RateOutOfRange {
             millihz: msr_value.saturating_mul(1000),
@@ -564,13 +598,22 @@ mod tests {
     fn kvm_feature_bits_choose_the_msr() {
         // QEMU's default KVM features for -cpu host: 0x01007AFB (clocksource, clocksource2,
         // stable bit, …).
-        assert_eq!(kvm_clock_msr(0x0100_7AFB), Ok(MSR_KVM_SYSTEM_TIME_NEW));
         assert_eq!(
-            kvm_clock_msr(KVM_FEATURE_CLOCKSOURCE),
+            KvmFeatures::decode(0x4000_0000, 0x0100_7AFB).clock_msr(),
+            Ok(MSR_KVM_SYSTEM_TIME_NEW)
+        );
+        assert_eq!(
+            KvmFeatures::decode(0x4000_0000, KVM_FEATURE_CLOCKSOURCE).clock_msr(),
             Ok(MSR_KVM_SYSTEM_TIME)
         );
-        assert_eq!(kvm_clock_msr(0x0100_7AF2), Err(ParavirtError::NotOffered));
-        assert_eq!(kvm_clock_msr(0), Err(ParavirtError::NotOffered));
+        assert_eq!(
+            KvmFeatures::decode(0x4000_0000, 0x0100_7AF2).clock_msr(),
+            Err(ParavirtError::NotOffered)
+        );
+        assert_eq!(
+            KvmFeatures::decode(0x4000_0000, 0).clock_msr(),
+            Err(ParavirtError::NotOffered)
+        );
     }
 
     #[test]

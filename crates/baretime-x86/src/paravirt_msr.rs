@@ -12,7 +12,7 @@ use core::ptr;
 use core::sync::atomic::{compiler_fence, Ordering};
 
 use crate::paravirt::{
-    self, ParavirtError, PvclockTimeInfo, DEFAULT_READ_TRIES, HV_X64_MSR_TSC_FREQUENCY,
+    self, KvmFeatures, ParavirtError, PvclockTimeInfo, DEFAULT_READ_TRIES, HV_X64_MSR_TSC_FREQUENCY,
 };
 use baretime::Frequency;
 
@@ -83,24 +83,46 @@ impl core::fmt::Debug for PvclockArea {
 }
 
 impl<'a> KvmPvclock<'a> {
-    /// Registers `area` with KVM: writes `phys_addr | 1` (enable) to `msr` — the MSR
-    /// [`paravirt::kvm_clock_msr`] chose from KVM's feature leaf, MSR_KVM_SYSTEM_TIME_NEW
-    /// (0x4b564d01) or the old MSR_KVM_SYSTEM_TIME (0x12). KVM fills the area before the
-    /// guest runs on after the WRMSR (the write exits to KVM, which updates the clock on the
-    /// way back in), and updates it whenever its scale changes.
+    /// Registers `area` with KVM: writes `phys_addr | 1` (enable) to the MSR KVM's feature
+    /// leaf offers ([`KvmFeatures::clock_msr`]: MSR_KVM_SYSTEM_TIME_NEW, 0x4b564d01, or the
+    /// old MSR_KVM_SYSTEM_TIME, 0x12), `features` being what discovery read
+    /// ([`X86Discovery::kvm_features`](crate::X86Discovery::kvm_features)). KVM fills the area
+    /// before the guest runs on after the WRMSR (the write exits to KVM, which updates the
+    /// clock on the way back in), and updates it whenever its scale changes.
     ///
-    /// A misaligned `phys_addr` is refused with [`ParavirtError::MisalignedArea`] before
-    /// anything is written.
+    /// [`ParavirtError::NotOffered`] when the feature leaf offers neither MSR, and
+    /// [`ParavirtError::MisalignedArea`] for a `phys_addr` that is not 32-byte aligned, both
+    /// before anything is written.
+    ///
+    /// ```no_run
+    /// # #[cfg(target_arch = "x86_64")] {
+    /// use baretime_x86::{discover, KvmPvclock, PvclockArea};
+    ///
+    /// static AREA: PvclockArea = PvclockArea::new();
+    ///
+    /// let mut d = discover();
+    /// if let Some(kvm) = d.kvm_features() {
+    ///     let phys = core::ptr::addr_of!(AREA) as u64; // an identity-mapped kernel
+    ///     // SAFETY: ring 0 under KVM; AREA is 'static and registered by nothing else.
+    ///     if let Ok(pv) = unsafe { KvmPvclock::register(&AREA, phys, kvm) } {
+    ///         if let Ok(rate) = pv.tsc_frequency() {
+    ///             d.add_claim(rate); // ahead of every CPUID claim
+    ///         }
+    ///         pv.disable();
+    ///     }
+    /// }
+    /// # }
+    /// ```
     ///
     /// # Safety
     ///
-    /// - The code runs at CPL 0 under KVM, and KVM's feature leaf offers `msr` (otherwise
-    ///   WRMSR raises #GP).
+    /// - The code runs at CPL 0 under KVM, and `features` is what this CPU's CPUID says
+    ///   (otherwise the WRMSR may raise #GP).
     /// - `phys_addr` is the guest-physical address of `area` (identity-mapped kernels: its
     ///   address), in guest RAM. A wrong address makes the hypervisor write 32 bytes over
     ///   whatever lives there.
-    /// - The caller owns `msr` for this vCPU: no other code registers another area through it
-    ///   while this one is in use (a second registration moves the hypervisor's writes
+    /// - The caller owns the MSR for this vCPU: no other code registers another area through
+    ///   it while this one is in use (a second registration moves the hypervisor's writes
     ///   elsewhere; a stale `KvmPvclock` would then read a frozen area). The area is per vCPU:
     ///   read it on the CPU that registered it.
     /// - Before `area`'s memory is reused for anything else, the registration is ended with
@@ -110,13 +132,15 @@ impl<'a> KvmPvclock<'a> {
     pub unsafe fn register(
         area: &'a PvclockArea,
         phys_addr: u64,
-        msr: u32,
+        features: KvmFeatures,
     ) -> Result<Self, ParavirtError> {
+        let msr = features.clock_msr()?;
         if phys_addr % 32 != 0 {
             return Err(ParavirtError::MisalignedArea { phys_addr });
         }
         // The caller owns the registration of `area`, at guest-physical `phys_addr` (# Safety).
-        // SAFETY: CPL 0 under KVM with `msr` offered: the write makes KVM write `area` only.
+        // SAFETY: CPL 0 under KVM, whose feature leaf offers `msr`: the write makes KVM write
+        // `area` only.
         unsafe { wrmsr(msr, phys_addr | 1) };
         compiler_fence(Ordering::SeqCst);
         Ok(KvmPvclock { area, msr })
@@ -127,8 +151,10 @@ impl<'a> KvmPvclock<'a> {
         self.msr
     }
 
-    /// Reads the area under its version protocol ([`paravirt::read_consistent`]), with up to
-    /// [`DEFAULT_READ_TRIES`] attempts.
+    /// Reads the area under its version protocol, as Linux's `pvclock_read_begin/retry`
+    /// does: a read is kept only when the version was even and unchanged across it. Gives up
+    /// after 16 reads with [`ParavirtError::Inconsistent`] (a stuck odd version cannot hang
+    /// the caller), or with [`ParavirtError::NeverWritten`] when the version stays 0.
     pub fn read(&self) -> Result<PvclockTimeInfo, ParavirtError> {
         let raw = self.area.cell.get();
         let read_version = || {

@@ -23,7 +23,7 @@ const CMD_CH2_LATCH: u8 = 0b1000_0000;
 
 /// The PIT's input clock: the PC's 14.31818 MHz colour-burst crystal divided by 12, that is
 /// 1 193 181.818… Hz, given to the millihertz (1 193 181 818 mHz).
-pub const PIT_MILLIHZ: u64 = 1_193_181_818;
+pub(crate) const PIT_MILLIHZ: u64 = 1_193_181_818;
 
 const PIT_FREQUENCY: Frequency = const_frequency!(
     millihz: PIT_MILLIHZ,
@@ -43,10 +43,10 @@ const PIT_FREQUENCY: Frequency = const_frequency!(
 ///
 /// The rate is the platform's definition, but the crystal behind it is a board's, and a
 /// calibration against the PIT is only as good as that crystal: the rate is stated as
-/// [`Accuracy::Nominal`] with [`PIT_TOLERANCE_PPB`] (100 ppm), which calibration adds to its
+/// [`Accuracy::Nominal`] with a tolerance of 100 ppm, which calibration adds to its
 /// bound, so that a PIT a few dozen ppm off neither makes a measurement look better than it
 /// is nor overrules an exact CPUID 0x15 claim (Linux, too, trusts 0x15 over a PIT
-/// calibration). State a tighter (or looser) tolerance with [`super::WithAccuracy`] when the
+/// calibration). State a tighter (or looser) tolerance with [`baretime::WithAccuracy`] when the
 /// board's is known. (QEMU emulates the PIT at 1 193 182 Hz, 0.15 ppm above the definition.)
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -83,7 +83,7 @@ impl Pit {
     }
 
     /// Latches and reads channel 2's count as the 8254 has it: counting *down*.
-    pub fn read_down(&mut self) -> u16 {
+    pub(crate) fn read_down(&mut self) -> u16 {
         // The latch command freezes the count for the two byte reads that follow (low byte
         // first, as programmed), so the pair is consistent.
         // SAFETY: `self` exists, so `new`'s contract holds: we have I/O privilege and sole use

@@ -2,14 +2,17 @@
 
 use core::arch::asm;
 
-use raw_cpuid::{CpuId, CpuIdReader};
-
+use crate::cpuid::{CpuidSource, NativeCpuid};
 use crate::CounterUnavailable;
 
 use baretime::Counter;
 
 /// The time-stamp counter of this CPU. Holding a `Tsc` proves that RDTSC exists (and records
 /// whether RDTSCP does), so every read is safe.
+///
+/// The one safe way to get one is [`Tsc::probe`]. A clock in a `static` needs a `Tsc` in a
+/// `const`, before anything has run: [`Tsc::new_unchecked`] is that, `unsafe`, with the
+/// probe as its contract.
 ///
 /// Whether the TSC is *invariant* (constant rate in every P-/C-state) and synchronised across
 /// CPUs is a separate question: see [`crate::discover`] for the invariant-TSC flag and
@@ -21,10 +24,34 @@ pub struct Tsc {
 }
 
 impl Tsc {
-    /// The TSC as every x86_64 CPU has it, without asking CPUID: RDTSC and LFENCE;RDTSC,
-    /// and no RDTSCP. A `const`, for a clock in a `static` (see [`crate::Clock::uninit`]);
-    /// [`Tsc::probe`] also learns whether RDTSCP exists.
-    pub const BASELINE: Tsc = Tsc { rdtscp: false };
+    /// The TSC without asking CPUID: RDTSC and LFENCE;RDTSC, and no RDTSCP
+    /// ([`Tsc::read_with_aux`] returns `None`). A `const fn`, for a clock in a `static`
+    /// ([`baretime::Clock::uninit`]), which reads its counter only once it has started:
+    ///
+    /// ```
+    /// # #[cfg(target_arch = "x86_64")] {
+    /// use baretime::{Clock, Frequency};
+    /// use baretime_x86::Tsc;
+    ///
+    /// // SAFETY: the clock reads the TSC only after `start`, and boot starts it only once
+    /// // `Tsc::probe` has succeeded.
+    /// static CLOCK: Clock<Tsc> = Clock::uninit(unsafe { Tsc::new_unchecked() });
+    ///
+    /// if Tsc::probe().is_ok() {
+    ///     CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+    /// }
+    /// # }
+    /// ```
+    ///
+    /// # Safety
+    ///
+    /// RDTSC must be usable wherever the returned value (or a copy) is read: CPUID says the
+    /// TSC exists (leaf 1 EDX bit 4: what [`Tsc::probe`] checks; no x86_64 CPU lacks it, a
+    /// hypervisor can hide it) and the code runs at CPL 0 or with CR4.TSD clear. Otherwise a
+    /// read raises #UD or #GP.
+    pub const unsafe fn new_unchecked() -> Tsc {
+        Tsc { rdtscp: false }
+    }
 
     /// Checks CPUID for the TSC (leaf 1 EDX bit 4) and RDTSCP (leaf 0x8000_0001 EDX bit 27).
     ///
@@ -47,17 +74,18 @@ impl Tsc {
     /// # }
     /// ```
     pub fn probe() -> Result<Tsc, CounterUnavailable> {
-        Tsc::from_cpuid(&CpuId::new())
+        Tsc::from_cpuid(&NativeCpuid)
     }
 
-    fn from_cpuid<R: CpuIdReader>(cpuid: &CpuId<R>) -> Result<Tsc, CounterUnavailable> {
-        let has_tsc = cpuid.get_feature_info().is_some_and(|f| f.has_tsc());
+    fn from_cpuid<S: CpuidSource + ?Sized>(cpuid: &S) -> Result<Tsc, CounterUnavailable> {
+        let max_basic = cpuid.cpuid(0, 0).eax;
+        let has_tsc = max_basic >= 1 && cpuid.cpuid(1, 0).edx & (1 << 4) != 0;
         if !has_tsc {
             return Err(CounterUnavailable::NoTsc);
         }
-        let rdtscp = cpuid
-            .get_extended_processor_and_feature_identifiers()
-            .is_some_and(|e| e.has_rdtscp());
+        let max_extended = cpuid.cpuid(0x8000_0000, 0).eax;
+        let rdtscp = (0x8000_0001..=0x8000_FFFF).contains(&max_extended)
+            && cpuid.cpuid(0x8000_0001, 0).edx & (1 << 27) != 0;
         Ok(Tsc { rdtscp })
     }
 
@@ -75,8 +103,8 @@ impl Tsc {
         let hi: u32;
         // RDTSC is allowed at CPL 0 always, and at CPL 3 unless CR4.TSD is set, which no OS
         // this crate targets sets while it hands out the TSC. Not `nomem`: a compiler barrier.
-        // SAFETY: RDTSC exists (every x86_64 CPU has it; `probe` also checks CPUID); it writes only
-        // EDX:EAX (declared), touches no stack and no flags.
+        // SAFETY: RDTSC exists (`probe` checked CPUID, or `new_unchecked`'s caller vouched for
+        // it); it writes only EDX:EAX (declared), touches no stack and no flags.
         unsafe { asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
         (u64::from(hi) << 32) | u64::from(lo)
     }
@@ -119,7 +147,7 @@ impl Tsc {
 
     /// A [`Counter`] on the plain, unordered [`Tsc::read`].
     pub const fn unordered(self) -> TscUnordered {
-        TscUnordered(self)
+        TscUnordered { tsc: self }
     }
 }
 
@@ -135,15 +163,18 @@ impl Counter for Tsc {
     }
 }
 
-/// The TSC as a [`Counter`] on the plain, unordered `RDTSC` ([`Tsc::read`]).
+/// The TSC as a [`Counter`] on the plain, unordered `RDTSC` ([`Tsc::read`]): made from a
+/// [`Tsc`] with [`Tsc::unordered`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct TscUnordered(pub Tsc);
+pub struct TscUnordered {
+    tsc: Tsc,
+}
 
 impl Counter for TscUnordered {
     #[inline(always)]
     fn ticks(&self) -> u64 {
-        self.0.read()
+        self.tsc.read()
     }
     #[inline(always)]
     fn bits(&self) -> u32 {
@@ -175,9 +206,9 @@ mod tests {
     }
 
     /// A CPUID with leaf 1 (and leaf 0x8000_0001) whose EDX is `edx`; `max` is the top leaf.
-    fn cpuid(max: u32, edx: u32) -> CpuId<impl CpuIdReader> {
-        CpuId::with_cpuid_reader(move |leaf: u32, _sub: u32| {
-            let r = |eax, edx| raw_cpuid::CpuIdResult {
+    fn cpuid(max: u32, edx: u32) -> impl Fn(u32, u32) -> crate::CpuidRegs {
+        move |leaf: u32, _sub: u32| {
+            let r = |eax, edx| crate::CpuidRegs {
                 eax,
                 ebx: 0,
                 ecx: 0,
@@ -190,7 +221,7 @@ mod tests {
                 0x8000_0001 => r(0, edx),
                 _ => r(0, 0),
             }
-        })
+        }
     }
 
     #[test]

@@ -65,30 +65,19 @@
 //! - [`TscAdjustTable`]: one recorded value and package per CPU, one reference per package
 //!   (usable in a `static`); its [`TscAdjustTable::summary`] reports non-zero values, values
 //!   unequal to their package's reference, and package pairs whose values differ.
-//! - [`compare`] and [`repair_value`]: the pure decisions.
+//! - `compare` and `repair_value`: the pure decisions (crate-private, unit-tested).
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use raw_cpuid::{CpuId, CpuIdReader};
+use crate::cpuid::{CpuidSource, NativeCpuid};
 
 use crate::msr::{rdmsr, wrmsr, IA32_TSC_ADJUST};
 
-/// Whether `cpuid` says `IA32_TSC_ADJUST` exists: CPUID.(EAX=7, ECX=0):EBX bit 1.
-///
-/// ```
-/// use baretime_x86::tsc_adjust_in_cpuid;
-/// use raw_cpuid::{CpuId, CpuIdResult};
-/// let leaf = |eax: u32, _ecx: u32| match eax {
-///     0 => CpuIdResult { eax: 7, ebx: 0, ecx: 0, edx: 0 },
-///     7 => CpuIdResult { eax: 0, ebx: 1 << 1, ecx: 0, edx: 0 },
-///     _ => CpuIdResult { eax: 0, ebx: 0, ecx: 0, edx: 0 },
-/// };
-/// assert!(tsc_adjust_in_cpuid(&CpuId::with_cpuid_reader(leaf)));
-/// ```
-pub fn tsc_adjust_in_cpuid<R: CpuIdReader>(cpuid: &CpuId<R>) -> bool {
-    cpuid
-        .get_extended_feature_info()
-        .is_some_and(|f| f.has_tsc_adjust_msr())
+/// Whether `cpuid` says `IA32_TSC_ADJUST` exists: CPUID.(EAX=7, ECX=0):EBX bit 1, where the
+/// maximum basic leaf reaches 7. (Discovery reports the same bit as
+/// [`X86Features::TSC_ADJUST`](crate::X86Features::TSC_ADJUST).)
+pub(crate) fn tsc_adjust_in_cpuid<S: CpuidSource + ?Sized>(cpuid: &S) -> bool {
+    cpuid.cpuid(0, 0).eax >= 7 && cpuid.cpuid(7, 0).ebx & (1 << 1) != 0
 }
 
 /// A CPU package (socket): the CPUs that share one package share one TSC clock domain, so
@@ -137,11 +126,10 @@ impl PackageId {
 /// from elsewhere.
 ///
 /// ```
-/// use baretime_x86::{package_in_cpuid, PackageId};
-/// use raw_cpuid::CpuIdResult;
+/// use baretime_x86::{package_in_cpuid, CpuidRegs, PackageId};
 /// // Leaf 0xB: SMT (shift 1), then core (shift 4), on the CPU with x2APIC ID 0x23.
 /// let leaf = |eax: u32, ecx: u32| {
-///     let r = |eax, ebx, ecx, edx| CpuIdResult { eax, ebx, ecx, edx };
+///     let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
 ///     match (eax, ecx) {
 ///         (0, _) => r(0xB, 0, 0, 0),
 ///         (0xB, 0) => r(1, 2, 0x100, 0x23),
@@ -152,8 +140,8 @@ impl PackageId {
 /// };
 /// assert_eq!(package_in_cpuid(&leaf), Some(PackageId(2)));
 /// ```
-pub fn package_in_cpuid<R: CpuIdReader>(reader: &R) -> Option<PackageId> {
-    let max_leaf = reader.cpuid2(0, 0).eax;
+pub fn package_in_cpuid<S: CpuidSource + ?Sized>(reader: &S) -> Option<PackageId> {
+    let max_leaf = reader.cpuid(0, 0).eax;
     if max_leaf == 0 {
         return None;
     }
@@ -164,7 +152,7 @@ pub fn package_in_cpuid<R: CpuIdReader>(reader: &R) -> Option<PackageId> {
             }
         }
     }
-    let l1 = reader.cpuid2(1, 0);
+    let l1 = reader.cpuid(1, 0);
     let apic_id = l1.ebx >> 24;
     let mut shift = 0;
     if l1.edx & (1 << 28) != 0 {
@@ -174,18 +162,18 @@ pub fn package_in_cpuid<R: CpuIdReader>(reader: &R) -> Option<PackageId> {
             .checked_next_power_of_two()
             .map_or(8, u32::trailing_zeros);
     }
-    if reader.cpuid2(0x8000_0000, 0).eax >= 0x8000_0008 {
-        let apic_id_size = (reader.cpuid2(0x8000_0008, 0).ecx >> 12) & 0xF;
+    if reader.cpuid(0x8000_0000, 0).eax >= 0x8000_0008 {
+        let apic_id_size = (reader.cpuid(0x8000_0008, 0).ecx >> 12) & 0xF;
         shift = shift.max(apic_id_size);
     }
     Some(PackageId::from_apic_id(apic_id, shift))
 }
 
 /// Leaf 0x1F or 0xB: `None` where its sub-leaf 0 names no level.
-fn package_in_topology_leaf<R: CpuIdReader>(reader: &R, leaf: u32) -> Option<PackageId> {
+fn package_in_topology_leaf<S: CpuidSource + ?Sized>(reader: &S, leaf: u32) -> Option<PackageId> {
     let mut last: Option<(u32, u32)> = None; // (shift, x2APIC ID)
     for sub_leaf in 0..32 {
-        let r = reader.cpuid2(leaf, sub_leaf);
+        let r = reader.cpuid(leaf, sub_leaf);
         if (r.ecx >> 8) & 0xFF == 0 {
             break; // level type 0: no more levels
         }
@@ -232,7 +220,8 @@ pub struct TscAdjust {
 }
 
 impl TscAdjust {
-    /// `Some` where CPUID says the MSR exists (see [`tsc_adjust_in_cpuid`]).
+    /// `Some` where CPUID says the MSR exists (leaf 7 EBX bit 1: discovery's
+    /// [`X86Features::TSC_ADJUST`](crate::X86Features::TSC_ADJUST)).
     ///
     /// # Safety
     ///
@@ -240,7 +229,7 @@ impl TscAdjust {
     /// token's reads and writes execute `RDMSR` / `WRMSR`, which raise #GP elsewhere. (In a
     /// user-space process the call itself is harmless, but no use of the result is.)
     pub unsafe fn probe() -> Option<TscAdjust> {
-        tsc_adjust_in_cpuid(&CpuId::new()).then_some(TscAdjust { _ring0: () })
+        tsc_adjust_in_cpuid(&NativeCpuid).then_some(TscAdjust { _ring0: () })
     }
 
     /// This CPU's `IA32_TSC_ADJUST`, as the signed offset it is.
@@ -254,7 +243,7 @@ impl TscAdjust {
 
     /// Sets this CPU's `IA32_TSC_ADJUST` to `value`: its TSC moves by `value − read()`
     /// ticks at once. Every timestamp taken on this CPU before the write is that much off
-    /// from those after it (a [`crate::Clock`] on this CPU sees a jump, or time standing
+    /// from those after it (a [`baretime::Clock`] on this CPU sees a jump, or time standing
     /// still if it moves back).
     pub fn write(&self, value: i64) {
         // SAFETY: CPL 0 and the MSR as in `read`; every value is valid for IA32_TSC_ADJUST (no
@@ -285,7 +274,7 @@ impl TscAdjustMsr for TscAdjust {
 /// The value to write on a CPU whose `IA32_TSC_ADJUST` reads `this`, to match `reference`:
 /// `None` when they are equal already. (Linux's rule; a pure function so it is tested on
 /// any host.)
-pub const fn repair_value(reference: i64, this: i64) -> Option<i64> {
+pub(crate) const fn repair_value(reference: i64, this: i64) -> Option<i64> {
     if reference == this {
         None
     } else {
@@ -344,16 +333,7 @@ pub enum TscAdjustFinding {
 }
 
 /// Compares a value `this` with a reference value.
-///
-/// ```
-/// use baretime_x86::{compare, TscAdjustFinding};
-/// assert_eq!(compare(0, 0), TscAdjustFinding::Zero);
-/// assert_eq!(
-///     compare(0, -300_000),
-///     TscAdjustFinding::Differs { reference: 0, this: -300_000, diff_ticks: -300_000 }
-/// );
-/// ```
-pub const fn compare(reference: i64, this: i64) -> TscAdjustFinding {
+pub(crate) const fn compare(reference: i64, this: i64) -> TscAdjustFinding {
     if reference != this {
         TscAdjustFinding::Differs {
             reference,
@@ -421,7 +401,7 @@ impl core::error::Error for TscAdjustError {}
 pub enum BootCpuValue {
     /// Write 0 (Linux's default: a non-zero value on the boot CPU is a firmware bug). This
     /// moves the boot CPU's TSC: check before anything takes timestamps on it, in
-    /// particular before a [`crate::Clock`] on the TSC starts.
+    /// particular before a [`baretime::Clock`] on the TSC starts.
     ResetToZero,
     /// Keep it as the boot package's reference (Linux where the platform reset its sockets'
     /// TSCs asynchronously, `tsc_async_resets`; or a kernel whose clock already runs on the
@@ -525,8 +505,8 @@ fn slot_parts(word: u64) -> Option<(PackageId, usize)> {
 
 /// One recorded `IA32_TSC_ADJUST` value and package per CPU, for CPUs `0..N`, with one
 /// reference per package: the boot CPU for its own package, the first CPU recorded after it
-/// for each other package (see the [module docs](self) for Linux's rules, which these
-/// are). Lock-free (each CPU writes its own entry; a package's reference is claimed by a
+/// for each other package: Linux's rules (`tsc_store_and_check_tsc_adjust` in
+/// `arch/x86/kernel/tsc_sync.c`), which these are. Lock-free (each CPU writes its own entry; a package's reference is claimed by a
 /// compare-and-swap), no allocation, usable in a `static`.
 ///
 /// ```
@@ -951,29 +931,25 @@ impl TscAdjustSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use raw_cpuid::CpuIdResult;
+    use crate::cpuid::CpuidRegs as CpuIdResult;
     use std::cell::Cell;
 
-    fn cpuid(max_leaf: u32, leaf7_ebx: u32) -> CpuId<impl CpuIdReader> {
-        CpuId::with_cpuid_reader(move |eax: u32, _ecx: u32| {
-            let zero = CpuIdResult {
-                eax: 0,
-                ebx: 0,
-                ecx: 0,
-                edx: 0,
-            };
+    fn cpuid(max_leaf: u32, leaf7_ebx: u32) -> impl Fn(u32, u32) -> CpuIdResult {
+        move |eax: u32, _ecx: u32| {
+            let zero = CpuIdResult::default();
             match eax {
                 0 => CpuIdResult {
                     eax: max_leaf,
                     ..zero
                 },
-                7 if max_leaf >= 7 => CpuIdResult {
+                // What the CPU answers whatever the maximum: discovery must check it.
+                7 => CpuIdResult {
                     ebx: leaf7_ebx,
                     ..zero
                 },
                 _ => zero,
             }
-        })
+        }
     }
 
     /// A simulated MSR; `ignore_writes` is a hypervisor that drops them.

@@ -1,16 +1,16 @@
 //! What `Tsc::probe` returns where there is no counter to use.
 
-/// Why there is no usable CPU counter: what `x86_64::Tsc::probe` returns instead of a `Tsc`.
+/// Why there is no usable CPU counter: what `Tsc::probe` returns instead of a `Tsc`.
 ///
 /// # What a kernel does then
 ///
 /// It keeps time on a slower clock it already has:
 ///
 /// - **the reference timer itself**: a 64-bit HPET main counter, or the 24/32-bit ACPI PM
-///   timer, read through [`crate::FnCounter`] at the reference's own
-///   [`crate::reference::Reference::frequency`], makes a [`crate::Clock`] (a read costs about
+///   timer, read through [`baretime::FnCounter`] at the reference's own
+///   [`baretime::Reference::frequency`], makes a [`baretime::Clock`] (a read costs about
 ///   a microsecond of port or MMIO access instead of a few nanoseconds, and a narrow timer
-///   needs [`crate::Clock::update`] in time, like any narrow counter);
+///   needs [`baretime::Clock::update`] in time, like any narrow counter);
 /// - or **a periodic interrupt tick** (PIT, local APIC timer) that counts jiffies, as kernels
 ///   did before invariant TSCs: a resolution of one tick period.
 ///
@@ -20,11 +20,6 @@
 /// (`X86Discovery::invariant_tsc`) for the kernel to weigh. Refusing it would also refuse
 /// the many virtual machines whose hypervisor hides the flag over a stable TSC; calibration,
 /// its verification and `baretime-diag`'s checks measure what the counter actually does.
-///
-/// On aarch64 there is no such outcome: the generic timer (CNTVCT_EL0) is architecturally
-/// present on every Armv8-A CPU, so `aarch64::GenericTimer::new()` needs no probe and cannot fail.
-/// A CNTFRQ_EL0 of 0 (firmware did not program it) is a *discovery* outcome, no frequency
-/// candidate, not a missing counter: calibrate against a reference instead.
 ///
 /// ```
 /// use baretime_x86::CounterUnavailable;

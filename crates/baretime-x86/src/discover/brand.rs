@@ -7,7 +7,7 @@ use crate::bytes::until_nul;
 ///
 /// Integer arithmetic only: the fraction is kept to the Hz (digits beyond are dropped).
 /// `None` when there is no such figure, it is 0 or it overflows.
-pub fn parse_brand_frequency(brand: &[u8]) -> Option<u64> {
+pub(crate) fn parse_brand_frequency(brand: &[u8]) -> Option<u64> {
     let brand = until_nul(brand);
     // Each unit not followed by a letter or digit, from the last one back: the first with a
     // number before it wins.

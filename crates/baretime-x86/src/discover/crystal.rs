@@ -29,7 +29,7 @@ pub(super) const ATOM_GOLDMONT: u32 = 0x5C;
 pub(super) const ATOM_GOLDMONT_D: u32 = 0x5F;
 
 /// The nominal core crystal of Intel family-6 models that leave leaf 0x15 ECX at 0, in Hz.
-pub fn known_crystal_hz(family: u32, model: u32) -> Option<u32> {
+pub(crate) fn known_crystal_hz(family: u32, model: u32) -> Option<u32> {
     if family != 6 {
         return None;
     }

@@ -3,16 +3,16 @@
 //! interface (Xen or KVM with Hyper-V's "Viridian" enlightenments) puts the foreign one at
 //! 0x40000000 and its own at 0x40000100.
 
-use raw_cpuid::{CpuIdReader, CpuIdResult};
+use crate::cpuid::{CpuidRegs, CpuidSource};
 
 use super::leaves::{HYPERVISOR_RANGES_END, HYPERVISOR_RANGE_STRIDE, LEAF_HYPERVISOR};
 use crate::bytes::regs_to_bytes;
 
 /// Most hypervisor ranges one discovery records (real hypervisors present one or two).
-pub const MAX_HYPERVISOR_RANGES: usize = 4;
+pub(crate) const MAX_HYPERVISOR_RANGES: usize = 4;
 
 /// A fixed-capacity list of hypervisor ranges, in leaf order.
-pub type HypervisorRanges = heapless::Vec<HypervisorRange, MAX_HYPERVISOR_RANGES>;
+pub(crate) type HypervisorRanges = heapless::Vec<HypervisorRange, MAX_HYPERVISOR_RANGES>;
 
 /// Which hypervisor a range's signature names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -39,13 +39,7 @@ pub enum HypervisorKind {
 
 impl HypervisorKind {
     /// The kind a signature names.
-    ///
-    /// ```
-    /// use baretime_x86::HypervisorKind;
-    /// assert_eq!(HypervisorKind::from_signature(b"XenVMMXenVMM"), HypervisorKind::Xen);
-    /// assert_eq!(HypervisorKind::from_signature(b"VBoxVBoxVBox"), HypervisorKind::Unknown);
-    /// ```
-    pub fn from_signature(signature: &[u8; 12]) -> Self {
+    pub(crate) fn from_signature(signature: &[u8; 12]) -> Self {
         match signature {
             b"KVMKVMKVM\0\0\0" => HypervisorKind::Kvm,
             b"XenVMMXenVMM" => HypervisorKind::Xen,
@@ -101,7 +95,7 @@ impl HypervisorRange {
         (leaf <= self.max_leaf).then_some(leaf)
     }
 
-    fn decode(base: u32, r: CpuIdResult) -> Self {
+    fn decode(base: u32, r: CpuidRegs) -> Self {
         let signature = regs_to_bytes([r.ebx, r.ecx, r.edx]);
         HypervisorRange {
             base,
@@ -132,9 +126,9 @@ fn plausible_signature(s: &[u8; 12]) -> bool {
 /// its own range: it stops at the first that is not, since a guest has no gaps and junk
 /// past the maximum leaves must not be taken for a hypervisor. At most
 /// [`MAX_HYPERVISOR_RANGES`] are recorded.
-pub(super) fn walk<R: CpuIdReader>(reader: &R) -> HypervisorRanges {
+pub(super) fn walk<R: CpuidSource + ?Sized>(reader: &R) -> HypervisorRanges {
     let mut ranges = HypervisorRanges::new();
-    let first = HypervisorRange::decode(LEAF_HYPERVISOR, reader.cpuid2(LEAF_HYPERVISOR, 0));
+    let first = HypervisorRange::decode(LEAF_HYPERVISOR, reader.cpuid(LEAF_HYPERVISOR, 0));
     let mut go_on = plausible_signature(&first.signature);
     // The list is empty: this push cannot fail.
     let _ = ranges.push(first);
@@ -144,7 +138,7 @@ pub(super) fn walk<R: CpuIdReader>(reader: &R) -> HypervisorRanges {
             Some(b) if b < HYPERVISOR_RANGES_END => b,
             _ => break,
         };
-        let r = reader.cpuid2(base, 0);
+        let r = reader.cpuid(base, 0);
         let own_range = base.saturating_add(HYPERVISOR_RANGE_STRIDE - 1);
         let range = HypervisorRange::decode(base, r);
         go_on = plausible_signature(&range.signature) && (base..=own_range).contains(&r.eax);
@@ -166,22 +160,22 @@ mod tests {
         [w(0), w(4), w(8)]
     }
 
-    struct Leaves(BTreeMap<u32, CpuIdResult>);
+    struct Leaves(BTreeMap<u32, CpuidRegs>);
 
     impl Leaves {
         fn new(ranges: &[(u32, u32, &[u8; 12])]) -> Self {
             let mut m = BTreeMap::new();
             for &(base, eax, s) in ranges {
                 let [ebx, ecx, edx] = sig_regs(s);
-                m.insert(base, CpuIdResult { eax, ebx, ecx, edx });
+                m.insert(base, CpuidRegs { eax, ebx, ecx, edx });
             }
             Leaves(m)
         }
     }
 
-    impl CpuIdReader for &Leaves {
-        fn cpuid2(&self, eax: u32, _: u32) -> CpuIdResult {
-            self.0.get(&eax).copied().unwrap_or(CpuIdResult {
+    impl CpuidSource for Leaves {
+        fn cpuid(&self, eax: u32, _: u32) -> CpuidRegs {
+            self.0.get(&eax).copied().unwrap_or(CpuidRegs {
                 eax: 0,
                 ebx: 0,
                 ecx: 0,
@@ -220,7 +214,7 @@ mod tests {
             (0x4000_0100, 0x4000_0105, b"XenVMMXenVMM"),
         ]);
         assert_eq!(
-            kinds(&walk(&&l)),
+            kinds(&walk(&l)),
             [
                 (0x4000_0000, HypervisorKind::HyperV, 0x4000_0006),
                 (0x4000_0100, HypervisorKind::Xen, 0x4000_0105)
@@ -237,7 +231,7 @@ mod tests {
             (0x4000_0100, 0, &[0; 12]),
         ]);
         assert_eq!(
-            kinds(&walk(&&l)),
+            kinds(&walk(&l)),
             [(0x4000_0000, HypervisorKind::Kvm, 0x4000_0001)]
         );
     }
@@ -252,7 +246,7 @@ mod tests {
             (0x4000_0200, 0x4000_0201, b"KVMKVMKVM\0\0\0"),
         ]);
         assert_eq!(
-            kinds(&walk(&&l)),
+            kinds(&walk(&l)),
             [(0x4000_0000, HypervisorKind::QemuTcg, 0x4000_0010)]
         );
         // An implausible first signature: recorded (the bit is set), nothing after it.
@@ -261,13 +255,13 @@ mod tests {
             (0x4000_0100, 0x4000_0101, b"KVMKVMKVM\0\0\0"),
         ]);
         assert_eq!(
-            kinds(&walk(&&l)),
+            kinds(&walk(&l)),
             [(0x4000_0000, HypervisorKind::Unknown, 0x4000_0001)]
         );
         // Old KVM: EAX 0 at the base: only the base leaf.
         let l = Leaves::new(&[(0x4000_0000, 0, b"KVMKVMKVM\0\0\0")]);
         assert_eq!(
-            kinds(&walk(&&l)),
+            kinds(&walk(&l)),
             [(0x4000_0000, HypervisorKind::Kvm, 0x4000_0000)]
         );
     }
@@ -285,7 +279,7 @@ mod tests {
             })
             .collect();
         let l = Leaves::new(&all);
-        let r = walk(&&l);
+        let r = walk(&l);
         assert_eq!(r.len(), MAX_HYPERVISOR_RANGES);
         assert_eq!(r.last().unwrap().base, 0x4000_0300);
         assert_eq!(r[0].leaf(1), Some(0x4000_0001));

@@ -1,7 +1,7 @@
 //! The CPUID leaves that say anything about the TSC, and their decoders: pure functions of
 //! register values, testable from recorded or documented values without a CPU.
 
-use raw_cpuid::CpuIdResult;
+use crate::cpuid::CpuidRegs;
 
 /// Leaf 0x0: maximum basic leaf and vendor.
 pub(super) const LEAF_VENDOR: u32 = 0x0;
@@ -24,6 +24,8 @@ pub(super) const HYPERVISOR_TIMING_OFFSET: u32 = 0x10;
 /// Offset of Xen's time leaf in its range ("Leaf 4 (0x40000x03)" in Xen's
 /// public/arch-x86/cpuid.h).
 pub(super) const XEN_TIME_OFFSET: u32 = 3;
+/// Offset of KVM's feature leaf in its range (KVM_CPUID_FEATURES, 0x40000001).
+pub(super) const KVM_FEATURES_OFFSET: u32 = 1;
 /// Offset of Hyper-V's feature leaf in its range (HYPERV_CPUID_FEATURES, 0x40000003).
 pub(super) const HYPERV_FEATURES_OFFSET: u32 = 3;
 /// Leaf 0x80000000: maximum extended leaf.
@@ -38,17 +40,17 @@ pub(super) const LEAF_POWER_MANAGEMENT: u32 = 0x8000_0007;
 /// Raw leaf 0x15 (present only when the maximum basic leaf reaches it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct TscLeaf {
+pub(crate) struct TscLeaf {
     /// EAX: denominator of the TSC / crystal ratio (0 = not enumerated).
-    pub denominator: u32,
+    pub(crate) denominator: u32,
     /// EBX: numerator of the TSC / crystal ratio (0 = not enumerated).
-    pub numerator: u32,
+    pub(crate) numerator: u32,
     /// ECX: core crystal clock in Hz (0 = not enumerated).
-    pub crystal_hz: u32,
+    pub(crate) crystal_hz: u32,
 }
 
 impl TscLeaf {
-    pub(super) const fn decode(r: CpuIdResult) -> Self {
+    pub(super) const fn decode(r: CpuidRegs) -> Self {
         TscLeaf {
             denominator: r.eax,
             numerator: r.ebx,
@@ -65,17 +67,17 @@ impl TscLeaf {
 /// Raw leaf 0x16 (present only when the maximum basic leaf reaches it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct FrequencyLeaf {
+pub(crate) struct FrequencyLeaf {
     /// EAX bits 15:0: processor base frequency in MHz.
-    pub base_mhz: u16,
+    pub(crate) base_mhz: u16,
     /// EBX bits 15:0: maximum frequency in MHz.
-    pub max_mhz: u16,
+    pub(crate) max_mhz: u16,
     /// ECX bits 15:0: bus (reference) frequency in MHz.
-    pub bus_mhz: u16,
+    pub(crate) bus_mhz: u16,
 }
 
 impl FrequencyLeaf {
-    pub(super) const fn decode(r: CpuIdResult) -> Self {
+    pub(super) const fn decode(r: CpuidRegs) -> Self {
         // Bits 31:16 are reserved: the truncation is the decoding.
         FrequencyLeaf {
             base_mhz: r.eax as u16,
@@ -89,15 +91,15 @@ impl FrequencyLeaf {
 /// offered by QEMU/KVM with `vmware-cpuid-freq`, ACRN and others).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct HypervisorTiming {
+pub(crate) struct HypervisorTiming {
     /// EAX: (virtual) TSC frequency in kHz; 0 = unknown.
-    pub tsc_khz: u32,
+    pub(crate) tsc_khz: u32,
     /// EBX: (virtual) local APIC bus frequency in kHz; 0 = unknown.
-    pub bus_khz: u32,
+    pub(crate) bus_khz: u32,
 }
 
 impl HypervisorTiming {
-    pub(super) const fn decode(r: CpuIdResult) -> Self {
+    pub(super) const fn decode(r: CpuidRegs) -> Self {
         HypervisorTiming {
             tsc_khz: r.eax,
             bus_khz: r.ebx,
@@ -109,29 +111,31 @@ impl HypervisorTiming {
 /// public/arch-x86/cpuid.h).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct XenTimeLeaf {
+pub(crate) struct XenTimeLeaf {
     /// Sub-leaf 0 EAX: bit 0 the TSC is emulated, bit 1 the host TSC is known to be
     /// reliable, bit 2 RDTSCP is available.
-    pub flags: u32,
+    pub(crate) flags: u32,
     /// Sub-leaf 0 EBX: `tsc_mode` (0 default: emulate if necessary, 1 always emulate, 2 never
     /// emulate, 3 no emulation with TSC_AUX).
-    pub tsc_mode: u32,
+    pub(crate) tsc_mode: u32,
     /// Sub-leaf 0 ECX: the guest TSC frequency in kHz; 0 = unknown.
-    pub tsc_khz: u32,
+    pub(crate) tsc_khz: u32,
     /// Sub-leaf 0 EDX: the guest TSC incarnation (how often the guest has migrated).
-    pub incarnation: u32,
+    pub(crate) incarnation: u32,
     /// Sub-leaf 2 EAX: the host TSC frequency in kHz (informative: the guest's rate is
     /// [`XenTimeLeaf::tsc_khz`]).
-    pub host_tsc_khz: u32,
+    pub(crate) host_tsc_khz: u32,
 }
 
 impl XenTimeLeaf {
     /// Bit 0 of [`XenTimeLeaf::flags`]: the guest's TSC reads are emulated.
-    pub const FLAG_EMULATED_TSC: u32 = 1 << 0;
+    #[cfg(test)]
+    pub(crate) const FLAG_EMULATED_TSC: u32 = 1 << 0;
     /// Bit 1 of [`XenTimeLeaf::flags`]: the host TSC is known to be reliable.
-    pub const FLAG_HOST_TSC_RELIABLE: u32 = 1 << 1;
+    #[cfg(test)]
+    pub(crate) const FLAG_HOST_TSC_RELIABLE: u32 = 1 << 1;
 
-    pub(super) const fn decode(sub0: CpuIdResult, sub2: CpuIdResult) -> Self {
+    pub(super) const fn decode(sub0: CpuidRegs, sub2: CpuidRegs) -> Self {
         XenTimeLeaf {
             flags: sub0.eax,
             tsc_mode: sub0.ebx,
@@ -145,20 +149,20 @@ impl XenTimeLeaf {
 /// Raw Hyper-V feature leaf, range base + 3 (HYPERV_CPUID_FEATURES, 0x40000003).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub struct HyperVFeatures {
+pub(crate) struct HyperVFeatures {
     /// EAX: the partition's privileges (Linux `ms_hyperv.features`).
-    pub privileges: u32,
+    pub(crate) privileges: u32,
     /// EDX: miscellaneous features (Linux `ms_hyperv.misc_features`).
-    pub misc: u32,
+    pub(crate) misc: u32,
 }
 
 impl HyperVFeatures {
     /// EAX bit 11, Linux `HV_ACCESS_FREQUENCY_MSRS`: the guest may read the frequency MSRs.
-    pub const ACCESS_FREQUENCY_MSRS: u32 = 1 << 11;
+    pub(crate) const ACCESS_FREQUENCY_MSRS: u32 = 1 << 11;
     /// EDX bit 8, Linux `HV_FEATURE_FREQUENCY_MSRS_AVAILABLE`: the frequency MSRs exist.
-    pub const FREQUENCY_MSRS_AVAILABLE: u32 = 1 << 8;
+    pub(crate) const FREQUENCY_MSRS_AVAILABLE: u32 = 1 << 8;
 
-    pub(super) const fn decode(r: CpuIdResult) -> Self {
+    pub(super) const fn decode(r: CpuidRegs) -> Self {
         HyperVFeatures {
             privileges: r.eax,
             misc: r.edx,
@@ -166,17 +170,17 @@ impl HyperVFeatures {
     }
 
     /// Whether a ring-0 kernel can read `HV_X64_MSR_TSC_FREQUENCY`
-    /// ([`paravirt::HV_X64_MSR_TSC_FREQUENCY`](crate::paravirt::HV_X64_MSR_TSC_FREQUENCY)): both bits
+    /// (`HV_X64_MSR_TSC_FREQUENCY`, 0x40000022): both bits
     /// set, the condition Linux's `ms_hyperv_init_platform` checks before it uses
     /// `hv_get_tsc_khz`. CPUID cannot say what the MSR holds: discovery only reports it.
-    pub const fn tsc_frequency_msr(&self) -> bool {
+    pub(crate) const fn tsc_frequency_msr(&self) -> bool {
         self.privileges & Self::ACCESS_FREQUENCY_MSRS != 0
             && self.misc & Self::FREQUENCY_MSRS_AVAILABLE != 0
     }
 }
 
 /// (family, model, stepping) from a leaf-1 signature, as Linux decodes it.
-pub fn decode_signature(signature: u32) -> (u32, u32, u32) {
+pub(crate) fn decode_signature(signature: u32) -> (u32, u32, u32) {
     let base_family = (signature >> 8) & 0xF;
     let mut family = base_family;
     if base_family == 0xF {
@@ -199,8 +203,8 @@ pub(super) const fn bit(reg: u32, n: u32) -> bool {
 mod tests {
     use super::*;
 
-    fn regs(eax: u32, ebx: u32, ecx: u32, edx: u32) -> CpuIdResult {
-        CpuIdResult { eax, ebx, ecx, edx }
+    fn regs(eax: u32, ebx: u32, ecx: u32, edx: u32) -> CpuidRegs {
+        CpuidRegs { eax, ebx, ecx, edx }
     }
 
     #[test]

@@ -1,60 +1,5 @@
-//! x86 discovery: CPUID decoded through an injectable [`CpuIdReader`].
-//!
-//! [`discover_with`] reads the leaves that say anything about the TSC and lists every
-//! frequency the CPU or hypervisor states, most trusted first. Each source is one function
-//! (in `sources.rs`), called in this order; the first candidate is the most trusted:
-//!
-//! | source | leaf | accuracy |
-//! | --- | --- | --- |
-//! | [`Source::XenTimeLeaf`] | Xen range base + 3 sub-leaf 0, ECX (kHz) | exact, to 1 kHz |
-//! | [`Source::HypervisorLeaf`] | range base + 0x10 (0x40000010) EAX (kHz), any range but Xen's and Hyper-V's | exact, to 1 kHz |
-//! | [`Source::CpuidTscLeaf`] | 0x15 (Intel only): ECX (crystal Hz) × EBX / EAX | exact (a rational: kept to the mHz) |
-//! | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal from the model table | nominal, [`KNOWN_CRYSTAL_TOLERANCE_PPB`] |
-//! | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, [`BASE_FREQUENCY_TOLERANCE_PPB`] |
-//! | [`Source::CpuidBaseFrequency`] | 0x16 EAX (MHz) | nominal, [`BASE_FREQUENCY_TOLERANCE_PPB`] |
-//! | [`Source::BrandString`] | 0x80000002..4, `@ 2.10GHz` / `1700MHz` | nominal, [`BRAND_STRING_TOLERANCE_PPB`] |
-//!
-//! A leaf above the maximum its range reports (leaf 0 EAX, 0x80000000 EAX, a hypervisor
-//! range's EAX) does not exist, whatever the reader returns for it: Intel CPUs answer such
-//! leaves with the data of the highest basic leaf, and QEMU TCG with junk. A zero numerator
-//! or denominator in leaf 0x15, a zero base in 0x16 and a zero rate in a hypervisor leaf
-//! mean "unknown": no candidate.
-//!
-//! # Hypervisors
-//!
-//! With the hypervisor bit (leaf 1 ECX bit 31), the hypervisor ranges 0x40000000,
-//! 0x40000100, … are walked ([`X86Discovery::hypervisors`]), each named by its signature
-//! ([`HypervisorKind`]). Xen may sit at 0x40000100 behind Hyper-V's interface ("Viridian"),
-//! and KVM likewise with Hyper-V enlightenments. Xen's time leaf gives the guest TSC rate in
-//! kHz; Hyper-V's feature leaf says whether the TSC frequency MSR can be read
-//! ([`X86Discovery::hyperv_tsc_frequency_msr`]: CPUID cannot read it, a ring-0 kernel can).
-//! The hypervisors' kHz figures are [`Accuracy::Exact`]: the rate the hypervisor gives the
-//! guest, stated by the hypervisor; its resolution (1 kHz, 0.4 ppm of 2.5 GHz) is
-//! [`Source::resolution_hz`], which [`Disagreement`] allows for.
-//!
-//! # Plausibility and disagreement
-//!
-//! A claim outside [`MIN_PLAUSIBLE_TSC_HZ`]..=[`MAX_PLAUSIBLE_TSC_HZ`] is no candidate: it is
-//! dropped and listed in [`X86Discovery::implausible`] (leaf 0x16 = 0xFFFF MHz is not
-//! "65.5 GHz, nominal"). Candidates that disagree beyond their stated accuracies are listed
-//! by [`X86Discovery::disagreements`]; [`X86Discovery::best`] is still the first, and
-//! calibration ([`baretime::calibrate_and_verify`]) is what settles it.
-//!
-//! # Vendors
-//!
-//! Leaf 0x15 is the TSC/crystal ratio only in Intel's CPUID (the SDM); it is read on
-//! `GenuineIntel` parts only, as Linux's `native_calibrate_tsc` does (`X86_VENDOR_INTEL`).
-//! AMD's and Hygon's manuals do not define it with that meaning, and Centaur/Zhaoxin
-//! (`CentaurHauls`, `  Shanghai  `) document no TSC leaf that Linux uses. An exact claim from
-//! a leaf that the vendor never defined would outrank every measurement, so on other vendors
-//! [`X86Discovery::tsc_leaf`] is still recorded raw but yields no candidate and no crystal.
-//!
-//! The known-crystal table ([`known_crystal_hz`]) follows the Intel SDM and Linux's
-//! `native_calibrate_tsc`, with Linux's model names.
-//!
-//! [`CpuIdReader`] and [`CpuIdResult`] are raw-cpuid's, re-exported here: implement
-//! `CpuIdReader` for your own source of register values and pass it to [`discover_with`]
-//! without depending on raw-cpuid yourself.
+//! x86 discovery: CPUID decoded through a [`CpuidSource`]. The user-facing description (the
+//! trust order of the sources, plausibility, vendors) is on [`X86Discovery`].
 
 mod brand;
 mod crystal;
@@ -62,21 +7,18 @@ mod hypervisor;
 mod leaves;
 mod sources;
 
-pub use raw_cpuid::{CpuIdReader, CpuIdResult};
+pub use hypervisor::{HypervisorKind, HypervisorRange};
 
-pub use brand::parse_brand_frequency;
-pub use crystal::known_crystal_hz;
-pub use hypervisor::{HypervisorKind, HypervisorRange, MAX_HYPERVISOR_RANGES};
-pub use leaves::{
+use brand::parse_brand_frequency;
+use crystal::known_crystal_hz;
+use leaves::{
     decode_signature, FrequencyLeaf, HyperVFeatures, HypervisorTiming, TscLeaf, XenTimeLeaf,
 };
 
 use crate::bytes::{regs_to_bytes, until_nul};
 use crate::candidates::{Candidates, Disagreement, Implausible, MAX_CANDIDATES};
-#[cfg(doc)]
-use crate::candidates::{
-    BASE_FREQUENCY_TOLERANCE_PPB, BRAND_STRING_TOLERANCE_PPB, KNOWN_CRYSTAL_TOLERANCE_PPB,
-};
+use crate::cpuid::{CpuidRegs, CpuidSource};
+use crate::paravirt::KvmFeatures;
 use crate::saturate_u64;
 #[cfg(doc)]
 use baretime::Accuracy;
@@ -95,23 +37,101 @@ pub const MIN_PLAUSIBLE_TSC_HZ: u64 = 10_000_000;
 /// ratio stays out.
 pub const MAX_PLAUSIBLE_TSC_HZ: u64 = 10_000_000_000;
 
-bitflags::bitflags! {
-    /// The CPUID feature bits that matter for using the TSC as a clock.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
-    pub struct X86Features: u32 {
-        /// Leaf 0x1 EDX bit 4: the RDTSC instruction exists.
-        const TSC = 1 << 0;
-        /// Leaf 0x80000001 EDX bit 27: RDTSCP exists (with IA32_TSC_AUX).
-        const RDTSCP = 1 << 1;
-        /// Leaf 0x80000007 EDX bit 8: the TSC runs at a constant rate in every P-, C- and
-        /// T-state. Without it the TSC is no clock.
-        const INVARIANT_TSC = 1 << 2;
-        /// Leaf 0x7 EBX bit 1: the IA32_TSC_ADJUST MSR exists.
-        const TSC_ADJUST = 1 << 3;
-        /// Leaf 0x1 ECX bit 24: the local APIC timer has TSC-deadline mode.
-        const TSC_DEADLINE = 1 << 4;
-        /// Leaf 0x1 ECX bit 31: running under a hypervisor.
-        const HYPERVISOR = 1 << 5;
+/// The CPUID feature bits that matter for using the TSC as a clock: a set, read with
+/// [`X86Features::contains`] (`a | b` is the set of both).
+///
+/// ```
+/// use baretime_x86::X86Features;
+/// let f = X86Features::TSC | X86Features::INVARIANT_TSC;
+/// assert!(f.contains(X86Features::INVARIANT_TSC));
+/// assert!(!f.contains(X86Features::INVARIANT_TSC | X86Features::HYPERVISOR));
+/// assert_eq!(format!("{f:?}"), "X86Features(TSC | INVARIANT_TSC)");
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct X86Features(u32);
+
+impl X86Features {
+    /// Leaf 0x1 EDX bit 4: the RDTSC instruction exists.
+    pub const TSC: X86Features = X86Features(1 << 0);
+    /// Leaf 0x80000001 EDX bit 27: RDTSCP exists (with IA32_TSC_AUX).
+    pub const RDTSCP: X86Features = X86Features(1 << 1);
+    /// Leaf 0x80000007 EDX bit 8: the TSC runs at a constant rate in every P-, C- and
+    /// T-state. Without it the TSC is no clock.
+    pub const INVARIANT_TSC: X86Features = X86Features(1 << 2);
+    /// Leaf 0x7 EBX bit 1: the IA32_TSC_ADJUST MSR exists.
+    pub const TSC_ADJUST: X86Features = X86Features(1 << 3);
+    /// Leaf 0x1 ECX bit 24: the local APIC timer has TSC-deadline mode.
+    pub const TSC_DEADLINE: X86Features = X86Features(1 << 4);
+    /// Leaf 0x1 ECX bit 31: running under a hypervisor.
+    pub const HYPERVISOR: X86Features = X86Features(1 << 5);
+
+    /// Every flag with its name, in bit order (for `Debug`).
+    const NAMED: [(X86Features, &'static str); 6] = [
+        (X86Features::TSC, "TSC"),
+        (X86Features::RDTSCP, "RDTSCP"),
+        (X86Features::INVARIANT_TSC, "INVARIANT_TSC"),
+        (X86Features::TSC_ADJUST, "TSC_ADJUST"),
+        (X86Features::TSC_DEADLINE, "TSC_DEADLINE"),
+        (X86Features::HYPERVISOR, "HYPERVISOR"),
+    ];
+
+    /// No flag.
+    pub(crate) const fn empty() -> X86Features {
+        X86Features(0)
+    }
+
+    /// Every flag.
+    #[cfg(test)]
+    pub(crate) const fn all() -> X86Features {
+        X86Features(0x3F)
+    }
+
+    /// The raw bits (bit 0 `TSC` … bit 5 `HYPERVISOR`).
+    #[cfg(feature = "defmt")]
+    pub(crate) const fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Whether every flag of `other` is set here.
+    pub const fn contains(self, other: X86Features) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Sets (`on`) or clears the flags of `other`.
+    pub(crate) fn set(&mut self, other: X86Features, on: bool) {
+        if on {
+            self.0 |= other.0;
+        } else {
+            self.0 &= !other.0;
+        }
+    }
+}
+
+impl core::ops::BitOr for X86Features {
+    type Output = X86Features;
+    fn bitor(self, other: X86Features) -> X86Features {
+        X86Features(self.0 | other.0)
+    }
+}
+
+/// As bitflags writes it: `X86Features(TSC | RDTSCP)`, `X86Features(0x0)` when empty.
+impl core::fmt::Debug for X86Features {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("X86Features(")?;
+        if self.0 == 0 {
+            f.write_str("0x0")?;
+        }
+        let mut first = true;
+        for (flag, name) in X86Features::NAMED {
+            if self.contains(flag) {
+                if !first {
+                    f.write_str(" | ")?;
+                }
+                first = false;
+                f.write_str(name)?;
+            }
+        }
+        f.write_str(")")
     }
 }
 
@@ -138,49 +158,98 @@ pub struct Crystal {
     pub source: CrystalSource,
 }
 
-/// Everything x86 CPUID says about the TSC.
+/// Everything x86 CPUID says about the TSC: the flags that say whether it can be trusted as
+/// a clock, and every rate the CPU or the hypervisor states for it. Made by [`discover`] (the
+/// CPU this code runs on) or [`discover_with`] (any [`CpuidSource`]: a recorded dump, a
+/// function). Discovery never measures.
+///
+/// # Where the rates come from
+///
+/// Each source is read in this order; the first candidate ([`X86Discovery::best`]) is the
+/// most trusted:
+///
+/// | source | leaf | accuracy |
+/// | --- | --- | --- |
+/// | [`Source::XenTimeLeaf`] | Xen range base + 3 sub-leaf 0, ECX (kHz) | exact, to 1 kHz |
+/// | [`Source::HypervisorLeaf`] | range base + 0x10 (0x40000010) EAX (kHz), any range but Xen's and Hyper-V's | exact, to 1 kHz |
+/// | [`Source::CpuidTscLeaf`] | 0x15 (Intel only): ECX (crystal Hz) × EBX / EAX | exact (a rational: kept to the mHz) |
+/// | [`Source::CpuidTscLeafKnownCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal from the model table | nominal, ±500 ppm |
+/// | [`Source::CpuidTscLeafDerivedCrystal`] | 0x15 ratio (Intel only), ECX = 0, crystal = 0x16 base × EAX / EBX | nominal, ±1 % |
+/// | [`Source::CpuidBaseFrequency`] | 0x16 EAX (MHz) | nominal, ±1 % |
+/// | [`Source::BrandString`] | 0x80000002..4, `@ 2.10GHz` / `1700MHz` | nominal, ±25 % |
+///
+/// A ring-0 kernel adds what the hypervisor tells it through MSRs ([`KvmPvclock`],
+/// [`read_hyperv_tsc_frequency`]) with [`X86Discovery::add_claim`], ahead of all of these.
+///
+/// A leaf above the maximum its range reports (leaf 0 EAX, 0x80000000 EAX, a hypervisor
+/// range's EAX) does not exist, whatever the source returns for it: Intel CPUs answer such
+/// leaves with the data of the highest basic leaf, and QEMU TCG with junk. A zero numerator
+/// or denominator in leaf 0x15, a zero base in 0x16 and a zero rate in a hypervisor leaf
+/// mean "unknown": no candidate.
+///
+/// # Hypervisors
+///
+/// With the hypervisor bit ([`X86Features::HYPERVISOR`]), the hypervisor ranges 0x40000000,
+/// 0x40000100, … are walked ([`X86Discovery::hypervisors`]), each named by its signature
+/// ([`HypervisorKind`]). Xen may sit at 0x40000100 behind Hyper-V's interface ("Viridian"),
+/// and KVM likewise with Hyper-V enlightenments. Xen's time leaf gives the guest TSC rate in
+/// kHz; Hyper-V's feature leaf says whether the TSC frequency MSR can be read
+/// ([`X86Discovery::hyperv_tsc_frequency_msr`]), KVM's which pvclock MSR a kernel registers
+/// ([`X86Discovery::kvm_features`]). The hypervisors' kHz figures are [`Accuracy::Exact`]:
+/// the rate the hypervisor gives the guest, stated by the hypervisor; its resolution (1 kHz,
+/// 0.4 ppm of 2.5 GHz) is [`Source::resolution_hz`], which [`Disagreement`] allows for.
+///
+/// # Plausibility and disagreement
+///
+/// A claim outside [`MIN_PLAUSIBLE_TSC_HZ`]..=[`MAX_PLAUSIBLE_TSC_HZ`] is no candidate: it is
+/// dropped and listed in [`X86Discovery::implausible`] (leaf 0x16 = 0xFFFF MHz is not
+/// "65.5 GHz, nominal"). Candidates that disagree beyond their stated accuracies are listed
+/// by [`X86Discovery::disagreements`]; [`X86Discovery::best`] is still the first, and
+/// calibration ([`baretime::calibrate_and_verify`]) is what settles it.
+///
+/// # Vendors
+///
+/// Leaf 0x15 is the TSC/crystal ratio only in Intel's CPUID (the SDM); it is read on
+/// `GenuineIntel` parts only, as Linux's `native_calibrate_tsc` does (`X86_VENDOR_INTEL`).
+/// AMD's and Hygon's manuals do not define it with that meaning, and Centaur/Zhaoxin
+/// (`CentaurHauls`, `  Shanghai  `) document no TSC leaf that Linux uses. An exact claim from
+/// a leaf that the vendor never defined would outrank every measurement, so on other vendors
+/// it yields no candidate and no crystal. The known-crystal table follows the Intel SDM and
+/// Linux's `native_calibrate_tsc`.
+///
+/// [`KvmPvclock`]: crate::KvmPvclock
+/// [`read_hyperv_tsc_frequency`]: crate::read_hyperv_tsc_frequency
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub struct X86Discovery {
-    /// Vendor string from leaf 0 (EBX, EDX, ECX), e.g. `GenuineIntel`, `AuthenticAMD`.
-    pub vendor: [u8; 12],
+    /// Vendor string from leaf 0 (EBX, EDX, ECX).
+    vendor: [u8; 12],
     /// Leaf 0 EAX: the highest basic leaf.
-    pub max_basic_leaf: u32,
-    /// Leaf 0x80000000 EAX when it lies in 0x80000000..=0x8000FFFF; `None` means no extended
-    /// leaf exists.
-    pub max_extended_leaf: Option<u32>,
-    /// Leaf 0x40000000 EAX, read only with the hypervisor bit. When EAX is not a hypervisor
-    /// leaf number (0x40000000..=0x4FFFFFFF), only the vendor leaf itself is assumed. The
-    /// first of [`X86Discovery::hypervisors`].
-    pub max_hypervisor_leaf: Option<u32>,
-    /// Hypervisor signature from leaf 0x40000000 (EBX, ECX, EDX), e.g. `KVMKVMKVM\0\0\0`;
-    /// zeros without a hypervisor. The first of [`X86Discovery::hypervisors`].
-    pub hypervisor_vendor: [u8; 12],
-    /// Leaf 1 EAX: the processor signature (0 when leaf 1 does not exist).
-    pub signature: u32,
-    /// Display family (base family, plus the extended family when the base is 0xF).
-    pub family: u32,
-    /// Display model (base model, plus the extended model << 4 when the family is ≥ 6).
-    pub model: u32,
-    /// Stepping.
-    pub stepping: u32,
+    max_basic_leaf: u32,
+    /// Leaf 0x80000000 EAX when it lies in 0x80000000..=0x8000FFFF.
+    max_extended_leaf: Option<u32>,
+    /// Display family, model and stepping (0 when leaf 1 does not exist).
+    family: u32,
+    model: u32,
+    stepping: u32,
     /// Feature bits.
-    pub features: X86Features,
+    features: X86Features,
     /// Brand string bytes from 0x80000002..=0x80000004 (zeros when absent).
-    pub brand: [u8; 48],
+    brand: [u8; 48],
     /// Raw leaf 0x15, when it exists.
-    pub tsc_leaf: Option<TscLeaf>,
+    tsc_leaf: Option<TscLeaf>,
     /// Raw leaf 0x16, when it exists.
-    pub frequency_leaf: Option<FrequencyLeaf>,
-    /// Raw timing leaf (range base + 0x10, 0x40000010 in practice) of the first hypervisor
-    /// range that has one and is neither Xen's nor Hyper-V's.
-    pub hypervisor_timing: Option<HypervisorTiming>,
+    frequency_leaf: Option<FrequencyLeaf>,
+    /// Raw timing leaf (range base + 0x10) of the first hypervisor range that has one and is
+    /// neither Xen's nor Hyper-V's.
+    hypervisor_timing: Option<HypervisorTiming>,
     /// Raw Xen time leaf (Xen range base + 3), when a Xen range reaches it.
-    pub xen_time: Option<XenTimeLeaf>,
+    xen_time: Option<XenTimeLeaf>,
     /// Raw Hyper-V feature leaf (Hyper-V range base + 3), when a Hyper-V range reaches it.
-    pub hyperv_features: Option<HyperVFeatures>,
+    hyperv_features: Option<HyperVFeatures>,
+    /// KVM's feature leaf (KVM range base + 1) of the first KVM range reaching it.
+    kvm_features: Option<KvmFeatures>,
     /// The core crystal frequency, when known.
-    pub crystal: Option<Crystal>,
+    crystal: Option<Crystal>,
     hypervisors: HypervisorRanges,
     candidates: Candidates,
     implausible: heapless::Vec<Implausible, MAX_CANDIDATES>,
@@ -212,15 +281,21 @@ impl X86Discovery {
     }
 
     /// Every pair of candidates that disagree beyond their stated accuracies (see
-    /// [`Disagreement::between`]), the more trusted one first in each pair.
+    /// [`Disagreement`]), the more trusted one first in each pair.
     ///
     /// ```
-    /// use baretime_x86::replay;
+    /// use baretime_x86::{discover_with, CpuidRegs};
     /// // Kaby Lake-X: leaf 0x15 = 342/2 with no crystal, 0x16 base 4300 MHz.
-    /// let d = replay(b"CPUID 00000000: 00000016-756E6547-6C65746E-49656E69\n\
-    ///                  CPUID 00000001: 000906E9-00100800-7FFAFBBF-BFEBFBFF\n\
-    ///                  CPUID 00000015: 00000002-00000156-00000000-00000000\n\
-    ///                  CPUID 00000016: 000010CC-00001194-00000064-00000000\n").unwrap();
+    /// let d = discover_with(&|leaf: u32, _subleaf: u32| {
+    ///     let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
+    ///     match leaf {
+    ///         0 => r(0x16, 0x756E_6547, 0x6C65_746E, 0x4965_6E69), // GenuineIntel
+    ///         1 => r(0x0009_06E9, 0, 0, 1 << 4), // family 6 model 0x9E
+    ///         0x15 => r(2, 342, 0, 0),
+    ///         0x16 => r(4300, 4500, 100, 0),
+    ///         _ => CpuidRegs::default(),
+    ///     }
+    /// });
     /// let first = d.disagreements().next().unwrap();
     /// assert_eq!(first.a, baretime::Source::CpuidTscLeafKnownCrystal);
     /// assert!(first.apart_ppb > 40_000_000); // 4104 MHz vs 4300 MHz: 4.8 %
@@ -237,8 +312,9 @@ impl X86Discovery {
 
     /// Adds a claim that a ring-0 kernel read from the hypervisor —
     /// [`Source::KvmPvclock`], [`Source::HyperVTscFrequencyMsr`] (see
-    /// [`crate::paravirt`]) — at its trust position: ahead of every CPUID claim,
-    /// the Hyper-V MSR before pvclock (`discover::paravirt::insert_claim`). A claim
+    /// [`KvmPvclock`](crate::KvmPvclock), [`read_hyperv_tsc_frequency`](crate::read_hyperv_tsc_frequency))
+    /// — at its trust position: ahead of every CPUID claim, the Hyper-V MSR before
+    /// pvclock. A claim
     /// from any other source goes last. Like the CPUID claims, a rate outside
     /// [`MIN_PLAUSIBLE_TSC_HZ`]..=[`MAX_PLAUSIBLE_TSC_HZ`] is no candidate: it is listed in
     /// [`X86Discovery::implausible`] and `false` is returned. When the list is full (every
@@ -246,13 +322,18 @@ impl X86Discovery {
     /// [`X86Discovery::best`] and [`X86Discovery::disagreements`] then include the claim.
     ///
     /// ```
-    /// use baretime_x86::replay;
-    /// use baretime_x86::PvclockTimeInfo;
+    /// use baretime_x86::{discover_with, CpuidRegs, PvclockTimeInfo};
     /// use baretime::Source;
     /// // A KVM guest with no TSC leaf (this project's machines), and what pvclock said.
-    /// let mut d = replay(b"CPUID 00000000: 00000016-68747541-444D4163-69746E65\n\
-    ///                      CPUID 00000001: 00A10F11-00000800-80202001-078BFBFF\n\
-    ///                      CPUID 40000000: 40000001-4B4D564B-564B4D56-0000004D\n").unwrap();
+    /// let mut d = discover_with(&|leaf: u32, _subleaf: u32| {
+    ///     let r = |eax, ebx, ecx, edx| CpuidRegs { eax, ebx, ecx, edx };
+    ///     match leaf {
+    ///         0 => r(0x16, 0x6874_7541, 0x444D_4163, 0x6974_6E65), // AuthenticAMD
+    ///         1 => r(0x00A1_0F11, 0x800, 0x8020_2001, 0x078B_FBFF), // hypervisor bit
+    ///         0x4000_0000 => r(0x4000_0001, 0x4B4D_564B, 0x564B_4D56, 0x4D), // KVMKVMKVM
+    ///         _ => CpuidRegs::default(),
+    ///     }
+    /// });
     /// assert_eq!(d.best(), None);
     /// let pv = PvclockTimeInfo { tsc_to_system_mul: 0xD15F_52CE, tsc_shift: -1, ..Default::default() };
     /// assert!(d.add_claim(pv.tsc_frequency().unwrap()));
@@ -279,50 +360,90 @@ impl X86Discovery {
         &self.implausible
     }
 
-    /// The hypervisor CPUID ranges found (empty without the hypervisor bit), in leaf order.
+    /// The hypervisor CPUID ranges found, in leaf order: empty without the hypervisor bit
+    /// ([`X86Features::HYPERVISOR`]), whose range 0x40000000 is always the first.
     pub fn hypervisors(&self) -> &[HypervisorRange] {
         &self.hypervisors
     }
 
-    /// Whether Hyper-V's interface says its TSC frequency MSR
-    /// ([`paravirt::HV_X64_MSR_TSC_FREQUENCY`](crate::paravirt::HV_X64_MSR_TSC_FREQUENCY)) can be read: a figure only a ring-0 kernel
-    /// can fetch, so discovery reports it and does not list it as a candidate.
+    /// Whether Hyper-V's interface (its feature leaf, range base + 3: EAX bit 11 and EDX bit
+    /// 8, as Linux's `ms_hyperv_init_platform` checks) says its TSC frequency MSR can be read:
+    /// a figure only a ring-0 kernel can fetch ([`read_hyperv_tsc_frequency`]), so discovery
+    /// reports it and does not list it as a candidate.
+    ///
+    /// [`read_hyperv_tsc_frequency`]: crate::read_hyperv_tsc_frequency
     pub fn hyperv_tsc_frequency_msr(&self) -> bool {
         self.hyperv_features.is_some_and(|h| h.tsc_frequency_msr())
     }
 
-    /// The vendor string, or `None` when it is not UTF-8.
-    pub fn vendor_str(&self) -> Option<&str> {
-        core::str::from_utf8(&self.vendor).ok()
+    /// KVM's feature leaf (its range base + 1) of the first KVM range that reaches it: what
+    /// [`KvmPvclock::register`](crate::KvmPvclock::register) needs. `None` outside KVM.
+    pub fn kvm_features(&self) -> Option<KvmFeatures> {
+        self.kvm_features
     }
 
-    /// True for `GenuineIntel`.
-    pub fn is_intel(&self) -> bool {
-        &self.vendor == b"GenuineIntel"
+    /// The vendor string from leaf 0 (EBX, EDX, ECX): `GenuineIntel`, `AuthenticAMD`,
+    /// `HygonGenuine`, `CentaurHauls`, `  Shanghai  `, … Twelve bytes as the CPU gave them.
+    pub fn vendor(&self) -> &[u8; 12] {
+        &self.vendor
     }
 
-    /// The brand string without its NUL padding and surrounding spaces (empty when absent).
-    pub fn brand_bytes(&self) -> &[u8] {
-        until_nul(&self.brand).trim_ascii()
-    }
-
-    /// The brand string, or `None` when absent or not UTF-8.
-    pub fn brand_str(&self) -> Option<&str> {
-        let b = self.brand_bytes();
+    /// The brand string (leaves 0x80000002..=0x80000004) without its NUL padding and
+    /// surrounding spaces; `None` when the CPU has none or it is not UTF-8.
+    pub fn brand(&self) -> Option<&str> {
+        let b = until_nul(&self.brand).trim_ascii();
         if b.is_empty() {
             return None;
         }
         core::str::from_utf8(b).ok()
     }
 
-    /// The invariant-TSC bit.
+    /// Display family (base family, plus the extended family when the base is 0xF), as
+    /// Linux decodes leaf 1 EAX; 0 when leaf 1 does not exist.
+    pub fn family(&self) -> u32 {
+        self.family
+    }
+
+    /// Display model (base model, plus the extended model << 4 when the family is ≥ 6).
+    pub fn model(&self) -> u32 {
+        self.model
+    }
+
+    /// Stepping (leaf 1 EAX bits 3:0).
+    pub fn stepping(&self) -> u32 {
+        self.stepping
+    }
+
+    /// Leaf 0 EAX: the highest basic leaf.
+    pub fn max_basic_leaf(&self) -> u32 {
+        self.max_basic_leaf
+    }
+
+    /// Leaf 0x80000000 EAX, the highest extended leaf; `None` when no extended leaf exists
+    /// (EAX outside 0x80000000..=0x8000FFFF).
+    pub fn max_extended_leaf(&self) -> Option<u32> {
+        self.max_extended_leaf
+    }
+
+    /// The feature bits that matter for the TSC, the hypervisor bit among them.
+    pub fn features(&self) -> X86Features {
+        self.features
+    }
+
+    /// The invariant-TSC bit ([`X86Features::INVARIANT_TSC`]): the TSC runs at a constant
+    /// rate in every P-, C- and T-state. Without it the TSC is no clock to keep.
     pub fn invariant_tsc(&self) -> bool {
         self.features.contains(X86Features::INVARIANT_TSC)
     }
 
-    /// The hypervisor bit.
-    pub fn hypervisor(&self) -> bool {
-        self.features.contains(X86Features::HYPERVISOR)
+    /// The core crystal clock, when leaf 0x15 states it or the model is known (Intel only).
+    pub fn crystal(&self) -> Option<Crystal> {
+        self.crystal
+    }
+
+    /// `GenuineIntel`: the one vendor whose leaf 0x15 is the TSC/crystal ratio.
+    fn is_intel(&self) -> bool {
+        &self.vendor == b"GenuineIntel"
     }
 
     /// Calls every source in trust order: plausible claims become candidates, the rest are
@@ -356,21 +477,22 @@ impl X86Discovery {
     }
 }
 
-/// Discovers through the CPU's own CPUID instruction.
+/// Discovers through the CPU's own CPUID instruction ([`NativeCpuid`](crate::NativeCpuid)).
 #[cfg(target_arch = "x86_64")]
 pub fn discover() -> X86Discovery {
-    discover_with(raw_cpuid::CpuIdReaderNative)
+    discover_with(&crate::cpuid::NativeCpuid)
 }
 
-/// Discovers through `reader`: the live CPU (`raw_cpuid::CpuIdReaderNative`, x86 only), a
-/// recorded dump (`&`[`super::dump::Dump`]) or a closure `Fn(u32, u32) -> CpuIdResult`.
+/// Discovers through `reader`: the live CPU ([`NativeCpuid`](crate::NativeCpuid), x86_64
+/// only), a recorded `Dump` (feature `dump`) or a function
+/// `Fn(u32, u32) -> CpuidRegs`.
 ///
-/// Never panics, whatever the reader returns.
-pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
-    let leaf0 = reader.cpuid2(LEAF_VENDOR, 0);
+/// Never panics, whatever the source returns.
+pub fn discover_with<S: CpuidSource + ?Sized>(reader: &S) -> X86Discovery {
+    let leaf0 = reader.cpuid(LEAF_VENDOR, 0);
     let max_basic_leaf = leaf0.eax;
-    let basic = |leaf: u32| -> Option<CpuIdResult> {
-        (leaf <= max_basic_leaf).then(|| reader.cpuid2(leaf, 0))
+    let basic = |leaf: u32| -> Option<CpuidRegs> {
+        (leaf <= max_basic_leaf).then(|| reader.cpuid(leaf, 0))
     };
 
     let mut features = X86Features::empty();
@@ -388,12 +510,12 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
     let tsc_leaf = basic(LEAF_TSC).map(TscLeaf::decode);
     let frequency_leaf = basic(LEAF_FREQUENCY).map(FrequencyLeaf::decode);
 
-    let ext_max = reader.cpuid2(LEAF_EXTENDED_MAX, 0).eax;
+    let ext_max = reader.cpuid(LEAF_EXTENDED_MAX, 0).eax;
     let max_extended_leaf = (ext_max & 0xFFFF_0000 == LEAF_EXTENDED_MAX).then_some(ext_max);
-    let extended = |leaf: u32| -> Option<CpuIdResult> {
+    let extended = |leaf: u32| -> Option<CpuidRegs> {
         max_extended_leaf
             .filter(|&max| leaf <= max)
-            .map(|_| reader.cpuid2(leaf, 0))
+            .map(|_| reader.cpuid(leaf, 0))
     };
     if let Some(r) = extended(LEAF_EXTENDED_FEATURES_1) {
         features.set(X86Features::RDTSCP, bit(r.edx, 27));
@@ -405,7 +527,7 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
     // The brand string takes all three leaves; with fewer it is not supported.
     if max_extended_leaf.is_some_and(|max| max >= LEAF_BRAND_FIRST + 2) {
         for (chunk, leaf) in brand.chunks_exact_mut(16).zip(LEAF_BRAND_FIRST..) {
-            let r = reader.cpuid2(leaf, 0);
+            let r = reader.cpuid(leaf, 0);
             for (bytes, reg) in chunk.chunks_exact_mut(4).zip([r.eax, r.ebx, r.ecx, r.edx]) {
                 bytes.copy_from_slice(&reg.to_le_bytes());
             }
@@ -416,24 +538,27 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
     let mut hypervisor_timing = None;
     let mut xen_time = None;
     let mut hyperv_features = None;
+    let mut kvm_features = None;
     if features.contains(X86Features::HYPERVISOR) {
-        hypervisors = hypervisor::walk(&reader);
+        hypervisors = hypervisor::walk(reader);
         for range in &hypervisors {
-            let read = |offset: u32, sub: u32| range.leaf(offset).map(|l| reader.cpuid2(l, sub));
+            let read = |offset: u32, sub: u32| range.leaf(offset).map(|l| reader.cpuid(l, sub));
             match range.kind {
                 HypervisorKind::Xen if xen_time.is_none() => {
                     xen_time = read(XEN_TIME_OFFSET, 0).map(|sub0| {
-                        let zero = CpuIdResult {
-                            eax: 0,
-                            ebx: 0,
-                            ecx: 0,
-                            edx: 0,
-                        };
-                        XenTimeLeaf::decode(sub0, read(XEN_TIME_OFFSET, 2).unwrap_or(zero))
+                        XenTimeLeaf::decode(sub0, read(XEN_TIME_OFFSET, 2).unwrap_or_default())
                     });
                 }
                 HypervisorKind::HyperV if hyperv_features.is_none() => {
                     hyperv_features = read(HYPERV_FEATURES_OFFSET, 0).map(HyperVFeatures::decode);
+                }
+                HypervisorKind::Kvm if kvm_features.is_none() => {
+                    kvm_features = read(KVM_FEATURES_OFFSET, 0)
+                        .map(|r| KvmFeatures::decode(range.base, r.eax));
+                    if hypervisor_timing.is_none() {
+                        hypervisor_timing =
+                            read(HYPERVISOR_TIMING_OFFSET, 0).map(HypervisorTiming::decode);
+                    }
                 }
                 kind if kind.has_timing_leaf() && hypervisor_timing.is_none() => {
                     hypervisor_timing =
@@ -443,16 +568,12 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
             }
         }
     }
-    let first = hypervisors.first();
 
     let vendor = regs_to_bytes([leaf0.ebx, leaf0.edx, leaf0.ecx]);
     let mut d = X86Discovery {
         vendor,
         max_basic_leaf,
         max_extended_leaf,
-        max_hypervisor_leaf: first.map(|r| r.max_leaf),
-        hypervisor_vendor: first.map_or([0; 12], |r| r.signature),
-        signature,
         family,
         model,
         stepping,
@@ -463,6 +584,7 @@ pub fn discover_with<R: CpuIdReader>(reader: R) -> X86Discovery {
         hypervisor_timing,
         xen_time,
         hyperv_features,
+        kvm_features,
         crystal: None,
         hypervisors,
         candidates: Candidates::new(),

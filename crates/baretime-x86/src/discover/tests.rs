@@ -20,10 +20,10 @@ impl Table {
     }
 }
 
-impl CpuIdReader for Table {
-    fn cpuid2(&self, eax: u32, _ecx: u32) -> CpuIdResult {
+impl CpuidSource for Table {
+    fn cpuid(&self, eax: u32, _ecx: u32) -> CpuidRegs {
         let r = self.0.get(&eax).copied().unwrap_or([0; 4]);
-        CpuIdResult {
+        CpuidRegs {
             eax: r[0],
             ebx: r[1],
             ecx: r[2],
@@ -63,21 +63,21 @@ fn with_brand(t: Table, max_ext: u32, s: &str) -> Table {
 #[test]
 fn leaf_15_with_crystal_is_exact_to_the_millihertz() {
     // 38.4 MHz × 166 / 2 = 3187.2 MHz (Raptor Lake).
-    let d = discover_with(intel(0x20, 0xB0671).with(0x15, [2, 166, 38_400_000, 0]));
+    let d = discover_with(&intel(0x20, 0xB0671).with(0x15, [2, 166, 38_400_000, 0]));
     let f = d.best().unwrap();
     assert_eq!(f.source(), Source::CpuidTscLeaf);
     assert!(f.accuracy().is_exact());
     assert_eq!(f.as_millihz(), 3_187_200_000_000);
     assert_eq!(d.crystal.unwrap().source, CrystalSource::Reported);
     // A ratio that does not divide: 25 MHz × 7 / 3 = 58 333 333.333 Hz, kept to the mHz.
-    let d = discover_with(intel(0x15, 0).with(0x15, [3, 7, 25_000_000, 0]));
+    let d = discover_with(&intel(0x15, 0).with(0x15, [3, 7, 25_000_000, 0]));
     assert_eq!(d.best().unwrap().as_millihz(), 58_333_333_333);
 }
 
 #[test]
 fn leaf_15_zero_ratio_fields_give_no_candidate() {
     for regs in [[0, 166, 38_400_000, 0], [2, 0, 38_400_000, 0], [0, 0, 0, 0]] {
-        let d = discover_with(intel(0x15, 0x906EA).with(0x15, regs));
+        let d = discover_with(&intel(0x15, 0x906EA).with(0x15, regs));
         assert_eq!(d.best(), None, "{regs:?}");
         assert_eq!(d.crystal, None);
     }
@@ -89,7 +89,7 @@ fn zero_crystal_uses_the_known_model_then_the_derived_one() {
     let t = intel(0x16, 0x906EA)
         .with(0x15, [2, 184, 0, 0])
         .with(0x16, [2200, 4100, 100, 0]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!((d.family, d.model, d.stepping), (6, 0x9E, 0xA));
     let best = d.best().unwrap();
     assert_eq!(best.source(), Source::CpuidTscLeafKnownCrystal);
@@ -105,7 +105,7 @@ fn zero_crystal_uses_the_known_model_then_the_derived_one() {
     let t = intel(0x16, 0x50654)
         .with(0x15, [2, 292, 0, 0])
         .with(0x16, [3500, 4000, 100, 0]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     let best = d.best().unwrap();
     assert_eq!(best.source(), Source::CpuidTscLeafDerivedCrystal);
     assert!(best.as_hz().abs_diff(3_500_000_000) < 3_500);
@@ -113,7 +113,7 @@ fn zero_crystal_uses_the_known_model_then_the_derived_one() {
 
     // Known crystal without leaf 0x16 (Goldmont has none).
     let t = intel(0x15, 0x506C9).with(0x15, [1, 78, 0, 0]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!(d.model, 0x5C);
     assert_eq!(d.best().unwrap().as_hz(), 19_200_000 * 78);
     // Not Intel: no table.
@@ -121,7 +121,7 @@ fn zero_crystal_uses_the_known_model_then_the_derived_one() {
         .with(0, [0x15, 0x6874_7541, 0x444D_4163, 0x6974_6E65])
         .with(1, [0x906EA, 0, 0, 0])
         .with(0x15, [2, 184, 0, 0]);
-    assert_eq!(discover_with(t).best(), None);
+    assert_eq!(discover_with(&t).best(), None);
 }
 
 #[test]
@@ -144,26 +144,26 @@ fn leaf_15_is_read_on_intel_only() {
                 .with(0x15, l15)
                 .with(0x16, [2200, 4100, 100, 0])
         };
-        let d = discover_with(table([2, 200, 24_000_000, 0]));
+        let d = discover_with(&table([2, 200, 24_000_000, 0]));
         assert_eq!(&d.vendor, vendor);
         assert!(d.tsc_leaf.is_some(), "the raw leaf is recorded");
         let exact = d.candidate(Source::CpuidTscLeaf);
-        assert_eq!(exact.is_some(), intel, "{:?}", d.vendor_str());
+        assert_eq!(exact.is_some(), intel, "{:?}", d.vendor());
         assert_eq!(d.crystal.is_some(), intel);
         if !intel {
             // Leaf 0x16's base is still a (nominal) candidate; nothing exact.
             assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
         }
         // Crystal not enumerated: no derived crystal either.
-        let d = discover_with(table([2, 200, 0, 0]));
+        let d = discover_with(&table([2, 200, 0, 0]));
         let derived = d.candidate(Source::CpuidTscLeafDerivedCrystal);
-        assert_eq!(derived.is_some(), intel, "{:?}", d.vendor_str());
+        assert_eq!(derived.is_some(), intel, "{:?}", d.vendor());
     }
 }
 
 #[test]
 fn leaf_16_is_nominal() {
-    let d = discover_with(intel(0x16, 0x906EA).with(0x16, [3600, 5000, 100, 0]));
+    let d = discover_with(&intel(0x16, 0x906EA).with(0x16, [3600, 5000, 100, 0]));
     let f = d.best().unwrap();
     assert_eq!(f.source(), Source::CpuidBaseFrequency);
     assert_eq!(f.as_hz(), 3_600_000_000);
@@ -174,7 +174,7 @@ fn leaf_16_is_nominal() {
         }
     );
     // Upper 16 bits are reserved.
-    let d = discover_with(intel(0x16, 0).with(0x16, [0xFFFF_0000, 0, 0, 0]));
+    let d = discover_with(&intel(0x16, 0).with(0x16, [0xFFFF_0000, 0, 0, 0]));
     assert_eq!(d.best(), None);
 }
 
@@ -184,7 +184,7 @@ fn leaves_above_the_maximum_do_not_exist() {
     let t = intel(0xD, 0x40651)
         .with(0x15, [7, 0x340, 0x340, 0])
         .with(0x16, [7, 0x340, 0x340, 0]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!(d.tsc_leaf, None);
     assert_eq!(d.frequency_leaf, None);
     assert_eq!(d.best(), None);
@@ -193,7 +193,7 @@ fn leaves_above_the_maximum_do_not_exist() {
     let t = with_brand(intel(1, 0), 0x0000_0005, "CPU @ 2.00GHz")
         .with(0x8000_0007, [0, 0, 0, 1 << 8])
         .with(0x8000_0001, [0, 0, 0, 1 << 27]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!(d.max_extended_leaf, None);
     assert!(!d.invariant_tsc());
     assert!(!d.features.contains(X86Features::RDTSCP));
@@ -201,14 +201,14 @@ fn leaves_above_the_maximum_do_not_exist() {
     // Max extended 0x80000006: 0x80000007 is junk, the brand is real.
     let t =
         with_brand(intel(1, 0), 0x8000_0006, "CPU @ 2.00GHz").with(0x8000_0007, [0, 0, 0, 1 << 8]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert!(!d.invariant_tsc());
     assert_eq!(d.best().unwrap().as_hz(), 2_000_000_000);
     // Max extended 0x80000003: no brand string at all.
     let t = with_brand(intel(1, 0), 0x8000_0003, "CPU @ 2.00GHz");
-    let d = discover_with(t);
-    assert_eq!(d.brand_bytes(), b"");
-    assert_eq!(d.brand_str(), None);
+    let d = discover_with(&t);
+    assert_eq!(d.brand(), None);
+    assert_eq!(d.brand(), None);
     assert_eq!(d.best(), None);
 }
 
@@ -226,10 +226,36 @@ fn hypervisor_table(max_hv: u32, tsc_khz: u32, hv_bit: bool) -> Table {
 }
 
 #[test]
+fn kvm_feature_leaf_is_read_where_the_range_reaches_it() {
+    // QEMU's default KVM features for -cpu host: clocksource, clocksource2, stable bit, ….
+    let t = hypervisor_table(0x4000_0010, 0, true).with(0x4000_0001, [0x0100_7AFB, 0, 0, 0]);
+    let kvm = discover_with(&t)
+        .kvm_features()
+        .expect("KVM's feature leaf");
+    assert_eq!((kvm.base(), kvm.bits()), (0x4000_0000, 0x0100_7AFB));
+    assert_eq!(kvm.clock_msr(), Ok(0x4b56_4d01));
+    assert!(kvm.stable_bit());
+    // The range ends at its base leaf: no feature leaf, whatever the table holds.
+    let t = hypervisor_table(0x4000_0000, 0, true).with(0x4000_0001, [0x0100_7AFB, 0, 0, 0]);
+    assert_eq!(discover_with(&t).kvm_features(), None);
+    // Not a guest: nothing read.
+    let t = hypervisor_table(0x4000_0010, 0, false).with(0x4000_0001, [0x0100_7AFB, 0, 0, 0]);
+    assert_eq!(discover_with(&t).kvm_features(), None);
+    // Another hypervisor's range at the same place: not KVM's leaf.
+    let t = hypervisor_table(0x4000_0010, 0, true)
+        .with(
+            LEAF_HYPERVISOR,
+            [0x4000_0010, 0x7263_694D, 0x666F_736F, 0x7648_2074],
+        )
+        .with(0x4000_0001, [0x0100_7AFB, 0, 0, 0]);
+    assert_eq!(discover_with(&t).kvm_features(), None);
+}
+
+#[test]
 fn hypervisor_leaf_wins_with_the_hypervisor_bit() {
-    let d = discover_with(hypervisor_table(0x4000_0010, 2_300_000, true));
-    assert!(d.hypervisor());
-    assert_eq!(&d.hypervisor_vendor, b"KVMKVMKVM\0\0\0");
+    let d = discover_with(&hypervisor_table(0x4000_0010, 2_300_000, true));
+    assert!(d.features().contains(X86Features::HYPERVISOR));
+    assert_eq!(&d.hypervisors()[0].signature, b"KVMKVMKVM\0\0\0");
     let f = d.best().unwrap();
     assert_eq!(f.source(), Source::HypervisorLeaf);
     assert!(f.accuracy().is_exact());
@@ -239,20 +265,20 @@ fn hypervisor_leaf_wins_with_the_hypervisor_bit() {
 #[test]
 fn hypervisor_leaf_needs_bit_max_leaf_and_nonzero_rate() {
     // No hypervisor bit: 0x40000010 is junk on bare metal.
-    let d = discover_with(hypervisor_table(0x4000_0010, 2_300_000, false));
-    assert_eq!(d.max_hypervisor_leaf, None);
+    let d = discover_with(&hypervisor_table(0x4000_0010, 2_300_000, false));
+    assert!(d.hypervisors().is_empty());
     assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
     // Max hypervisor leaf below 0x40000010 (the KVM guest dump: 0x40000001).
-    let d = discover_with(hypervisor_table(0x4000_0001, 2_300_000, true));
+    let d = discover_with(&hypervisor_table(0x4000_0001, 2_300_000, true));
     assert_eq!(d.hypervisor_timing, None);
     assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
     // A rate of 0 means unknown.
-    let d = discover_with(hypervisor_table(0x4000_0010, 0, true));
+    let d = discover_with(&hypervisor_table(0x4000_0010, 0, true));
     assert!(d.hypervisor_timing.is_some());
     assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
     // EAX that is no hypervisor leaf number: only the vendor leaf.
-    let d = discover_with(hypervisor_table(0x8000_0010, 2_300_000, true));
-    assert_eq!(d.max_hypervisor_leaf, Some(LEAF_HYPERVISOR));
+    let d = discover_with(&hypervisor_table(0x8000_0010, 2_300_000, true));
+    assert_eq!(d.hypervisors()[0].max_leaf, LEAF_HYPERVISOR);
     assert_eq!(d.hypervisor_timing, None);
 }
 
@@ -295,7 +321,7 @@ fn xen_time_leaf_at_either_base() {
         (0x4000_0103, xen_time),
     ]);
     for (t, xen_base) in [(plain, 0x4000_0000), (viridian, 0x4000_0100)] {
-        let d = discover_with(t);
+        let d = discover_with(&t);
         let f = d.best().unwrap();
         assert_eq!(f.source(), Source::XenTimeLeaf);
         assert_eq!(f.accuracy(), Accuracy::Exact);
@@ -319,27 +345,27 @@ fn xen_time_leaf_at_either_base() {
 #[test]
 fn xen_time_leaf_needs_its_range_and_a_rate() {
     // Xen's range ends below base + 3: no time leaf.
-    let d = discover_with(guest(&[
+    let d = discover_with(&guest(&[
         (0x4000_0000, range(0x4000_0002, b"XenVMMXenVMM")),
         (0x4000_0003, [0, 0, 2_893_437, 0]),
     ]));
     assert_eq!(d.xen_time, None);
     assert_eq!(d.best().unwrap().source(), Source::CpuidBaseFrequency);
     // A rate of 0: the leaf is recorded, no candidate.
-    let d = discover_with(guest(&[
+    let d = discover_with(&guest(&[
         (0x4000_0000, range(0x4000_0005, b"XenVMMXenVMM")),
         (0x4000_0003, [0, 0, 0, 0]),
     ]));
     assert!(d.xen_time.is_some());
     assert_eq!(d.candidate(Source::XenTimeLeaf), None);
     // Xen's base + 0x10 is not VMware's timing leaf.
-    let d = discover_with(guest(&[
+    let d = discover_with(&guest(&[
         (0x4000_0000, range(0x4000_0010, b"XenVMMXenVMM")),
         (0x4000_0010, [2_300_000, 0, 0, 0]),
     ]));
     assert_eq!(d.hypervisor_timing, None);
     // The time leaf of a range that is not Xen's is not read as one.
-    let d = discover_with(guest(&[
+    let d = discover_with(&guest(&[
         (0x4000_0000, range(0x4000_0005, b"KVMKVMKVM\0\0\0")),
         (0x4000_0003, [0, 0, 2_893_437, 0]),
     ]));
@@ -349,7 +375,7 @@ fn xen_time_leaf_needs_its_range_and_a_rate() {
 #[test]
 fn hyperv_frequency_msr_is_noted_not_a_candidate() {
     let hv = |eax: u32, edx: u32, max: u32| {
-        discover_with(guest(&[
+        discover_with(&guest(&[
             (0x4000_0000, range(max, b"Microsoft Hv")),
             (0x4000_0003, [eax, 0, 0, edx]),
         ]))
@@ -367,7 +393,7 @@ fn hyperv_frequency_msr_is_noted_not_a_candidate() {
         (0x4000_0003, [1 << 11, 0, 0, 1 << 8]),
     ]);
     t = t.with(1, [0x906EA, 0, 0, 1 << 4]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert!(d.hypervisors().is_empty());
     assert!(!d.hyperv_tsc_frequency_msr());
 }
@@ -375,7 +401,7 @@ fn hyperv_frequency_msr_is_noted_not_a_candidate() {
 #[test]
 fn timing_leaf_is_found_through_the_walk() {
     // KVM behind Hyper-V's interface, with its timing leaf at its own base + 0x10.
-    let d = discover_with(guest(&[
+    let d = discover_with(&guest(&[
         (0x4000_0000, range(0x4000_000A, b"Microsoft Hv")),
         (0x4000_0010, [1_000_000, 0, 0, 0]),
         (0x4000_0100, range(0x4000_0110, b"KVMKVMKVM\0\0\0")),
@@ -391,7 +417,7 @@ fn timing_leaf_is_found_through_the_walk() {
         b"TCGTCGTCGTCG",
         b"VBoxVBoxVBox",
     ] {
-        let d = discover_with(guest(&[
+        let d = discover_with(&guest(&[
             (0x4000_0000, range(0x4000_0010, s)),
             (0x4000_0010, [2_300_000, 0, 0, 0]),
         ]));
@@ -402,7 +428,7 @@ fn timing_leaf_is_found_through_the_walk() {
 #[test]
 fn implausible_claims_are_no_candidates() {
     // Leaf 0x16 = 0xFFFF MHz: not "65.5 GHz, nominal".
-    let d = discover_with(intel(0x16, 0x906EA).with(0x16, [0xFFFF, 0, 0, 0]));
+    let d = discover_with(&intel(0x16, 0x906EA).with(0x16, [0xFFFF, 0, 0, 0]));
     assert_eq!(d.best(), None);
     assert_eq!(
         d.implausible(),
@@ -414,7 +440,7 @@ fn implausible_claims_are_no_candidates() {
     // Leaf 0x15 = 0xFFFFFFFF / 2 over a crystal derived from that base (Skylake-X: not in
     // the table): 31 Hz × 2^31 = 66.6 GHz.
     let d = discover_with(
-        intel(0x16, 0x50654)
+        &intel(0x16, 0x50654)
             .with(0x15, [2, u32::MAX, 0, 0])
             .with(0x16, [0xFFFF, 0, 0, 0]),
     );
@@ -434,7 +460,7 @@ fn implausible_claims_are_no_candidates() {
         (10_000_000, true),
         (10_000_001, false),
     ] {
-        let d = discover_with(hypervisor_table(0x4000_0010, khz, true));
+        let d = discover_with(&hypervisor_table(0x4000_0010, khz, true));
         assert_eq!(d.candidate(Source::HypervisorLeaf).is_some(), ok, "{khz}");
         assert_eq!(d.implausible().len(), usize::from(!ok), "{khz}");
     }
@@ -445,7 +471,7 @@ fn exact_claims_disagree_only_past_their_resolution() {
     // Xen's 2 300 000 kHz against an exact 0x15 figure (25 MHz × n / 25 000).
     let with_15 = |n: u32| {
         discover_with(
-            guest(&[
+            &guest(&[
                 (0x4000_0000, range(0x4000_0005, b"XenVMMXenVMM")),
                 (0x4000_0003, [0, 0, 2_300_000, 0]),
             ])
@@ -477,15 +503,15 @@ fn feature_bits() {
         .with(LEAF_EXTENDED_MAX, [0x8000_0008, 0, 0, 0])
         .with(0x8000_0001, [0, 0, 0, 1 << 27])
         .with(0x8000_0007, [0, 0, 0, 1 << 8]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!(d.features, X86Features::all());
-    assert_eq!(d.vendor_str(), Some("GenuineIntel"));
+    assert_eq!(d.vendor(), b"GenuineIntel");
     assert!(d.is_intel());
     // Leaf 7 above the maximum: no TSC_ADJUST.
     let t = Table::default()
         .with(0, [6, GENU, NTEL, INEI])
         .with(7, [0, 1 << 1, 0, 0]);
-    assert!(!discover_with(t).features.contains(X86Features::TSC_ADJUST));
+    assert!(!discover_with(&t).features.contains(X86Features::TSC_ADJUST));
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -506,11 +532,8 @@ fn brand_string_candidate_is_nominal_and_last_in_trust() {
         0x8000_0004,
         "Intel(R) Core(TM) i3-10110U CPU @ 2.10GHz",
     );
-    let d = discover_with(t);
-    assert_eq!(
-        d.brand_str(),
-        Some("Intel(R) Core(TM) i3-10110U CPU @ 2.10GHz")
-    );
+    let d = discover_with(&t);
+    assert_eq!(d.brand(), Some("Intel(R) Core(TM) i3-10110U CPU @ 2.10GHz"));
     let b = d.candidate(Source::BrandString).unwrap();
     assert_eq!(b.as_hz(), 2_100_000_000);
     assert_eq!(
@@ -530,7 +553,7 @@ fn comet_lake_known_crystal_beats_the_base() {
     let t = intel(0x16, 0xA0660)
         .with(0x15, [2, 216, 0, 0])
         .with(0x16, [2100, 4100, 100, 0]);
-    let d = discover_with(t);
+    let d = discover_with(&t);
     assert_eq!(d.model, 0xA6);
     assert_eq!(d.best().unwrap().as_hz(), 2_592_000_000);
 }
@@ -538,10 +561,10 @@ fn comet_lake_known_crystal_beats_the_base() {
 #[test]
 fn out_of_range_rates_are_dropped() {
     // 0x15 giving 4 GHz × 2^32: beyond Frequency::MAX_HZ.
-    let d = discover_with(intel(0x15, 0).with(0x15, [1, u32::MAX, u32::MAX, 0]));
+    let d = discover_with(&intel(0x15, 0).with(0x15, [1, u32::MAX, u32::MAX, 0]));
     assert_eq!(d.best(), None);
     // 0x15 giving below 1 kHz.
-    let d = discover_with(intel(0x15, 0).with(0x15, [1000, 1, 1000, 0]));
+    let d = discover_with(&intel(0x15, 0).with(0x15, [1000, 1, 1000, 0]));
     assert_eq!(d.best(), None);
 }
 
@@ -611,14 +634,14 @@ mod props {
         }
     }
 
-    impl CpuIdReader for Fuzz {
-        fn cpuid2(&self, eax: u32, ecx: u32) -> CpuIdResult {
+    impl CpuidSource for Fuzz {
+        fn cpuid(&self, eax: u32, ecx: u32) -> CpuidRegs {
             let r = if self.masked && !self.exists(eax) {
                 [0; 4]
             } else {
                 self.raw(eax, ecx)
             };
-            CpuIdResult {
+            CpuidRegs {
                 eax: r[0],
                 ebx: r[1],
                 ecx: r[2],
@@ -703,12 +726,40 @@ mod props {
             assert!(d.candidates().is_empty());
         }
         if d.candidate(Source::HypervisorLeaf).is_some() {
-            assert!(d.hypervisor());
+            assert!(d.features().contains(X86Features::HYPERVISOR));
         }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Any signature, family and model: no panic, bounded fields. (From
+    /// suite/tests/no_panic.rs: the helpers are crate-private.)
+    #[test]
+    fn x86_helpers_any_value(sig in any::<u32>(), family in any::<u32>(), model in any::<u32>()) {
+        let (f, m, s) = decode_signature(sig);
+        prop_assert!(f <= 0xF + 0xFF && m <= 0xFF && s <= 0xF);
+        if let Some(hz) = known_crystal_hz(family, model) {
+            prop_assert_eq!(family, 6);
+            prop_assert!(hz >= 19_200_000);
+        }
+    }
+
+    /// Long brand-like strings full of digits, dots, spaces and units.
+    #[test]
+    fn brand_parser_long_inputs(parts in prop::collection::vec(
+        prop_oneof![
+            Just("GHz"), Just("MHz"), Just("ghz"), Just("Hz"), Just("@ "), Just("."), Just(" "),
+            Just("9"), Just("99999999999999999999"), Just("0"), Just("\0"), Just("x"),
+        ],
+        0..200,
+    )) {
+        let s: String = parts.concat();
+        if let Some(hz) = parse_brand_frequency(s.as_bytes()) {
+            prop_assert!(hz > 0);
+        }
+    }
+
 
         /// Hypervisor ranges with real signatures, any maxima and any contents: no panic, the
         /// rules hold, the walk stops where a range is not valid, and each hypervisor's
@@ -750,12 +801,12 @@ mod props {
                     }
                     _ => [junk(0), junk(1), junk(2), junk(3)],
                 };
-                CpuIdResult { eax: r[0], ebx: r[1], ecx: r[2], edx: r[3] }
+                CpuidRegs { eax: r[0], ebx: r[1], ecx: r[2], edx: r[3] }
             };
-            let d = discover_with(reader);
+            let d = discover_with(&reader);
             check_invariants(&d);
             let found = d.hypervisors();
-            prop_assert!(!found.is_empty() && found.len() <= MAX_HYPERVISOR_RANGES);
+            prop_assert!(!found.is_empty() && found.len() <= hypervisor::MAX_HYPERVISOR_RANGES);
             for (i, r) in found.iter().enumerate() {
                 prop_assert_eq!(r.base, 0x4000_0000 + 0x100 * i as u32);
                 prop_assert!(r.max_leaf >= r.base);
@@ -781,21 +832,21 @@ mod props {
         /// Any reader output at all: no panic, and the candidate list keeps its rules.
         #[test]
         fn any_reader_output_is_safe(seed in any::<u64>()) {
-            let reader = move |leaf: u32, sub: u32| CpuIdResult {
+            let reader = move |leaf: u32, sub: u32| CpuidRegs {
                 eax: mix(seed, leaf, sub, 0),
                 ebx: mix(seed, leaf, sub, 1),
                 ecx: mix(seed, leaf, sub, 2),
                 edx: mix(seed, leaf, sub, 3),
             };
-            check_invariants(&discover_with(reader));
+            check_invariants(&discover_with(&reader));
         }
 
         /// Junk above any maximum leaf changes nothing: discovery equals discovery on
         /// the same CPU with every non-existent leaf zeroed.
         #[test]
         fn leaves_above_the_maxima_are_never_used(f in fuzz()) {
-            let raw = discover_with(f.clone());
-            let masked = discover_with(Fuzz { masked: true, ..f });
+            let raw = discover_with(&f.clone());
+            let masked = discover_with(&Fuzz { masked: true, ..f });
             check_invariants(&raw);
             prop_assert_eq!(raw, masked);
         }
@@ -806,7 +857,7 @@ mod props {
         fn complete_leaf_15_is_exact(
             den in 1u32..1000, num in 1u32..1000, crystal in 1_000_000u32..100_000_000,
         ) {
-            let d = discover_with(intel(0x15, 0x906EA).with(0x15, [den, num, crystal, 0]));
+            let d = discover_with(&intel(0x15, 0x906EA).with(0x15, [den, num, crystal, 0]));
             let want = (u128::from(crystal) * u128::from(num) * 1000
                 + u128::from(den) / 2) / u128::from(den);
             match d.best() {
@@ -818,4 +869,18 @@ mod props {
             }
         }
     }
+}
+
+#[test]
+fn features_print_as_bitflags_did() {
+    assert_eq!(format!("{:?}", X86Features::empty()), "X86Features(0x0)");
+    assert_eq!(
+        format!("{:?}", X86Features::all()),
+        "X86Features(TSC | RDTSCP | INVARIANT_TSC | TSC_ADJUST | TSC_DEADLINE | HYPERVISOR)"
+    );
+    let mut f = X86Features::all();
+    f.set(X86Features::TSC | X86Features::HYPERVISOR, false);
+    assert!(f.contains(X86Features::RDTSCP | X86Features::TSC_DEADLINE));
+    assert!(!f.contains(X86Features::TSC));
+    assert!(f.contains(X86Features::empty()));
 }
