@@ -38,7 +38,7 @@ impl Tsc {
     /// static CLOCK: Clock<Tsc> = Clock::uninit(unsafe { Tsc::new_unchecked() });
     ///
     /// if Tsc::probe().is_ok() {
-    ///     CLOCK.start(Frequency::user_hz(2_400_000_000).unwrap()).unwrap();
+    ///     CLOCK.start(Frequency::exact_hz(2_400_000_000).unwrap()).unwrap();
     /// }
     /// # }
     /// ```
