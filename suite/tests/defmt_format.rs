@@ -2,12 +2,10 @@
 //! feature on. Nothing here logs: no defmt macro is instantiated, so the test links
 //! on the host without a global logger or defmt's linker script.
 //!
-//! `cargo test --features defmt --test defmt_format`
+//! `cargo test -p suite --test defmt_format` (the suite turns on every crate's `defmt`).
 //!
 //! A public type missing from this list is a gap: add it here when it gains `Format`. Types
 //! left out on purpose, each with why, are listed at the bottom.
-#![cfg(feature = "defmt")]
-
 use baretime::{Accuracy, Clock, ClockError, Delay, Frequency, Instant, RawInstant, Scale, Source};
 use baretime::{Calibration, CalibrationError, Config, Verdict, Verified};
 use baretime::{CounterReference, StdReference};
