@@ -3,7 +3,9 @@
 
 use ::defmt::{write, Format, Formatter};
 
-use crate::{Dump, X86Discovery, X86Features};
+#[cfg(feature = "dump")]
+use crate::Dump;
+use crate::{X86Discovery, X86Features};
 
 /// The raw bits: the flags' names would cost a string each in the binary.
 impl Format for X86Features {
@@ -29,6 +31,7 @@ impl Format for X86Discovery {
 }
 
 /// The format and the number of records (a dump holds up to 256).
+#[cfg(feature = "dump")]
 impl Format for Dump {
     fn format(&self, f: Formatter<'_>) {
         write!(

@@ -58,6 +58,8 @@ pub(crate) const MSR_KVM_SYSTEM_TIME_NEW: u32 = 0x4b56_4d01;
 /// `flags` bit 0 of the time-info area: the TSC is stable (synchronised across vCPUs).
 pub(crate) const PVCLOCK_TSC_STABLE_BIT: u8 = 1 << 0;
 
+// Used by the MSR reads, which exist on x86_64 only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 /// `HV_X64_MSR_TSC_FREQUENCY`: the guest TSC rate in Hz.
 pub(crate) const HV_X64_MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
 
@@ -66,6 +68,8 @@ pub(crate) const HV_X64_MSR_TSC_FREQUENCY: u32 = 0x4000_0022;
 /// would write, and a left shift that far could not be evaluated.
 pub(crate) const MAX_TSC_SHIFT: i8 = 32;
 
+// Used by the MSR reads, which exist on x86_64 only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 /// How many times [`read_consistent`] reads the area before it gives up by default.
 pub(crate) const DEFAULT_READ_TRIES: u32 = 16;
 
@@ -212,6 +216,8 @@ pub(crate) fn pvclock_rate_millihz(mul: u32, shift: i8) -> Result<u64, ParavirtE
     }
 }
 
+// Used by the MSR reads, which exist on x86_64 only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 /// Reads a pvclock area under its version protocol, as Linux's `pvclock_read_begin/retry`
 /// does: read `version`; if it is odd the hypervisor is updating the area, so read again;
 /// read the fields; read `version` again; if it is unchanged, the fields are one consistent
@@ -308,6 +314,8 @@ impl KvmFeatures {
     }
 }
 
+// Used by the MSR reads, which exist on x86_64 only.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 /// The value of `HV_X64_MSR_TSC_FREQUENCY` (Hz) as a [`Source::HyperVTscFrequencyMsr`] claim,
 /// [`baretime::Accuracy::Exact`]: the hypervisor states the rate to the hertz, as the 0x40000010
 /// leaf states it to the kHz. 0 and rates outside the accepted range are typed errors.
