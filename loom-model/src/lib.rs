@@ -2,8 +2,9 @@
 //! `tests/loom_clock.rs` (`RUSTFLAGS="--cfg loom" cargo test --release -p loom-model --test
 //! loom_clock`, run by `cargo xtask test`).
 //!
-//! The modules are baretime's own sources, included by path: `crates/baretime/src/clock.rs` and what it
-//! reaches through `crate::` (`counter`, `delay`, `frequency`, `instant`, `scale`, `sync`).
+//! The modules are baretime's own sources, included by path: `crates/baretime/src/clock.rs`,
+//! `coarse.rs` (its 32-bit form under loom, for `tests/loom_coarse.rs`) and what they
+//! reach through `crate::` (`counter`, `delay`, `frequency`, `instant`, `scale`, `sync`).
 //! Under `--cfg loom`, `sync.rs` takes its atomics and `yield_now` from loom. Keeping this in
 //! its own crate keeps loom out of baretime's manifest and so out of its users' lockfiles.
 //! The library's lint attributes live in its `lib.rs`, which is not included here.
@@ -15,6 +16,8 @@
 
 #[path = "../../crates/baretime/src/clock.rs"]
 pub mod clock;
+#[path = "../../crates/baretime/src/coarse.rs"]
+pub mod coarse;
 #[path = "../../crates/baretime/src/counter.rs"]
 pub mod counter;
 #[path = "../../crates/baretime/src/delay.rs"]
@@ -29,6 +32,7 @@ pub mod scale;
 mod sync;
 
 pub use clock::{Clock, ClockError, ClockHealth};
+pub use coarse::CoarseClock;
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};

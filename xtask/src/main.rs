@@ -272,7 +272,7 @@ fn test_all() -> bool {
     tally.record(
         "loom",
         run(
-            "loom model check of the Clock (loom-model: the clock's sources on loom's atomics)",
+            "loom model check of the Clock and the CoarseClock's 32-bit word (loom-model: their sources on loom's atomics)",
             cargo()
                 .args([
                     "test",
@@ -281,6 +281,8 @@ fn test_all() -> bool {
                     "loom-model",
                     "--test",
                     "loom_clock",
+                    "--test",
+                    "loom_coarse",
                 ])
                 .env("RUSTFLAGS", "--cfg loom")
                 .env("LOOM_MAX_PREEMPTIONS", "2")

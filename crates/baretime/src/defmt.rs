@@ -46,3 +46,11 @@ impl Format for crate::StdReference {
         write!(f, "StdReference")
     }
 }
+
+/// The coarse time, in ns.
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+impl Format for crate::CoarseClock {
+    fn format(&self, f: Formatter<'_>) {
+        write!(f, "CoarseClock {{ now_ns: {=u64} }}", self.now().as_nanos())
+    }
+}

@@ -39,6 +39,8 @@ mod calibrate;
 // riscv32imc) portable-atomic's, taken in a critical section or with interrupts off.
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 mod clock;
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+mod coarse;
 mod counter;
 #[cfg(feature = "defmt")]
 mod defmt;
@@ -67,6 +69,8 @@ pub use calibrate::{
 };
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 pub use clock::{Clock, ClockError, ClockHealth, LAG_NS, MARK_GRANULE_NS};
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+pub use coarse::CoarseClock;
 pub use counter::{Counter, FnCounter, Width};
 pub use delay::Delay;
 pub use extend::{ExtendedTimer, NarrowTimer};
