@@ -453,7 +453,7 @@ mod tests {
     /// What `aarch64-smp` printed in a passing run (abridged to the keys checked).
     const GOOD_SMP: &str = "cpus_online=4 online_ms=39\n\
         reads_per_cpu=368307,485319,450714,460212\n\
-        cpus=4 reads=1764552 recalibrations=1000 updates=1013 busy=14 write_errors=0 own_inversions=0 cross_inversions=0 inversions=0 max_back_ns=0 max_step_ns=72020284\n\
+        cpus=4 reads=1764552 recalibrations=1000 updates=1013 busy=14 behind_writes=0 write_errors=0 own_inversions=0 cross_inversions=0 inversions=0 max_back_ns=0 max_step_ns=72020284\n\
         warp_cpus=4 warp_pairs=6/6 warp_checks=12000 warp_min_checks_per_pair=1000 warp_warps=0 warp_max_ticks=0 warp_max_ns=0 warp_from=-1 warp_to=-1 warp_verdict=consistent";
 
     fn smp_result(text: &str) -> Line {

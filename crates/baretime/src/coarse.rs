@@ -96,7 +96,7 @@ use crate::instant::Instant;
 /// use baretime::{Clock, CoarseClock, FnCounter, Frequency};
 ///
 /// static COARSE: CoarseClock = CoarseClock::new();
-/// # let clock = Clock::new(FnCounter::new(|| 1_000_000, 64), Frequency::user_hz(1_000_000).unwrap());
+/// # let clock = Clock::new(FnCounter::new(|| 1_000_000, 64), Frequency::exact_hz(1_000_000).unwrap());
 /// // In the periodic tick (or the timer interrupt):
 /// let fresh = COARSE.refresh(&clock);
 /// // On the hot path: no counter read.

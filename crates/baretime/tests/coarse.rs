@@ -59,7 +59,7 @@ impl Counter for Ticking {
 }
 
 fn ghz() -> Frequency {
-    Frequency::user_hz(1_000_000_000).unwrap()
+    Frequency::exact_hz(1_000_000_000).unwrap()
 }
 
 static COARSE: CoarseClock = CoarseClock::new();
