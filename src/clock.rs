@@ -305,6 +305,12 @@ const CLOSING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
 /// 32-bit gate words, where counters are read modulo 2^32, `2^31 − 1`).
 const OFFSET_LIMIT: u64 = if WIDE_ATOMICS { 1 << 62 } else { 1 << 31 };
 
+/// The end of a timeline that a rebase from a counter behind (promise 6) is replacing (64-bit
+/// gate words only, where a rebase can find the counter behind): its readers stand at the
+/// mark's ceiling until the fresh timeline is published. Not a close tag: those carry a
+/// 32-bit version number below bit 62.
+const REBASING: u64 = CLOSING | (1 << 62);
+
 /// The close tag of `version`.
 fn closing(version: Version) -> u64 {
     CLOSING | (u64::from(version.number) & CLOSING.wrapping_sub(1))
@@ -934,6 +940,13 @@ impl<C: Counter> Clock<C> {
             {
                 return Some(tb.at(end));
             }
+            if wide && end == REBASING {
+                // A rebase from a counter behind is replacing this timeline: stand at the
+                // mark's ceiling (`None`), where the fresh timeline starts or later. Not at the
+                // base: its time was measured on whichever CPU the last write ran on, and the
+                // fresh timeline counts on from the rebasing CPU's counter (which may lag it).
+                return None;
+            }
             if zone == Zone::Behind {
                 if wide {
                     // Before the base: the previous timeline, as its own readers computed it
@@ -1264,12 +1277,16 @@ impl<C: Counter> Clock<C> {
                 Timebase::fresh(fresh_reading(), at, scale, reach)
             }
             Zone::Behind => {
-                // Only a rebase gets here: hold the old timeline's readers at its start (they
-                // stand at the mark's ceiling: it is behind what was handed out).
-                gate.end.store(0, Ordering::SeqCst);
+                // Only a rebase gets here (64-bit counters only: a narrow one is never
+                // behind): hold the old timeline's readers at the mark's ceiling, whatever
+                // their counter reads (`REBASING`), and start the fresh timeline there or
+                // later. Not at the old base's time: that was measured on the CPU the last
+                // write ran on, plus a margin, and the fresh timeline counts on from this
+                // CPU's counter — on a CPU that lags, the lag would count twice (promise 2).
+                gate.end.store(REBASING, Ordering::SeqCst);
                 gate.lim.store(0, Ordering::SeqCst);
                 let at = match what {
-                    Write::Rebase(at, _) if wide => at.max(tb.base_ns).max(self.ceiling()),
+                    Write::Rebase(at, _) if wide => at.max(self.ceiling()),
                     Write::Rebase(at, _) => at.max(tb.base_ns),
                     _ => tb.base_ns,
                 };
