@@ -1395,7 +1395,9 @@ impl<C: Counter> Clock<C> {
             }
             spin_loop();
             reads = reads.saturating_add(1);
-            t = width.value(self.counter.ticks());
+            // Confirmed as the first (promise 7): a glitched read here ends the wait and
+            // becomes the reading a write is judged by (a rebase's target against it).
+            t = self.confirm(width, tb, width.value(self.counter.ticks()), mark);
         }
     }
 

@@ -4461,3 +4461,29 @@ fn found_a_jump_seen_after_a_reading_that_stood_behind() {
         ],
     });
 }
+
+/// P6e, P7 (clock): a rebase on the CPU 17 ticks behind found its counter in the handover
+/// before the base and waited; the wait's next read was glitched (2 ms ahead) and not
+/// confirmed, ended the wait, and the target (12.5 µs) was judged against its time (2 ms):
+/// not ahead, so the rebase continued the timeline, closed at its base (the close read was
+/// true), and time read 0, below the target.
+#[test]
+fn found_a_glitched_handover_wait_read_drops_a_rebase_target() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![20000, 0],
+        order: vec![0, 1],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Rebase(At::Latest(12506), Rate::Ppm(0)),
+            Update,
+            Go,
+            Glitch(0, 0),
+            Update,
+        ],
+    });
+}
