@@ -1159,8 +1159,22 @@ impl World {
             self.front = f;
             self.close_window();
         } else {
-            // Behind (or so far ahead that the clock may take it for behind).
-            if self.window.is_none() {
+            // Behind (or so far ahead that the clock may take it for behind, or may come to as
+            // time passes: steps back for P1 and P6d).
+            // Ahead of the front and short of the deadline from every base the last write may
+            // have taken (less the 2^41 ticks where the model leaves it undecided,
+            // `near_deadline`): the clock takes it for time (promise 7: "less than the 2^62-tick
+            // deadline past the timeline's base"), as for a counter that caught up, and the
+            // window closes (P6f).
+            let on_timeline = d < AHEAD_LIMIT
+                && self
+                    .bases
+                    .iter()
+                    .chain([&self.base_counter])
+                    .all(|&b| f.wrapping_sub(b) < AHEAD_LIMIT - (1 << 41));
+            if on_timeline {
+                self.close_window();
+            } else if self.window.is_none() {
                 self.window = Some(self.bound);
             }
             self.back_steps.push(self.step);
@@ -4486,4 +4500,65 @@ fn found_a_glitched_handover_wait_read_drops_a_rebase_target() {
             Update,
         ],
     });
+}
+
+/// P6f (model): a counter reset far back (past the 2^62-tick deadline: behind) opened a window;
+/// a reading that read in it stalled while a second reset sent the counter 2^61 ticks past the
+/// base, onto the timeline (time saturates there), which a nested reading confirmed and
+/// handed out: the stalled reading then stood at the ceiling of that mark, a time read within
+/// its call (promise 3). The model kept the window open for any counter 2^61 or more past the
+/// base (half the clock's deadline), where the docs take a reading up to 2^62 ticks past the
+/// base for time (promise 7): the window now closes for a counter that moved ahead of its
+/// front and short of the deadline (less the 2^41 ticks the model leaves undecided).
+#[test]
+fn found_a_window_left_open_by_a_reset_onto_the_timeline() {
+    use Act::*;
+    assert_kept_with_resets(one_cpu(
+        1000000,
+        (0, 0),
+        3,
+        false,
+        vec![
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Reset(ResetTo::Any(7134831324448944579)),
+            Read,
+            Go,
+            Go,
+            Pass(615),
+            Go,
+            Pass(871),
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(21180)),
+            Read,
+        ],
+    ));
 }
