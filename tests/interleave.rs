@@ -1181,6 +1181,9 @@ impl World {
                     .chain([&self.base_counter])
                     .all(|&b| f.wrapping_sub(b) < AHEAD_LIMIT - (1 << 41));
             if on_timeline {
+                // And it is the front: readings hand out its time (a later reset back from it,
+                // by any amount, is a step back, P1).
+                self.front = f;
                 self.close_window();
             } else if self.window.is_none() {
                 self.window = Some(self.bound);
@@ -4657,6 +4660,41 @@ fn found_a_glitch_shrunk_by_a_recalibration() {
             Go,
             Read,
             Recalibrate(Rate::Exp(8000)),
+            Read,
+        ],
+    });
+}
+
+/// P1 (model): a reset sent the counter exactly 2^61 ticks past the base (1 GHz), which the
+/// clock reads as time and hands out; the model left its front behind (only a counter within
+/// half the deadline moved it), so a later reset 1003 ticks back from there counted as a move
+/// forward, not a step back: a reading on a CPU 18 998 ticks behind, 20 001 ns behind the mark
+/// (past `LAG_NS`), stood at the ceiling, and the next one, on the leading CPU within the lag,
+/// at the mark, a granule below it, which P1 allows where the first stood behind its front.
+/// The front now moves to a counter ahead of it and short of the deadline (the reset still
+/// counts as a step back, for P1 and P6d).
+#[test]
+fn found_a_front_left_behind_a_reset_onto_the_timeline() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (2, 0),
+        lags_ns: vec![20000, 0, 0],
+        order: vec![0, 0, 0, 0, 0, 0, 0, 0, 1],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Update,
+            Reset(ResetTo::Any(2305843009213712949)),
+            Read,
+            Read,
+            Update,
+            Read,
+            Read,
+            Reset(ResetTo::InLag(6564)),
+            Read,
             Read,
         ],
     });
