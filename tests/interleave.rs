@@ -523,6 +523,8 @@ struct Reads {
     frozen: Frozen,
     /// Some clean read was behind the counter's front by more than the CPUs' spread.
     behind_front: bool,
+    /// The least glitched read (modulo 2^64), if any.
+    glitched_least: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -543,6 +545,17 @@ impl Reads {
             on_timeline: true,
             frozen: Frozen::Unset,
             behind_front: false,
+            glitched_least: None,
+        }
+    }
+
+    /// The counter whose time the reading handed out at least: its least clean read, or a
+    /// glitched read behind that (a glitch smaller than the counter by the time a confirming
+    /// read came is the smaller of the two, and the time: promise 7 keeps the smaller).
+    fn anchor_least(&self) -> u64 {
+        match self.glitched_least {
+            Some(g) if g != self.least && ahead_of(self.least, g) => g,
+            _ => self.least,
         }
     }
 
@@ -987,11 +1000,25 @@ impl World {
             self.bases,
         );
         let now = self.now;
+        // A glitch is far ahead of the counter's front, not of a counter that was reset back:
+        // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
+        // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
+        // nothing (the clock takes it as time, within a millisecond of the mark).
+        let from = if glitch.is_some() && behind(front, clean) > 0 {
+            front
+        } else {
+            clean
+        };
         if let Some(f) = self.frames.last_mut() {
             f.last_true = Some(now);
             let r = &mut f.reads;
-            if glitch.is_some() {
+            if let Some(g) = glitch {
                 r.glitched += 1;
+                let v = from.wrapping_add(g);
+                r.glitched_least = Some(match r.glitched_least {
+                    Some(l) if ahead_of(v, l) => l,
+                    _ => v,
+                });
             } else {
                 r.least = if r.clean == 0 || !ahead_of(clean, r.least) {
                     clean
@@ -1040,15 +1067,6 @@ impl World {
                 };
             }
         }
-        // A glitch is far ahead of the counter's front, not of a counter that was reset back:
-        // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
-        // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
-        // nothing (the clock takes it as time, within a millisecond of the mark).
-        let from = if glitch.is_some() && behind(front, clean) > 0 {
-            front
-        } else {
-            clean
-        };
         if trace() {
             eprintln!(
                 "  ticks() on cpu {} = {:#x}{}",
@@ -1395,11 +1413,11 @@ impl World {
         // clock tells ahead from behind (promise 7: "one further ahead reads as behind"):
         // such a reading may stand at the mark's ceiling, so its counter's time was not
         // handed out, and a counter then found behind it may be on the timeline.
+        let least = f.reads.anchor_least();
         let undecided = self.bases.iter().any(|&b| {
-            near_deadline(b, f.reads.least)
+            near_deadline(b, least)
                 || near_deadline(b, f.reads.most)
-                || place(b, f.reads.least).signum()
-                    != place(self.base_counter, f.reads.least).signum()
+                || place(b, least).signum() != place(self.base_counter, least).signum()
         });
         if qualifies && (ns >= u64::MAX / 2 || undecided) {
             self.anchor = None;
@@ -1408,18 +1426,15 @@ impl World {
             // It moves to a reading whose counter is ahead of it, or whose time moved on from a
             // counter ahead of the last write's base (a counter that jumped further ahead than
             // a 64-bit clock tells from behind, but not past its base).
-            let onward =
-                ns > self.anchor.map_or(0, |a| a.1) && ahead_of(f.reads.least, self.base_counter);
+            let onward = ns > self.anchor.map_or(0, |a| a.1) && ahead_of(least, self.base_counter);
             self.jumped_since_anchor = false;
             self.anchor = Some(match self.anchor {
                 Some((a, at))
-                    if !onward
-                        && place(self.base_counter, f.reads.least)
-                            < place(self.base_counter, a) =>
+                    if !onward && place(self.base_counter, least) < place(self.base_counter, a) =>
                 {
                     (a, at)
                 }
-                _ => (f.reads.least, ns),
+                _ => (least, ns),
             });
         }
         if f.reads.clearly_behind() {
@@ -4696,6 +4711,51 @@ fn found_a_front_left_behind_a_reset_onto_the_timeline() {
             Reset(ResetTo::InLag(6564)),
             Read,
             Read,
+        ],
+    });
+}
+
+/// P6b, P6c (model; P7): a reading's counter read was glitched (94 + 73 ticks at 32 kHz, 5.1 ms
+/// past the mark) and its confirming read came later, at 177: the glitched read was the
+/// smaller, and promise 7 keeps it (a time the counter passed within the call). The model set
+/// the anchor at the clean read (177) with that time, so after a reset back and the counter
+/// back at 167 it took an `update` from 167 (whose time is the mark) for clearly behind. The
+/// anchor is now the least of the clean reads and a glitched read behind them.
+#[test]
+fn found_an_anchor_past_the_glitched_read_it_handed_out() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Pass(342),
+            Pass(342),
+            Read,
+            Go,
+            Read,
+            Read,
+            Go,
+            Pass(807),
+            Glitch(0, 0),
+            Start(Rate::Ppm(0)),
+            Update,
+            Pass(683),
+            Glitch(0, 0),
+            Pass(590),
+            Pass(962),
+            Pass(652),
+            Pass(869),
+            Go,
+            Reset(ResetTo::SinceBase(35916)),
+            Pass(962),
+            Pass(683),
+            Pass(435),
+            Update,
         ],
     });
 }
