@@ -1004,7 +1004,11 @@ impl World {
         // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
         // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
         // nothing (the clock takes it as time, within a millisecond of the mark).
-        let from = if glitch.is_some() && behind(front, clean) > 0 {
+        // (Not from a front the counter is 2^61 or more behind: a clock that reads both tells
+        // ahead from behind at 2^62 ticks apart, and a glitch that far from the counter may be
+        // the earlier of the two, which a fresh timeline's confirmation keeps.)
+        let back = behind(front, clean);
+        let from = if glitch.is_some() && back > 0 && back < AHEAD_LIMIT / 2 {
             front
         } else {
             clean
@@ -4756,6 +4760,48 @@ fn found_an_anchor_past_the_glitched_read_it_handed_out() {
             Pass(683),
             Pass(435),
             Update,
+        ],
+    });
+}
+
+/// P2, P3, P6f (model; P7): a reset sent the counter 2^62 + 2^41 ticks ahead of its start (the
+/// model: behind it); `start` read it and its confirming read was glitched, from the front
+/// (the start) plus 7 ticks. The clock tells ahead from behind at 2^62 ticks apart, so the
+/// glitch was the earlier of the two, which a fresh timeline's confirmation keeps (promise
+/// 7), and the timeline was based there; a reset back near the start then read 3 ms ahead
+/// of true time. A glitch is now taken from the front only for a counter less than 2^61
+/// ticks behind it, where it is ahead of the counter as well.
+#[test]
+fn found_a_glitch_from_a_front_2_62_away_is_the_earlier_read() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 3241926146832116996),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Reset(ResetTo::Any(5422169754158672705)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Any(810481536708029259)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
         ],
     });
 }
