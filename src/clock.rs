@@ -305,6 +305,12 @@ const CLOSING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
 /// 32-bit gate words, where counters are read modulo 2^32, `2^31 − 1`).
 const OFFSET_LIMIT: u64 = if WIDE_ATOMICS { 1 << 62 } else { 1 << 31 };
 
+/// How far (at the faster of the two rates) a 64-bit reading may be before the previous
+/// timeline's base and still be run back at that rate (`Timebase::is_behind`): a CPU that
+/// lags by [`LAG_NS`], across two handovers. Further back is a counter that went back, to
+/// before the newest rate was in force.
+const BEFORE_PREVIOUS_NS: u64 = LAG_NS + 2 * HANDOVER_NS;
+
 /// The end of a timeline that a rebase from a counter behind (promise 6) is replacing (64-bit
 /// gate words only, where a rebase can find the counter behind): its readers stand at the
 /// mark's ceiling until the fresh timeline is published. Not a close tag: those carry a
@@ -569,8 +575,10 @@ impl Timebase {
     /// before the reading) by more than [`LAG_NS`] (promise 6). On the timeline, by its
     /// time; before the base, within the previous timeline, by that timeline's time, as its
     /// readers computed it; before that (or before a fresh timeline, whose handover stands
-    /// still), by the timeline run backwards at the faster of the two rates: a reset is
-    /// judged by how far back it went, not by where the timeline happens to start.
+    /// still), by the timeline run backwards at the faster of the two rates — or, before the
+    /// previous base by more than [`BEFORE_PREVIOUS_NS`] at that rate (a reset to an older
+    /// timeline), at the slower: a reset is judged by how far back it went, not by where the
+    /// timeline happens to start.
     fn is_behind(&self, t: u64, mark: u64) -> bool {
         let w = Width::FULL;
         let d = w.delta(self.base_ticks, t);
@@ -594,9 +602,25 @@ impl Timebase {
         }
         // Further back the counter may have run at either timeline's rate (two writes in one
         // handover): run back at the faster, which puts the reading latest.
-        let (int, frac) = (int, frac).min((self.scale.mult_int(), self.scale.mult_frac()));
+        let faster = (int, frac).min((self.scale.mult_int(), self.scale.mult_frac()));
+        let back = w.delta(t, ticks);
+        // Unless it is before the previous timeline's base by more than a CPU that lags and
+        // two handovers, even at the faster rate: then the counter went back (a reset) to a
+        // time before that base, on an older timeline this one does not know, whose time
+        // there may be far below the previous base's (which nobody may have read), and whose
+        // rate may be either (a timeline that lasted less than a handover says nothing of the
+        // rate before it): run back at the slower, which puts the reading earliest. (At the
+        // faster, a recalibration from 1 kHz to 1 GHz put a reset 2 million ticks back 2 ms
+        // before a base nobody read, not behind, where on the 1 kHz timeline it is 2000 s
+        // before the time handed out.)
+        let slower = (int, frac).max((self.scale.mult_int(), self.scale.mult_frac()));
+        let (int, frac) = if !flat && advance(0, back, faster.0, faster.1) > BEFORE_PREVIOUS_NS {
+            slower
+        } else {
+            faster
+        };
         // `ns − back × mult + LAG_NS < mark`, without going below zero.
-        advance(mark, w.delta(t, ticks), int, frac) > ns.saturating_add(LAG_NS)
+        advance(mark, back, int, frac) > ns.saturating_add(LAG_NS)
     }
 
     /// Its value `d` ticks after its base.

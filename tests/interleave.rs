@@ -4593,7 +4593,7 @@ fn found_a_window_left_open_by_a_reset_onto_the_timeline() {
     ));
 }
 
-/// P6a, P6b (open, clock): updates at 1 kHz every 2^30 ticks (12 days) with nobody reading
+/// P6a, P6b (clock): updates at 1 kHz every 2^30 ticks (12 days) with nobody reading
 /// the clock after the one at 2^31 ticks (2.1e15 ns); a recalibration to 100 GHz; a reset to
 /// 2^64 − 1, before every timeline's base. The clock runs a reading before the previous
 /// timeline's base back at the faster of the two rates (100 GHz: 32 ms), from that base's
@@ -4601,9 +4601,9 @@ fn found_a_window_left_open_by_a_reset_onto_the_timeline() {
 /// time, 12 days above the latest time handed out, where promise 6 judges it against what
 /// was handed out "on any timeline, the current one or an older one" (the counter is 2^31
 /// ticks before the one at which 2.1e15 ns was read). The clock keeps only the previous
-/// timeline; how far back a reading before it went is a guess at the rates it has.
+/// timeline; a reading before its base by more than a lag and two handovers (at the faster
+/// rate) is now run back at the slower of the two rates.
 #[test]
-#[ignore = "a reading before the previous timeline's base is run back at the faster rate from a base time nobody read"]
 fn found_a_reset_before_two_bases_run_back_at_the_new_rate() {
     use Act::*;
     assert_kept_with_resets(Case {
@@ -4802,6 +4802,36 @@ fn found_a_glitch_from_a_front_2_62_away_is_the_earlier_read() {
             Start(Rate::Ppm(0)),
             Go,
             Go,
+        ],
+    });
+}
+
+/// P6a (clock): 1 kHz, a read at counter 0 (time 0); an update 3516 ticks later that nobody
+/// read; a recalibration to 1.13 GHz; a reset 2.3 million ticks back (past the lag at the
+/// fastest rate). Run back from the update's base at the faster rate (1.13 GHz: 2 ms) the
+/// reading was 3.5 s, far above the time handed out (0), and stood at that base's time; on
+/// the 1 kHz timeline it is 2300 s before 0. Run back at the slower rate it is behind.
+#[test]
+fn found_a_reset_before_the_previous_base_run_back_at_the_new_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Read,
+            Pass(1),
+            Update,
+            Recalibrate(Rate::Exp(6053)),
+            Reset(ResetTo::PastLag(3518)),
+            Read,
         ],
     });
 }
