@@ -120,7 +120,7 @@
 //!   (the clock bases on a read made before it): every candidate (`World::bases`) must
 //!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
-//!   out by readings that were not behind (or a rebase target); **P6b** (`World::end_read`)
+//!   out by readings that were not clearly behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
 //!   `update`/`recalibrate` returns `Behind`. **P6d** `Behind` never comes from a counter
 //!   that never stepped back. **P6f** after a backward reset, until the counter catches up
@@ -2146,7 +2146,13 @@ fn check_behind(w: &World) -> Result<(), TestCaseError> {
                 b.ns.saturating_sub(latest),
                 glitch_note(w, 0, b.end)
             );
-        } else if b.reads.on_timeline {
+        } else {
+            // Every reading not clearly behind: one that read a counter a little behind (less
+            // than the threshold, where the clock may judge it by its time on a timeline: a CPU
+            // that lags, a reset back to a time nobody read), or that read the counter on the
+            // timeline before a reset and behind it after, may hand out a time above the mark,
+            // and raise it (promise 6: "the latest time handed out"). (A reading that stood at
+            // the ceiling raises nothing: the clock's ceiling does not creep with it.)
             handed_out = handed_out.max(b.ns);
         }
     }
@@ -4832,6 +4838,75 @@ fn found_a_reset_before_the_previous_base_run_back_at_the_new_rate() {
             Recalibrate(Rate::Exp(6053)),
             Reset(ResetTo::PastLag(3518)),
             Read,
+        ],
+    });
+}
+
+/// P6a (model): 1 MHz; recalibrations to 1 MHz and 100 GHz; a reset 30 ticks behind the only
+/// counter read (0, time 0): not clearly behind at 100 GHz (a lag and a margin there are 6.4
+/// million ticks), and the clock, running it back from the previous base at 100 GHz, gave it
+/// that base's time (21 µs, below true time) and raised the mark there. A reading clearly
+/// behind then stood a granule above that; the model counted only readings with every read on
+/// the timeline as handing out a time, and took the ceiling for 21 µs too high. It now counts
+/// every reading not clearly behind (promise 6: "the latest time handed out").
+#[test]
+fn found_a_time_handed_out_by_a_reading_a_little_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Read,
+            Read,
+            Read,
+            Read,
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Recalibrate(Rate::Exp(8000)),
+            Reset(ResetTo::PastLag(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Read,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Read,
+            Reset(ResetTo::InLag(1)),
+            Read,
+            Reset(ResetTo::PastLag(0)),
         ],
     });
 }
