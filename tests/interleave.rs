@@ -87,7 +87,8 @@
 //!   spread + 2 ticks; + a granule and a lag where the counter stepped back; + up to a
 //!   granule above what a reading that straddled a step back handed out, its time from
 //!   before the step; not across a rebase or a forward reset, nor after any forward reset
-//!   where the first stood behind at the mark's ceiling). And where no writer ran
+//!   where the first stood behind at the mark's ceiling; where it stood behind, from the
+//!   latest reading before it that did not, or from the epoch). And where no writer ran
 //!   between them and the counter never stepped back (64-bit, and narrow cadence
 //!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
 //!   rate: time stands still only while a writer is stalled.
@@ -1969,8 +1970,24 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
             // timeline's time: a forward jump before it, which no reading on the timeline saw
             // yet, may show in b, as time (P2's bound counts it).
             let stood_behind = a.reads.behind_front || !a.reads.on_timeline;
+            // Nor did it hand out the time that passed since the latest reading that did not
+            // stand behind (the mark's ceiling is a granule above what was handed out, and
+            // nobody may have read the clock for a long time): b may catch up on that, as
+            // time (promise 6: standing still; when the counter is back on a timeline, its
+            // time). From that reading (or the epoch), P3 holds.
+            let from_handed_out = stood_behind && {
+                let r = w
+                    .readings
+                    .iter()
+                    .filter(|r| r.end < a.start && r.reads.on_timeline && !r.reads.behind_front)
+                    .max_by_key(|r| r.ns);
+                let (ns, run) = r.map_or((0, 0), |r| (u128::from(r.ns), r.run_start));
+                u128::from(b.ns)
+                    <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
+            };
             if u128::from(b.ns - a.ns) <= elapsed + slack
                 || from_straddled
+                || from_handed_out
                 || any_in(&w.jumps, a.start, b.end)
                 || (stood_behind && w.jumps.iter().any(|&j| j < b.end))
                 || rebase_in(w, a.start, b.end)
@@ -4907,6 +4924,97 @@ fn found_a_time_handed_out_by_a_reading_a_little_behind() {
             Reset(ResetTo::InLag(1)),
             Read,
             Reset(ResetTo::PastLag(0)),
+        ],
+    });
+}
+
+/// P3 (model): 1 kHz updates 2^30 and 4.4 × 10^10 ticks in, nobody reading (the mark stays at
+/// 0); a reset 5.9 × 10^18 ticks ahead, past the 2^62-tick deadline: behind, a reading stands
+/// at the ceiling (4096 ns); a reset back onto the first timeline: a reading there hands out
+/// its time, 10^15 ns, where true time moved 1 ms since the reading at the ceiling. That
+/// reading stood a granule above what was handed out, not at the timeline's time: the catch-up
+/// is the time nobody read, not a stall's. P3 now holds from the latest reading that did not
+/// stand behind (or the epoch) where the first stood behind.
+#[test]
+fn found_a_catch_up_from_a_stale_ceiling() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(44),
+            Read,
+            Update,
+            Update,
+            Reset(ResetTo::Ahead(5940115866364221504)),
+            Read,
+            Reset(ResetTo::Earlier(2436)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
         ],
     });
 }
