@@ -886,7 +886,7 @@ impl<C: Counter> Clock<C> {
                         Some(_) => {}
                     }
                 }
-                self.mark.raise(ns);
+                self.raise_mark(ns);
                 ns
             }
             Some(ns) if ns >= mark => ns,
@@ -913,6 +913,15 @@ impl<C: Counter> Clock<C> {
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
         let d = width.delta(b, t);
         (d < lim).then(|| advance(base_ns, d, int, frac))
+    }
+
+    /// Raises the high-water mark to `ns`, or to [`MARK_GRANULE_NS`] short of `u64::MAX` where
+    /// time saturates: the fast path's window `[mark, mark + MARK_GRANULE_NS)` (a wrapping
+    /// subtraction and a compare) then never wraps round to small times, and the ceiling is
+    /// still no earlier than any time handed out (it saturates at `u64::MAX`).
+    fn raise_mark(&self, ns: u64) {
+        self.mark
+            .raise(ns.min(u64::MAX.saturating_sub(MARK_GRANULE_NS)));
     }
 
     /// A time no earlier than any `now()` has returned (64-bit counters), and at most
@@ -1387,7 +1396,7 @@ impl<C: Counter> Clock<C> {
             // read the new timeline stands at the ceiling of the old mark — below the target,
             // then jumping past it once a reader of the new timeline raises the mark.
             // (After the publication: a reader that loads this mark finds the new timeline.)
-            self.mark.raise(next.base_ns);
+            self.raise_mark(next.base_ns);
         }
         match what {
             Write::Rebase(..) => Ok(()),

@@ -5018,3 +5018,46 @@ fn found_a_catch_up_from_a_stale_ceiling() {
         ],
     });
 }
+
+/// P1 (clock): 1 MHz, based at 2^64 − 1; a reset to 1.8 × 10^16 ticks, where time is
+/// u64::MAX − 3615 ns: the mark went there. A reset back to the base: a reading there is 0 ns,
+/// and the fast path's window `ns.wrapping_sub(mark) < MARK_GRANULE_NS` wrapped round past
+/// u64::MAX and took it for a time within a granule of the mark: 0, after u64::MAX. The mark
+/// now stops a granule short of u64::MAX.
+#[test]
+fn found_a_mark_near_u64_max_wraps_the_fast_path_window() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Reset(ResetTo::BelowStart(16384)),
+            Reset(ResetTo::Any(18446744073709547)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(154),
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(6132)),
+            Pass(1),
+            Pass(52),
+            Pass(1),
+            Read,
+        ],
+    });
+}
