@@ -705,8 +705,10 @@ struct World {
     base_counter: u64,
     /// Where the last write that published may have based its timeline (64-bit): the counter
     /// as it ended, and its own least and most reads (a reset during a write leaves the clock's
-    /// base on a read made before it, which may be 2^62 or more from the counter at its end).
-    bases: [u64; 3],
+    /// base on a read made before it, which may be 2^62 or more from the counter at its end),
+    /// and its least glitched read (a reset past the glitch before the confirming read makes
+    /// the glitch the earlier read, which a fresh timeline's confirmation keeps).
+    bases: [u64; 4],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
     glitch: Option<u64>,
@@ -791,7 +793,7 @@ impl World {
             front: start,
             start_counter: start,
             base_counter: start,
-            bases: [start; 3],
+            bases: [start; 4],
             past: Vec::new(),
             glitch: None,
             last_glitch_op: None,
@@ -1168,7 +1170,15 @@ impl World {
             .frames
             .iter()
             .filter(|fr| fr.what.is_some() && fr.reads.clean > 0)
-            .flat_map(|fr| [fr.reads.least, fr.reads.most])
+            // (A glitched read too: a fresh timeline's confirmation keeps the earlier of two
+            // reads, the glitch where this reset comes between them, past it.)
+            .flat_map(|fr| {
+                [
+                    fr.reads.least,
+                    fr.reads.most,
+                    fr.reads.glitched_least.unwrap_or(fr.reads.least),
+                ]
+            })
             .map(|r| f.wrapping_sub(r))
             .collect();
         let moved = [v.wrapping_sub(cur), d, f.wrapping_sub(self.base_counter)]
@@ -1488,10 +1498,18 @@ impl World {
             self.close_window();
             let old_bases = self.bases;
             self.base_counter = self.counter_full(0);
+            // (And a glitched read of the write: its confirmation keeps the earlier, and a
+            // reset between the two reads, forward past the glitch, makes the glitch it.)
+            let glitched = f.reads.glitched_least.unwrap_or(self.base_counter);
             self.bases = if f.reads.clean > 0 {
-                [self.base_counter, f.reads.least, f.reads.most]
+                [self.base_counter, f.reads.least, f.reads.most, glitched]
             } else {
-                [self.base_counter; 3]
+                [
+                    self.base_counter,
+                    self.base_counter,
+                    self.base_counter,
+                    glitched,
+                ]
             };
             // An anchor the new base places on the other side of it than the old one did is
             // dropped (for the readings running too): behind the old base, its reading stood
@@ -5058,6 +5076,55 @@ fn found_a_mark_near_u64_max_wraps_the_fast_path_window() {
             Pass(52),
             Pass(1),
             Read,
+        ],
+    });
+}
+
+/// P2 (model; P7): a rebase ahead (1 kHz) read the counter for its fresh base: glitched,
+/// 2^61 ticks ahead; before its confirming read a reset sent the counter 2^62 ticks ahead
+/// (the model: behind). The confirmation keeps the earlier of the two, the glitch, and the
+/// counter was then 2^61 ticks past the base: time saturated, a forward move the model did
+/// not count (from none of the bases it knew). A write's glitched read is now a candidate
+/// base (for resets during the write and after it).
+#[test]
+fn found_a_reset_past_a_glitch_makes_it_the_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Rebase(At::Latest(1000001), Rate::Ppm(0)),
+            Update,
+            Go,
+            Pass(1),
+            Update,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Glitch(4, 0),
+            Reset(ResetTo::Any(4611686018427387905)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
         ],
     });
 }
