@@ -1213,12 +1213,15 @@ impl World {
                     .iter()
                     .chain([&self.base_counter])
                     .all(|&b| f.wrapping_sub(b) < AHEAD_LIMIT - (1 << 41));
+            // (A reset that did not send the counter back from where it was opens no window:
+            // one behind the front already, after a write re-based from there, closed it.)
+            let stepped_back = v.wrapping_sub(cur) >= AHEAD_LIMIT;
             if on_timeline {
                 // And it is the front: readings hand out its time (a later reset back from it,
                 // by any amount, is a step back, P1).
                 self.front = f;
                 self.close_window();
-            } else if self.window.is_none() {
+            } else if self.window.is_none() && stepped_back {
                 self.window = Some(self.bound);
             }
             self.back_steps.push(self.step);
@@ -5125,6 +5128,65 @@ fn found_a_reset_past_a_glitch_makes_it_the_base() {
             Glitch(0, 0),
             Go,
             Go,
+        ],
+    });
+}
+
+/// P6f (model): a reset back opened a window at a 1 ms bound; a rebase re-based from the
+/// counter behind its front (closing it); a reset that did not move the counter (to the last
+/// base) then reopened it at 1 ms, the counter still behind the old front; after time ran on
+/// the rebased timeline to 4 ms, a reset past the deadline stood at the ceiling, 4 ms, "after
+/// the counter stepped back" by the reopened window. A reset opens a window only where it
+/// sends the counter back from where it was.
+#[test]
+fn found_a_window_reopened_by_a_reset_that_did_not_move_the_counter() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Read,
+            Go,
+            Rebase(At::Zero, Rate::Exp(0)),
+            Read,
+            Read,
+            Reset(ResetTo::PastLag(10)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(0)),
+            Go,
+            Read,
+            Pass(94),
+            Read,
+            Reset(ResetTo::Any(4611688217450643450)),
+            Read,
         ],
     });
 }
