@@ -1169,15 +1169,16 @@ impl World {
         let running: Vec<u64> = self
             .frames
             .iter()
-            .filter(|fr| fr.what.is_some() && fr.reads.clean > 0)
+            .filter(|fr| fr.what.is_some())
             // (A glitched read too: a fresh timeline's confirmation keeps the earlier of two
             // reads, the glitch where this reset comes between them, past it.)
             .flat_map(|fr| {
-                [
-                    fr.reads.least,
-                    fr.reads.most,
-                    fr.reads.glitched_least.unwrap_or(fr.reads.least),
-                ]
+                let clean = (fr.reads.clean > 0).then_some([fr.reads.least, fr.reads.most]);
+                clean
+                    .into_iter()
+                    .flatten()
+                    .chain(fr.reads.glitched_least)
+                    .collect::<Vec<u64>>()
             })
             .map(|r| f.wrapping_sub(r))
             .collect();
@@ -5186,6 +5187,55 @@ fn found_a_window_reopened_by_a_reset_that_did_not_move_the_counter() {
             Pass(94),
             Read,
             Reset(ResetTo::Any(4611688217450643450)),
+            Read,
+        ],
+    });
+}
+
+/// P3, P2 (model; P7): as `found_a_reset_past_a_glitch_makes_it_the_base`, on `start`'s first
+/// read, its only read when the reset came: the write's reads counted as candidate bases only
+/// once it had a clean one.
+#[test]
+fn found_a_reset_past_a_glitched_start_read_makes_it_the_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Glitch(4, 0),
+            Go,
+            Reset(ResetTo::Any(4611686018427387904)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
             Read,
         ],
     });
