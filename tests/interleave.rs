@@ -750,6 +750,8 @@ struct World {
     writes: Vec<WriteRec>,
     /// Steps of counter steps back, forward resets, glitches.
     back_steps: Vec<u64>,
+    /// Backward moves of the counter by a reset (64-bit): (step, ticks back).
+    back_moves: Vec<(u64, u64)>,
     jumps: Vec<u64>,
     glitches: Vec<u64>,
     failures: Vec<String>,
@@ -816,6 +818,7 @@ impl World {
             readings: Vec::new(),
             writes: Vec::new(),
             back_steps: Vec::new(),
+            back_moves: Vec::new(),
             jumps: Vec::new(),
             glitches: Vec::new(),
             failures: Vec::new(),
@@ -1142,6 +1145,14 @@ impl World {
         let v = self.reset_target(to, cur);
         self.disp = self.disp.wrapping_add(v.wrapping_sub(cur));
         TALLY.resets.fetch_add(1, Ordering::Relaxed);
+        if self.bits == 64 {
+            let back = cur.wrapping_sub(v);
+            if back != 0 && back < AHEAD_LIMIT {
+                // The counter has that much further to go to the close point of a write
+                // running now: the rate it replaces stays in force for as much longer.
+                self.back_moves.push((self.step, back));
+            }
+        }
         let f = self.front_now();
         let fast = self.rates.fastest().unwrap_or(self.hz);
         if trace() {
@@ -1480,7 +1491,15 @@ impl World {
         let publishes = published(r)
             .then(|| what.hz().or(self.rates.current))
             .flatten();
-        let hold = self.margin_bound() + self.spread + 2;
+        // (Plus how far resets during the write sent the counter back: the handover runs the
+        // old rate up to the close point, which the counter is that much further from.)
+        let back: u64 = self
+            .back_moves
+            .iter()
+            .filter(|m| m.0 >= f.start)
+            .map(|m| m.1)
+            .fold(0, u64::saturating_add);
+        let hold = (self.margin_bound() + self.spread + 2).saturating_add(back);
         self.rates.end(f.op, publishes, self.now, hold);
         if !self.warp {
             self.judge(&f, what, r, health);
@@ -5283,6 +5302,50 @@ fn found_a_reset_before_two_timelines_at_a_new_rate() {
             Recalibrate(Rate::Exp(302)),
             Update,
             Reset(ResetTo::BelowStart(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): 24 MHz; a recalibration (+7050 ppm) closed at a margin past its close read (480
+/// ticks) and a reset sent the counter 309 ticks back (within the lag) before it published:
+/// the counter then ran 789 ticks at the old rate to the new base (the handover), where the
+/// model kept the old rate in force for a margin after the write ended, and counted the rest
+/// at the new, faster-ticking rate: 88 ns short. A write's old rate is now held for as much
+/// longer as resets during it sent the counter back.
+#[test]
+fn found_a_handover_lengthened_by_a_reset_back() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 24000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Recalibrate(Rate::Ppm(7050)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::InLag(42189)),
+            Go,
+            Read,
+            Go,
+            Read,
+            Go,
+            Go,
+            Read,
+            Pass(781),
+            Read,
+            Update,
+            Go,
+            Go,
+            Go,
             Read,
         ],
     });
