@@ -294,9 +294,11 @@ pub struct ClockHealth {
 
 /// The words of a slot, in order (see `Timebase::words`): base_ticks, base_ns, mult_int,
 /// mult_frac — the fast path's four, first — then the previous timeline for the `hand` ticks
-/// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, and the rest of
-/// the scale (inv_mult, inv_shift, millihz).
-const WORDS: usize = 12;
+/// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, the rest of the
+/// scale (inv_mult, inv_shift, millihz), and the longest tick any timeline has had (slow_int,
+/// slow_frac: the slowest rate used, for readings before the previous base,
+/// `Timebase::is_behind`).
+const WORDS: usize = 14;
 
 /// The end of a timeline while it is being closed: this bit and the version number (its low
 /// 31 bits where gate words are 32-bit).
@@ -491,6 +493,11 @@ fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
     }
 }
 
+/// A scale's tick length (64.64 fixed point) as a pair that orders as the length does.
+fn mult(scale: &Scale) -> (u64, u64) {
+    (scale.mult_int(), scale.mult_frac())
+}
+
 /// One timeline as the writer builds it.
 #[derive(Clone, Copy, Debug)]
 struct Timebase {
@@ -502,11 +509,13 @@ struct Timebase {
     prev_int: u64,
     prev_frac: u64,
     hand: u64,
+    /// The longest tick (`mult`) of any timeline since the start: the slowest rate used.
+    slow: (u64, u64),
 }
 
 impl Timebase {
     fn load(w: &Words<WORDS>) -> Timebase {
-        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz] =
+        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz, slow_int, slow_frac] =
             w;
         Timebase {
             base_ticks: b.load(),
@@ -523,6 +532,7 @@ impl Timebase {
             prev_int: prev_int.load(),
             prev_frac: prev_frac.load(),
             hand: hand.load(),
+            slow: (slow_int.load(), slow_frac.load()),
         }
     }
 
@@ -540,6 +550,8 @@ impl Timebase {
             self.scale.inv_mult(),
             u64::from(self.scale.inv_shift()),
             self.scale.millihz(),
+            self.slow.0,
+            self.slow.1,
         ]
     }
 
@@ -556,6 +568,7 @@ impl Timebase {
             prev_int: 0,
             prev_frac: 0,
             hand,
+            slow: mult(&scale),
         }
     }
 
@@ -577,8 +590,8 @@ impl Timebase {
     /// readers computed it; before that (or before a fresh timeline, whose handover stands
     /// still), by the timeline run backwards at the faster of the two rates — or, before the
     /// previous base by more than [`BEFORE_PREVIOUS_NS`] at that rate (a reset to an older
-    /// timeline), at the slower: a reset is judged by how far back it went, not by where the
-    /// timeline happens to start.
+    /// timeline), at the slowest rate any timeline has had: a reset is judged by how far back
+    /// it went, not by where the timeline happens to start.
     fn is_behind(&self, t: u64, mark: u64) -> bool {
         let w = Width::FULL;
         let d = w.delta(self.base_ticks, t);
@@ -608,12 +621,13 @@ impl Timebase {
         // two handovers, even at the faster rate: then the counter went back (a reset) to a
         // time before that base, on an older timeline this one does not know, whose time
         // there may be far below the previous base's (which nobody may have read), and whose
-        // rate may be either (a timeline that lasted less than a handover says nothing of the
-        // rate before it): run back at the slower, which puts the reading earliest. (At the
-        // faster, a recalibration from 1 kHz to 1 GHz put a reset 2 million ticks back 2 ms
-        // before a base nobody read, not behind, where on the 1 kHz timeline it is 2000 s
-        // before the time handed out.)
-        let slower = (int, frac).max((self.scale.mult_int(), self.scale.mult_frac()));
+        // rate may be any used before (a timeline that lasted less than a handover says
+        // nothing of the rate before it; a recalibration and an update since make both rates
+        // here new): run back at the slowest rate any timeline has had, which puts the reading
+        // earliest. (At the faster, a recalibration from 1 kHz to 1 GHz put a reset 2 million
+        // ticks back 2 ms before a base nobody read, not behind, where on the 1 kHz timeline
+        // it is 2000 s before the time handed out.)
+        let slower = (int, frac).max(mult(&self.scale)).max(self.slow);
         let (int, frac) = if !flat && advance(0, back, faster.0, faster.1) > BEFORE_PREVIOUS_NS {
             slower
         } else {
@@ -1338,6 +1352,10 @@ impl<C: Counter> Clock<C> {
                         _ => end_ns,
                     };
                     let fresh = Timebase::fresh(fresh_reading(), at, scale, reach);
+                    let fresh = Timebase {
+                        slow: fresh.slow.max(tb.slow).max(mult(&tb.scale)),
+                        ..fresh
+                    };
                     self.publish(&geometry, &fresh);
                     return match what {
                         Write::Rebase(..) => Ok(()),
@@ -1384,9 +1402,19 @@ impl<C: Counter> Clock<C> {
                         } else {
                             reach
                         },
+                        slow: tb.slow,
                     },
                 }
             }
+        };
+        // The slowest rate used so far carries over to every timeline (a fresh one too).
+        let next = Timebase {
+            slow: next
+                .slow
+                .max(tb.slow)
+                .max(mult(&tb.scale))
+                .max(mult(&next.scale)),
+            ..next
         };
         self.publish(&geometry, &next);
         if let (Write::Rebase(..), true) = (what, wide && next.prev_int == 0 && next.prev_frac == 0)

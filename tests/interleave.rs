@@ -5260,14 +5260,13 @@ fn found_a_reset_past_a_glitched_start_read_makes_it_the_base() {
     });
 }
 
-/// P6a, P6b (open, clock): 1 GHz, recalibrated to 1 kHz, with a read at 2^30 ticks (1.07e15
-/// ns); an update 2^30 ticks later nobody read; a recalibration to 2004 Hz and an update; a
-/// reset to 0. The slot's two timelines are both at 2004 Hz: run back from the previous base
-/// at that rate, the reading is 1.076e15 ns, above the time handed out, where on the 1 kHz
-/// timeline it ran on it is about 0. The clock keeps one previous timeline, and the rate
-/// before it is gone (keeping the slowest rate ever used would judge it; not done).
+/// P6a, P6b (clock): 1 GHz, recalibrated to 1 kHz, with a read at 2^30 ticks (1.07e15 ns); an
+/// update 2^30 ticks later nobody read; a recalibration to 2004 Hz and an update; a reset to
+/// 0. The slot's two timelines are both at 2004 Hz: run back from the previous base at that
+/// rate, the reading was 1.076e15 ns, above the time handed out, where on the 1 kHz timeline
+/// it ran on it is about 0. The slot now keeps the slowest rate any timeline has had, and a
+/// reading that far back is run back at it.
 #[test]
-#[ignore = "the rate before the previous timeline is not kept"]
 fn found_a_reset_before_two_timelines_at_a_new_rate() {
     use Act::*;
     assert_kept_with_resets(Case {
