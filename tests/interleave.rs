@@ -1219,12 +1219,22 @@ impl World {
             // `near_deadline`): the clock takes it for time (promise 7: "less than the 2^62-tick
             // deadline past the timeline's base"), as for a counter that caught up, and the
             // window closes (P6f).
+            let on_timeline_from = |b: &u64| f.wrapping_sub(*b) < AHEAD_LIMIT - (1 << 41);
             let on_timeline = d < AHEAD_LIMIT
                 && self
                     .bases
                     .iter()
                     .chain([&self.base_counter])
-                    .all(|&b| f.wrapping_sub(b) < AHEAD_LIMIT - (1 << 41));
+                    .all(on_timeline_from);
+            // (From one of the bases the last write may have taken: the clock may take it for
+            // time, and hand it out, raising the mark that readings still in the window stand
+            // a granule above. The window closes; the front stays, for the others.)
+            let maybe_on_timeline = d < AHEAD_LIMIT
+                && self
+                    .bases
+                    .iter()
+                    .chain([&self.base_counter])
+                    .any(on_timeline_from);
             // (A reset that did not send the counter back from where it was opens no window:
             // one behind the front already, after a write re-based from there, closed it.)
             let stepped_back = v.wrapping_sub(cur) >= AHEAD_LIMIT;
@@ -1232,6 +1242,8 @@ impl World {
                 // And it is the front: readings hand out its time (a later reset back from it,
                 // by any amount, is a step back, P1).
                 self.front = f;
+                self.close_window();
+            } else if maybe_on_timeline {
                 self.close_window();
             } else if self.window.is_none() && stepped_back {
                 self.window = Some(self.bound);
@@ -5345,6 +5357,72 @@ fn found_a_handover_lengthened_by_a_reset_back() {
             Go,
             Go,
             Go,
+            Read,
+        ],
+    });
+}
+
+/// P6f (model): candidate bases 2^62 apart (a recalibration whose reads straddled resets); a
+/// reset ahead, onto the timeline from one of them and not the others: the clock took it for
+/// time (saturated) and raised the mark, and a reading still in the window a reset back had
+/// opened stood at that ceiling. The window now closes where any candidate base takes the
+/// counter for time (the front moves only where all do).
+#[test]
+fn found_a_window_left_open_where_one_base_takes_the_reset_for_time() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 34225187427713024),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Read,
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(0)),
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Read,
+            Reset(ResetTo::BelowStart(26067)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::NearTop(2048080142)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Read,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Ahead(633467496950232320)),
             Read,
         ],
     });
