@@ -526,7 +526,14 @@ struct Reads {
     behind_front: bool,
     /// The least glitched read (modulo 2^64), if any.
     glitched_least: Option<u64>,
+    /// The first distinct clean reads (`n_seen` of them): a write may base its timeline on any
+    /// (least and most say nothing where reads are 2^62 apart, after resets).
+    seen: [u64; SEEN],
+    n_seen: usize,
 }
+
+/// How many distinct clean reads an operation keeps.
+const SEEN: usize = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Frozen {
@@ -547,7 +554,14 @@ impl Reads {
             frozen: Frozen::Unset,
             behind_front: false,
             glitched_least: None,
+            seen: [0; SEEN],
+            n_seen: 0,
         }
+    }
+
+    /// The distinct clean reads kept.
+    fn seen(&self) -> &[u64] {
+        &self.seen[..self.n_seen.min(SEEN)]
     }
 
     /// The counter whose time the reading handed out at least: its least clean read, or a
@@ -708,7 +722,7 @@ struct World {
     /// base on a read made before it, which may be 2^62 or more from the counter at its end),
     /// and its least glitched read (a reset past the glitch before the confirming read makes
     /// the glitch the earlier read, which a fresh timeline's confirmation keeps).
-    bases: [u64; 4],
+    bases: [u64; 4 + SEEN],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
     glitch: Option<u64>,
@@ -795,7 +809,7 @@ impl World {
             front: start,
             start_counter: start,
             base_counter: start,
-            bases: [start; 4],
+            bases: [start; 4 + SEEN],
             past: Vec::new(),
             glitch: None,
             last_glitch_op: None,
@@ -1041,6 +1055,10 @@ impl World {
                     r.most
                 };
                 r.clean += 1;
+                if r.n_seen < SEEN && !r.seen().contains(&clean) {
+                    r.seen[r.n_seen] = clean;
+                    r.n_seen += 1;
+                }
                 // Behind as the clock places it, whichever base it took.
                 let by = f.anchor.map_or(0, |a| {
                     bases
@@ -1189,6 +1207,7 @@ impl World {
                     .into_iter()
                     .flatten()
                     .chain(fr.reads.glitched_least)
+                    .chain(fr.reads.seen().iter().copied())
                     .collect::<Vec<u64>>()
             })
             .map(|r| f.wrapping_sub(r))
@@ -1536,16 +1555,18 @@ impl World {
             // (And a glitched read of the write: its confirmation keeps the earlier, and a
             // reset between the two reads, forward past the glitch, makes the glitch it.)
             let glitched = f.reads.glitched_least.unwrap_or(self.base_counter);
-            self.bases = if f.reads.clean > 0 {
-                [self.base_counter, f.reads.least, f.reads.most, glitched]
-            } else {
-                [
-                    self.base_counter,
-                    self.base_counter,
-                    self.base_counter,
-                    glitched,
-                ]
-            };
+            let mut bases = [self.base_counter; 4 + SEEN];
+            bases[3] = glitched;
+            if f.reads.clean > 0 {
+                bases[1] = f.reads.least;
+                bases[2] = f.reads.most;
+            }
+            // (And every distinct read it kept: where its reads are 2^62 apart, least and
+            // most are not the two ends, and the base may be any of them.)
+            for (b, &r) in bases[4..].iter_mut().zip(f.reads.seen()) {
+                *b = r;
+            }
+            self.bases = bases;
             // An anchor the new base places on the other side of it than the old one did is
             // dropped (for the readings running too): behind the old base, its reading stood
             // at the mark's ceiling, not at its counter's time, and a base 2^62 or more ahead
@@ -5424,6 +5445,61 @@ fn found_a_window_left_open_where_one_base_takes_the_reset_for_time() {
             Go,
             Reset(ResetTo::Ahead(633467496950232320)),
             Read,
+        ],
+    });
+}
+
+/// P2, P6f (model): a rebase to u64::MAX − 7 ms (1 kHz): its fresh reading was 0 and its
+/// confirming read came after a reset back to −5 (the earlier, which the confirmation keeps:
+/// the base); a reset to 2^62 + 7 before it published, and one back to 0: 5 ticks past the
+/// base, 5 ms past the target in 1 ms of true time. The write's reads spanned 2^62, so its
+/// least and most (modulo 2^64) were 0 and 2^62 + 7, and the base at −5 was none of the
+/// model's candidates. A write's first six distinct reads are now candidates as well.
+#[test]
+fn found_a_base_between_a_writes_least_and_most_reads() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Rebase(At::Top(7028195), Rate::Ppm(0)),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Glitch(0, 0),
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Update,
+            Reset(ResetTo::PastLag(0)),
+            Reset(ResetTo::Any(4611686018427387911)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
         ],
     });
 }
