@@ -3175,8 +3175,10 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// touch in 1–3). NOT YET KEPT. At 0715352 a 20 000-schedule survey (`PROMISES=none
 /// SCHEDULES=20000`) counted 732 failures by promise (P6a 265, P6d 128, P6c 121, P3 116, P2 40,
 /// P6f 38, P6e 14, P6b 6, P1 4); after the triage whose schedules are the `found_*` tests above
-/// (clock, model and environment), 19–25 (P3 9–10, P6a 4–6, P2 4–5, P6f 3–7, P6b 2–4, P1 0–2,
-/// P6c 1, P6e 0–1). `found_a_rebase_from_a_lagging_cpu_counts_the_lag_twice` is one open cause.
+/// (clock, model and environment), 19–25 at f286ba7 (P3 9–10, P6a 4–6, P2 4–5, P6f 3–7, P6b
+/// 2–4, P1 0–2, P6c 1, P6e 0–1), and after issue 14's second triage 0–2 (P1 0–2). With fixed
+/// seeds (`PROPTEST_RNG_SEED=101`..`104`, `SCHEDULES=100000` each, 400 000 schedules): 588 at
+/// f286ba7, 22 now (P1 10, P3 5, P6f 5, P6a 2). Open: the ignored `found_*` tests above.
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
@@ -5500,6 +5502,47 @@ fn found_a_base_between_a_writes_least_and_most_reads() {
             Reset(ResetTo::BelowStart(0)),
             Go,
             Go,
+        ],
+    });
+}
+
+/// P1 (open, model): 1 MHz, CPU 1 17 ticks ahead; a read at 21 ticks on CPU 0 (the mark: 21 µs);
+/// a reset back to 0; `rebase(0)` on CPU 1 (its counter at 18: within the lag of the mark, so
+/// the clock continues the timeline, promise 2). The model takes the counter at the rebase for
+/// the front; a reading on CPU 0 (counter 1, 20 µs below the mark: past the lag) stands at the
+/// ceiling, and the next, on CPU 1 (18, within the lag), at the mark: a granule below, which P1
+/// allows only where the first stood behind the front. Keeping the old front across such a
+/// rebase passes it, but holds far more readings to P6f's window (22 -> 60 failures in the
+/// fixed-seed survey): not done.
+#[test]
+#[ignore = "the model's front after a rebase that continued the timeline"]
+fn found_a_ceiling_then_the_mark_after_a_rebase_that_continued() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0, 20000],
+        order: vec![1, 0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Pass(359),
+            Pass(615),
+            Read,
+            Read,
+            Read,
+            Read,
+            Read,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::BelowStart(0)),
+            Pass(1),
+            Go,
+            Glitch(0, 0),
+            Read,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Read,
         ],
     });
 }
