@@ -1036,8 +1036,7 @@ impl<C: Counter> Clock<C> {
                     0 => geometry.margin(&tb.scale),
                     m => m.min(geometry.margin(&tb.scale)),
                 };
-                let proposal =
-                    geometry.proposal(&tb, t2, margin, || self.behind_proposal(&tb, t2, margin));
+                let proposal = self.propose(&geometry, &tb, t2, margin, mark);
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
@@ -1547,7 +1546,7 @@ impl<C: Counter> Clock<C> {
         let proposal = if still_stuck {
             0
         } else {
-            geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
+            self.propose(geometry, tb, t, margin, self.mark.load())
         };
         let end =
             match gate
@@ -1566,6 +1565,23 @@ impl<C: Counter> Clock<C> {
         }
         hook(Point::WriteClosed);
         (end, late)
+    }
+
+    /// The close point a reading `t` proposes for `tb` (step 1 of the module docs), judged
+    /// against the mark `mark` (64-bit): a reading on the timeline whose time is behind what
+    /// was handed out (a reset back during the write, not past the base) proposes where the
+    /// timeline reaches the mark's ceiling, plus the margin, as one before the base does — its
+    /// own time plus a margin would close the timeline below times already handed out, and the
+    /// next would run on from there (promise 6).
+    fn propose(&self, geometry: &Geometry, tb: &Timebase, t: u64, margin: u64, mark: u64) -> u64 {
+        let width = geometry.width;
+        if width == Width::FULL
+            && geometry.zone(width.delta(tb.base_ticks, t)) == Zone::Valid
+            && tb.is_behind(t, mark)
+        {
+            return self.ceiling_offset(tb, margin).min(geometry.deadline);
+        }
+        geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
     }
 
     /// The close point a 64-bit reading `t` before `tb`'s base proposes. In the handover

@@ -5546,3 +5546,52 @@ fn found_a_ceiling_then_the_mark_after_a_rebase_that_continued() {
         ],
     });
 }
+
+/// P6a, P6b (clock): 32 768 Hz, a read at 6.9 × 10^11 ticks (2.1 × 10^16 ns); a recalibration to
+/// 1 kHz read the counter there, then a reset sent it to 2^64 − 2^30 and time ran on to 2^30,
+/// where the close read came: on the timeline (past the base at 0) but far behind what was
+/// handed out. It proposed its own time plus a margin, closing the timeline 2.1 × 10^16 ns
+/// below the mark, and the new timeline ran on from there at 1 kHz: a reading clearly behind
+/// came out 3.4 × 10^14 ns above the mark, and `health()` did not say behind. A close read on
+/// the timeline but behind the mark now proposes where the timeline reaches the ceiling (as
+/// one before the base does).
+#[test]
+fn found_a_close_read_behind_the_mark_closes_below_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Pass(646),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Recalibrate(Rate::Exp(0)),
+            Read,
+            Read,
+            Go,
+            Reset(ResetTo::NearTop(1073741894)),
+            Pass(2),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(20),
+            Go,
+            Go,
+            Read,
+        ],
+    });
+}
