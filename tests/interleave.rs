@@ -2054,6 +2054,9 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
                     .readings
                     .iter()
                     .filter(|r| r.end < a.start && r.reads.on_timeline && !r.reads.behind_front)
+                    // (Not one that began before the start finished: an unstarted clock reads
+                    // 0, not the timeline's time.)
+                    .filter(|r| w.started.is_some_and(|s| s < r.start))
                     .max_by_key(|r| r.ns);
                 let (ns, run) = r.map_or((0, 0), |r| (u128::from(r.ns), r.run_start));
                 u128::from(b.ns)
@@ -5592,6 +5595,58 @@ fn found_a_close_read_behind_the_mark_closes_below_it() {
             Go,
             Go,
             Read,
+        ],
+    });
+}
+
+/// P3 (model): `start` (1 kHz) read the counter at 2^64 − 1 and was stalled until 2^30 ticks
+/// later; readings meanwhile read 0 (an unstarted clock). Nobody read after it; a reset past
+/// the deadline stood at the ceiling (4096 ns), and a reset back onto the timeline handed out
+/// its time (16 s). P3 from a reading that stood behind holds from the latest reading before
+/// it that did not (72a9c97), which was one of the unstarted clock's zeros; now only readings
+/// that began after the start finished count (else the epoch).
+#[test]
+fn found_a_catch_up_measured_from_an_unstarted_reading() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Update,
+            Go,
+            Read,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Pass(1),
+            Read,
+            Go,
+            Go,
+            Go,
+            Update,
+            Update,
+            Read,
+            Read,
+            Update,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Any(4611686019501129727)),
+            Read,
+            Read,
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Read,
+            Reset(ResetTo::BelowStart(1)),
+            Go,
         ],
     });
 }
