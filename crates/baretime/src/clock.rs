@@ -227,9 +227,11 @@ pub struct ClockHealth {
 
 /// The words of a slot, in order (see `Timebase::words`): base_ticks, base_ns, mult_int,
 /// mult_frac — the fast path's four, first — then the previous timeline for the `hand` ticks
-/// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, and the rest of
-/// the scale (inv_mult, inv_shift, millihz).
-const WORDS: usize = 12;
+/// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, the rest of the
+/// scale (inv_mult, inv_shift, millihz), and the longest tick any timeline has had (slow_int,
+/// slow_frac: the slowest rate used, for readings before the previous base,
+/// `Timebase::is_behind`).
+const WORDS: usize = 14;
 
 /// The end of a timeline while it is being closed: this bit and the version number (its low
 /// 31 bits where gate words are 32-bit).
@@ -237,6 +239,18 @@ const CLOSING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
 /// Ends are offsets from `base_ticks` below this (the 64-bit deadline is `2^62 − 1`; with
 /// 32-bit gate words, where counters are read modulo 2^32, `2^31 − 1`).
 const OFFSET_LIMIT: u64 = if WIDE_ATOMICS { 1 << 62 } else { 1 << 31 };
+
+/// How far (at the faster of the two rates) a 64-bit reading may be before the previous
+/// timeline's base and still be run back at that rate (`Timebase::is_behind`): a CPU that
+/// lags by [`LAG_NS`], across two handovers. Further back is a counter that went back, to
+/// before the newest rate was in force.
+const BEFORE_PREVIOUS_NS: u64 = LAG_NS + 2 * HANDOVER_NS;
+
+/// The end of a timeline that a rebase from a counter behind (promise 6) is replacing (64-bit
+/// gate words only, where a rebase can find the counter behind): its readers stand at the
+/// mark's ceiling until the fresh timeline is published. Not a close tag: those carry a
+/// 32-bit version number below bit 62.
+const REBASING: u64 = CLOSING | (1 << 62);
 
 /// The close tag of `version`.
 fn closing(version: Version) -> u64 {
@@ -412,6 +426,11 @@ fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
     }
 }
 
+/// A scale's tick length (64.64 fixed point) as a pair that orders as the length does.
+fn mult(scale: &Scale) -> (u64, u64) {
+    (scale.mult_int(), scale.mult_frac())
+}
+
 /// One timeline as the writer builds it.
 #[derive(Clone, Copy, Debug)]
 struct Timebase {
@@ -423,11 +442,13 @@ struct Timebase {
     prev_int: u64,
     prev_frac: u64,
     hand: u64,
+    /// The longest tick (`mult`) of any timeline since the start: the slowest rate used.
+    slow: (u64, u64),
 }
 
 impl Timebase {
     fn load(w: &Words<WORDS>) -> Timebase {
-        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz] =
+        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz, slow_int, slow_frac] =
             w;
         Timebase {
             base_ticks: b.load(),
@@ -444,6 +465,7 @@ impl Timebase {
             prev_int: prev_int.load(),
             prev_frac: prev_frac.load(),
             hand: hand.load(),
+            slow: (slow_int.load(), slow_frac.load()),
         }
     }
 
@@ -461,6 +483,8 @@ impl Timebase {
             self.scale.inv_mult(),
             u64::from(self.scale.inv_shift()),
             self.scale.millihz(),
+            self.slow.0,
+            self.slow.1,
         ]
     }
 
@@ -477,6 +501,7 @@ impl Timebase {
             prev_int: 0,
             prev_frac: 0,
             hand,
+            slow: mult(&scale),
         }
     }
 
@@ -496,8 +521,10 @@ impl Timebase {
     /// before the reading) by more than [`LAG_NS`] (promise 6). On the timeline, by its
     /// time; before the base, within the previous timeline, by that timeline's time, as its
     /// readers computed it; before that (or before a fresh timeline, whose handover stands
-    /// still), by the timeline run backwards at the faster of the two rates: a reset is
-    /// judged by how far back it went, not by where the timeline happens to start.
+    /// still), by the timeline run backwards at the faster of the two rates — or, before the
+    /// previous base by more than [`BEFORE_PREVIOUS_NS`] at that rate (a reset to an older
+    /// timeline), at the slowest rate any timeline has had: a reset is judged by how far back
+    /// it went, not by where the timeline happens to start.
     fn is_behind(&self, t: u64, mark: u64) -> bool {
         let w = Width::FULL;
         let d = w.delta(self.base_ticks, t);
@@ -521,9 +548,26 @@ impl Timebase {
         }
         // Further back the counter may have run at either timeline's rate (two writes in one
         // handover): run back at the faster, which puts the reading latest.
-        let (int, frac) = (int, frac).min((self.scale.mult_int(), self.scale.mult_frac()));
+        let faster = (int, frac).min((self.scale.mult_int(), self.scale.mult_frac()));
+        let back = w.delta(t, ticks);
+        // Unless it is before the previous timeline's base by more than a CPU that lags and
+        // two handovers, even at the faster rate: then the counter went back (a reset) to a
+        // time before that base, on an older timeline this one does not know, whose time
+        // there may be far below the previous base's (which nobody may have read), and whose
+        // rate may be any used before (a timeline that lasted less than a handover says
+        // nothing of the rate before it; a recalibration and an update since make both rates
+        // here new): run back at the slowest rate any timeline has had, which puts the reading
+        // earliest. (At the faster, a recalibration from 1 kHz to 1 GHz put a reset 2 million
+        // ticks back 2 ms before a base nobody read, not behind, where on the 1 kHz timeline
+        // it is 2000 s before the time handed out.)
+        let slower = (int, frac).max(mult(&self.scale)).max(self.slow);
+        let (int, frac) = if !flat && advance(0, back, faster.0, faster.1) > BEFORE_PREVIOUS_NS {
+            slower
+        } else {
+            faster
+        };
         // `ns − back × mult + LAG_NS < mark`, without going below zero.
-        advance(mark, w.delta(t, ticks), int, frac) > ns.saturating_add(LAG_NS)
+        advance(mark, back, int, frac) > ns.saturating_add(LAG_NS)
     }
 
     /// Its value `d` ticks after its base.
@@ -876,7 +920,7 @@ impl<C: Counter> Clock<C> {
                         Some(_) => {}
                     }
                 }
-                self.mark.raise(ns);
+                self.raise_mark(ns);
                 ns
             }
             Some(ns) if ns >= mark => ns,
@@ -903,6 +947,15 @@ impl<C: Counter> Clock<C> {
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
         let d = width.delta(b, t);
         (d < lim).then(|| advance(base_ns, d, int, frac))
+    }
+
+    /// Raises the high-water mark to `ns`, or to [`MARK_GRANULE_NS`] short of `u64::MAX` where
+    /// time saturates: the fast path's window `[mark, mark + MARK_GRANULE_NS)` (a wrapping
+    /// subtraction and a compare) then never wraps round to small times, and the ceiling is
+    /// still no earlier than any time handed out (it saturates at `u64::MAX`).
+    fn raise_mark(&self, ns: u64) {
+        self.mark
+            .raise(ns.min(u64::MAX.saturating_sub(MARK_GRANULE_NS)));
     }
 
     /// A time no earlier than any `now()` has returned (64-bit counters), and at most
@@ -954,6 +1007,13 @@ impl<C: Counter> Clock<C> {
             {
                 return Some(tb.at(end));
             }
+            if wide && end == REBASING {
+                // A rebase from a counter behind is replacing this timeline: stand at the
+                // mark's ceiling (`None`), where the fresh timeline starts or later. Not at the
+                // base: its time was measured on whichever CPU the last write ran on, and the
+                // fresh timeline counts on from the rebasing CPU's counter (which may lag it).
+                return None;
+            }
             if zone == Zone::Behind {
                 if wide {
                     // Before the base: the previous timeline, as its own readers computed it
@@ -996,8 +1056,7 @@ impl<C: Counter> Clock<C> {
                     0 => geometry.margin(&tb.scale),
                     m => m.min(geometry.margin(&tb.scale)),
                 };
-                let proposal =
-                    geometry.proposal(&tb, t2, margin, || self.behind_proposal(&tb, t2, margin));
+                let proposal = self.propose(&geometry, &tb, t2, margin, mark);
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
@@ -1280,12 +1339,16 @@ impl<C: Counter> Clock<C> {
                 Timebase::fresh(fresh_reading(), at, scale, reach)
             }
             Zone::Behind => {
-                // Only a rebase gets here: hold the old timeline's readers at its start (they
-                // stand at the mark's ceiling: it is behind what was handed out).
-                gate.end.store(0, Ordering::SeqCst);
+                // Only a rebase gets here (64-bit counters only: a narrow one is never
+                // behind): hold the old timeline's readers at the mark's ceiling, whatever
+                // their counter reads (`REBASING`), and start the fresh timeline there or
+                // later. Not at the old base's time: that was measured on the CPU the last
+                // write ran on, plus a margin, and the fresh timeline counts on from this
+                // CPU's counter — on a CPU that lags, the lag would count twice (promise 2).
+                gate.end.store(REBASING, Ordering::SeqCst);
                 gate.lim.store(0, Ordering::SeqCst);
                 let at = match what {
-                    Write::Rebase(at, _) if wide => at.max(tb.base_ns).max(self.ceiling()),
+                    Write::Rebase(at, _) if wide => at.max(self.ceiling()),
                     Write::Rebase(at, _) => at.max(tb.base_ns),
                     _ => tb.base_ns,
                 };
@@ -1304,6 +1367,10 @@ impl<C: Counter> Clock<C> {
                         _ => end_ns,
                     };
                     let fresh = Timebase::fresh(fresh_reading(), at, scale, reach);
+                    let fresh = Timebase {
+                        slow: fresh.slow.max(tb.slow).max(mult(&tb.scale)),
+                        ..fresh
+                    };
                     self.publish(&geometry, &fresh);
                     return match what {
                         Write::Rebase(..) => Ok(()),
@@ -1350,9 +1417,19 @@ impl<C: Counter> Clock<C> {
                         } else {
                             reach
                         },
+                        slow: tb.slow,
                     },
                 }
             }
+        };
+        // The slowest rate used so far carries over to every timeline (a fresh one too).
+        let next = Timebase {
+            slow: next
+                .slow
+                .max(tb.slow)
+                .max(mult(&tb.scale))
+                .max(mult(&next.scale)),
+            ..next
         };
         self.publish(&geometry, &next);
         if let (Write::Rebase(..), true) = (what, wide && next.prev_int == 0 && next.prev_frac == 0)
@@ -1362,7 +1439,7 @@ impl<C: Counter> Clock<C> {
             // read the new timeline stands at the ceiling of the old mark — below the target,
             // then jumping past it once a reader of the new timeline raises the mark.
             // (After the publication: a reader that loads this mark finds the new timeline.)
-            self.mark.raise(next.base_ns);
+            self.raise_mark(next.base_ns);
         }
         match what {
             Write::Rebase(..) => Ok(()),
@@ -1394,7 +1471,9 @@ impl<C: Counter> Clock<C> {
             }
             spin_loop();
             reads = reads.saturating_add(1);
-            t = width.value(self.counter.ticks());
+            // Confirmed as the first (promise 7): a glitched read here ends the wait and
+            // becomes the reading a write is judged by (a rebase's target against it).
+            t = self.confirm(width, tb, width.value(self.counter.ticks()), mark);
         }
     }
 
@@ -1483,7 +1562,7 @@ impl<C: Counter> Clock<C> {
         let proposal = if still_stuck {
             0
         } else {
-            geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
+            self.propose(geometry, tb, t, margin, self.mark.load())
         };
         let end =
             match gate
@@ -1502,6 +1581,23 @@ impl<C: Counter> Clock<C> {
         }
         hook(Point::WriteClosed);
         (end, late)
+    }
+
+    /// The close point a reading `t` proposes for `tb` (step 1 of the module docs), judged
+    /// against the mark `mark` (64-bit): a reading on the timeline whose time is behind what
+    /// was handed out (a reset back during the write, not past the base) proposes where the
+    /// timeline reaches the mark's ceiling, plus the margin, as one before the base does — its
+    /// own time plus a margin would close the timeline below times already handed out, and the
+    /// next would run on from there (promise 6).
+    fn propose(&self, geometry: &Geometry, tb: &Timebase, t: u64, margin: u64, mark: u64) -> u64 {
+        let width = geometry.width;
+        if width == Width::FULL
+            && geometry.zone(width.delta(tb.base_ticks, t)) == Zone::Valid
+            && tb.is_behind(t, mark)
+        {
+            return self.ceiling_offset(tb, margin).min(geometry.deadline);
+        }
+        geometry.proposal(tb, t, margin, || self.behind_proposal(tb, t, margin))
     }
 
     /// The close point a 64-bit reading `t` before `tb`'s base proposes. In the handover

@@ -87,7 +87,8 @@
 //!   spread + 2 ticks; + a granule and a lag where the counter stepped back; + up to a
 //!   granule above what a reading that straddled a step back handed out, its time from
 //!   before the step; not across a rebase or a forward reset, nor after any forward reset
-//!   where the first stood behind at the mark's ceiling). And where no writer ran
+//!   where the first stood behind at the mark's ceiling; where it stood behind, from the
+//!   latest reading before it that did not, or from the epoch). And where no writer ran
 //!   between them and the counter never stepped back (64-bit, and narrow cadence
 //!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
 //!   rate: time stands still only while a writer is stalled.
@@ -120,7 +121,7 @@
 //!   (the clock bases on a read made before it): every candidate (`World::bases`) must
 //!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
-//!   out by readings that were not behind (or a rebase target); **P6b** (`World::end_read`)
+//!   out by readings that were not clearly behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
 //!   `update`/`recalibrate` returns `Behind`. **P6d** `Behind` never comes from a counter
 //!   that never stepped back. **P6f** after a backward reset, until the counter catches up
@@ -523,7 +524,16 @@ struct Reads {
     frozen: Frozen,
     /// Some clean read was behind the counter's front by more than the CPUs' spread.
     behind_front: bool,
+    /// The least glitched read (modulo 2^64), if any.
+    glitched_least: Option<u64>,
+    /// The first distinct clean reads (`n_seen` of them): a write may base its timeline on any
+    /// (least and most say nothing where reads are 2^62 apart, after resets).
+    seen: [u64; SEEN],
+    n_seen: usize,
 }
+
+/// How many distinct clean reads an operation keeps.
+const SEEN: usize = 6;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Frozen {
@@ -543,6 +553,24 @@ impl Reads {
             on_timeline: true,
             frozen: Frozen::Unset,
             behind_front: false,
+            glitched_least: None,
+            seen: [0; SEEN],
+            n_seen: 0,
+        }
+    }
+
+    /// The distinct clean reads kept.
+    fn seen(&self) -> &[u64] {
+        &self.seen[..self.n_seen.min(SEEN)]
+    }
+
+    /// The counter whose time the reading handed out at least: its least clean read, or a
+    /// glitched read behind that (a glitch smaller than the counter by the time a confirming
+    /// read came is the smaller of the two, and the time: promise 7 keeps the smaller).
+    fn anchor_least(&self) -> u64 {
+        match self.glitched_least {
+            Some(g) if g != self.least && ahead_of(self.least, g) => g,
+            _ => self.least,
         }
     }
 
@@ -691,8 +719,10 @@ struct World {
     base_counter: u64,
     /// Where the last write that published may have based its timeline (64-bit): the counter
     /// as it ended, and its own least and most reads (a reset during a write leaves the clock's
-    /// base on a read made before it, which may be 2^62 or more from the counter at its end).
-    bases: [u64; 3],
+    /// base on a read made before it, which may be 2^62 or more from the counter at its end),
+    /// and its least glitched read (a reset past the glitch before the confirming read makes
+    /// the glitch the earlier read, which a fresh timeline's confirmation keeps).
+    bases: [u64; 4 + SEEN],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
     glitch: Option<u64>,
@@ -734,6 +764,8 @@ struct World {
     writes: Vec<WriteRec>,
     /// Steps of counter steps back, forward resets, glitches.
     back_steps: Vec<u64>,
+    /// Backward moves of the counter by a reset (64-bit): (step, ticks back).
+    back_moves: Vec<(u64, u64)>,
     jumps: Vec<u64>,
     glitches: Vec<u64>,
     failures: Vec<String>,
@@ -777,7 +809,7 @@ impl World {
             front: start,
             start_counter: start,
             base_counter: start,
-            bases: [start; 3],
+            bases: [start; 4 + SEEN],
             past: Vec::new(),
             glitch: None,
             last_glitch_op: None,
@@ -800,6 +832,7 @@ impl World {
             readings: Vec::new(),
             writes: Vec::new(),
             back_steps: Vec::new(),
+            back_moves: Vec::new(),
             jumps: Vec::new(),
             glitches: Vec::new(),
             failures: Vec::new(),
@@ -987,11 +1020,29 @@ impl World {
             self.bases,
         );
         let now = self.now;
+        // A glitch is far ahead of the counter's front, not of a counter that was reset back:
+        // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
+        // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
+        // nothing (the clock takes it as time, within a millisecond of the mark).
+        // (Not from a front the counter is 2^61 or more behind: a clock that reads both tells
+        // ahead from behind at 2^62 ticks apart, and a glitch that far from the counter may be
+        // the earlier of the two, which a fresh timeline's confirmation keeps.)
+        let back = behind(front, clean);
+        let from = if glitch.is_some() && back > 0 && back < AHEAD_LIMIT / 2 {
+            front
+        } else {
+            clean
+        };
         if let Some(f) = self.frames.last_mut() {
             f.last_true = Some(now);
             let r = &mut f.reads;
-            if glitch.is_some() {
+            if let Some(g) = glitch {
                 r.glitched += 1;
+                let v = from.wrapping_add(g);
+                r.glitched_least = Some(match r.glitched_least {
+                    Some(l) if ahead_of(v, l) => l,
+                    _ => v,
+                });
             } else {
                 r.least = if r.clean == 0 || !ahead_of(clean, r.least) {
                     clean
@@ -1004,6 +1055,10 @@ impl World {
                     r.most
                 };
                 r.clean += 1;
+                if r.n_seen < SEEN && !r.seen().contains(&clean) {
+                    r.seen[r.n_seen] = clean;
+                    r.n_seen += 1;
+                }
                 // Behind as the clock places it, whichever base it took.
                 let by = f.anchor.map_or(0, |a| {
                     bases
@@ -1040,15 +1095,6 @@ impl World {
                 };
             }
         }
-        // A glitch is far ahead of the counter's front, not of a counter that was reset back:
-        // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
-        // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
-        // nothing (the clock takes it as time, within a millisecond of the mark).
-        let from = if glitch.is_some() && behind(front, clean) > 0 {
-            front
-        } else {
-            clean
-        };
         if trace() {
             eprintln!(
                 "  ticks() on cpu {} = {:#x}{}",
@@ -1072,7 +1118,19 @@ impl World {
         self.last_glitch_op = Some(self.ops);
         self.glitches.push(self.step);
         TALLY.glitches.fetch_add(1, Ordering::Relaxed);
-        Some(g)
+        // At least 2 ms ahead at the highest rate given by now, not only when it was armed: a
+        // recalibration in between (1 MHz to 100 GHz) made 2 ms of ticks 20 ns, a reading
+        // promise 7 does not confirm (it is not 1 ms past anything).
+        Some(g.clamp(self.glitch_least(), 1 << 61))
+    }
+
+    /// The least glitch: 2 ms ahead at the highest rate given, plus the threshold of behind.
+    fn glitch_least(&self) -> u64 {
+        sat(ticks_of(
+            2 * u128::from(CONFIRM_NS),
+            self.rates.highest.max(self.hz),
+        ))
+        .saturating_add(self.behind_threshold())
     }
 
     /// Arms a glitch (64-bit): at least 2 ms ahead at the highest rate given, and clearly
@@ -1081,11 +1139,7 @@ impl World {
         if self.bits != 64 {
             return;
         }
-        let least = sat(ticks_of(
-            2 * u128::from(CONFIRM_NS),
-            self.rates.highest.max(self.hz),
-        ))
-        .saturating_add(self.behind_threshold());
+        let least = self.glitch_least();
         let g = match kind % 6 {
             0 => least,
             1 => least.saturating_add(sat(ticks_of(NS_PER_S, self.hz))),
@@ -1109,6 +1163,14 @@ impl World {
         let v = self.reset_target(to, cur);
         self.disp = self.disp.wrapping_add(v.wrapping_sub(cur));
         TALLY.resets.fetch_add(1, Ordering::Relaxed);
+        if self.bits == 64 {
+            let back = cur.wrapping_sub(v);
+            if back != 0 && back < AHEAD_LIMIT {
+                // The counter has that much further to go to the close point of a write
+                // running now: the rate it replaces stays in force for as much longer.
+                self.back_moves.push((self.step, back));
+            }
+        }
         let f = self.front_now();
         let fast = self.rates.fastest().unwrap_or(self.hz);
         if trace() {
@@ -1136,8 +1198,18 @@ impl World {
         let running: Vec<u64> = self
             .frames
             .iter()
-            .filter(|fr| fr.what.is_some() && fr.reads.clean > 0)
-            .flat_map(|fr| [fr.reads.least, fr.reads.most])
+            .filter(|fr| fr.what.is_some())
+            // (A glitched read too: a fresh timeline's confirmation keeps the earlier of two
+            // reads, the glitch where this reset comes between them, past it.)
+            .flat_map(|fr| {
+                let clean = (fr.reads.clean > 0).then_some([fr.reads.least, fr.reads.most]);
+                clean
+                    .into_iter()
+                    .flatten()
+                    .chain(fr.reads.glitched_least)
+                    .chain(fr.reads.seen().iter().copied())
+                    .collect::<Vec<u64>>()
+            })
             .map(|r| f.wrapping_sub(r))
             .collect();
         let moved = [v.wrapping_sub(cur), d, f.wrapping_sub(self.base_counter)]
@@ -1159,8 +1231,40 @@ impl World {
             self.front = f;
             self.close_window();
         } else {
-            // Behind (or so far ahead that the clock may take it for behind).
-            if self.window.is_none() {
+            // Behind (or so far ahead that the clock may take it for behind, or may come to as
+            // time passes: steps back for P1 and P6d).
+            // Ahead of the front and short of the deadline from every base the last write may
+            // have taken (less the 2^41 ticks where the model leaves it undecided,
+            // `near_deadline`): the clock takes it for time (promise 7: "less than the 2^62-tick
+            // deadline past the timeline's base"), as for a counter that caught up, and the
+            // window closes (P6f).
+            let on_timeline_from = |b: &u64| f.wrapping_sub(*b) < AHEAD_LIMIT - (1 << 41);
+            let on_timeline = d < AHEAD_LIMIT
+                && self
+                    .bases
+                    .iter()
+                    .chain([&self.base_counter])
+                    .all(on_timeline_from);
+            // (From one of the bases the last write may have taken: the clock may take it for
+            // time, and hand it out, raising the mark that readings still in the window stand
+            // a granule above. The window closes; the front stays, for the others.)
+            let maybe_on_timeline = d < AHEAD_LIMIT
+                && self
+                    .bases
+                    .iter()
+                    .chain([&self.base_counter])
+                    .any(on_timeline_from);
+            // (A reset that did not send the counter back from where it was opens no window:
+            // one behind the front already, after a write re-based from there, closed it.)
+            let stepped_back = v.wrapping_sub(cur) >= AHEAD_LIMIT;
+            if on_timeline {
+                // And it is the front: readings hand out its time (a later reset back from it,
+                // by any amount, is a step back, P1).
+                self.front = f;
+                self.close_window();
+            } else if maybe_on_timeline {
+                self.close_window();
+            } else if self.window.is_none() && stepped_back {
                 self.window = Some(self.bound);
             }
             self.back_steps.push(self.step);
@@ -1370,11 +1474,11 @@ impl World {
         // clock tells ahead from behind (promise 7: "one further ahead reads as behind"):
         // such a reading may stand at the mark's ceiling, so its counter's time was not
         // handed out, and a counter then found behind it may be on the timeline.
+        let least = f.reads.anchor_least();
         let undecided = self.bases.iter().any(|&b| {
-            near_deadline(b, f.reads.least)
+            near_deadline(b, least)
                 || near_deadline(b, f.reads.most)
-                || place(b, f.reads.least).signum()
-                    != place(self.base_counter, f.reads.least).signum()
+                || place(b, least).signum() != place(self.base_counter, least).signum()
         });
         if qualifies && (ns >= u64::MAX / 2 || undecided) {
             self.anchor = None;
@@ -1383,18 +1487,15 @@ impl World {
             // It moves to a reading whose counter is ahead of it, or whose time moved on from a
             // counter ahead of the last write's base (a counter that jumped further ahead than
             // a 64-bit clock tells from behind, but not past its base).
-            let onward =
-                ns > self.anchor.map_or(0, |a| a.1) && ahead_of(f.reads.least, self.base_counter);
+            let onward = ns > self.anchor.map_or(0, |a| a.1) && ahead_of(least, self.base_counter);
             self.jumped_since_anchor = false;
             self.anchor = Some(match self.anchor {
                 Some((a, at))
-                    if !onward
-                        && place(self.base_counter, f.reads.least)
-                            < place(self.base_counter, a) =>
+                    if !onward && place(self.base_counter, least) < place(self.base_counter, a) =>
                 {
                     (a, at)
                 }
-                _ => (f.reads.least, ns),
+                _ => (least, ns),
             });
         }
         if f.reads.clearly_behind() {
@@ -1421,7 +1522,15 @@ impl World {
         let publishes = published(r)
             .then(|| what.hz().or(self.rates.current))
             .flatten();
-        let hold = self.margin_bound() + self.spread + 2;
+        // (Plus how far resets during the write sent the counter back: the handover runs the
+        // old rate up to the close point, which the counter is that much further from.)
+        let back: u64 = self
+            .back_moves
+            .iter()
+            .filter(|m| m.0 >= f.start)
+            .map(|m| m.1)
+            .fold(0, u64::saturating_add);
+        let hold = (self.margin_bound() + self.spread + 2).saturating_add(back);
         self.rates.end(f.op, publishes, self.now, hold);
         if !self.warp {
             self.judge(&f, what, r, health);
@@ -1443,11 +1552,21 @@ impl World {
             self.close_window();
             let old_bases = self.bases;
             self.base_counter = self.counter_full(0);
-            self.bases = if f.reads.clean > 0 {
-                [self.base_counter, f.reads.least, f.reads.most]
-            } else {
-                [self.base_counter; 3]
-            };
+            // (And a glitched read of the write: its confirmation keeps the earlier, and a
+            // reset between the two reads, forward past the glitch, makes the glitch it.)
+            let glitched = f.reads.glitched_least.unwrap_or(self.base_counter);
+            let mut bases = [self.base_counter; 4 + SEEN];
+            bases[3] = glitched;
+            if f.reads.clean > 0 {
+                bases[1] = f.reads.least;
+                bases[2] = f.reads.most;
+            }
+            // (And every distinct read it kept: where its reads are 2^62 apart, least and
+            // most are not the two ends, and the base may be any of them.)
+            for (b, &r) in bases[4..].iter_mut().zip(f.reads.seen()) {
+                *b = r;
+            }
+            self.bases = bases;
             // An anchor the new base places on the other side of it than the old one did is
             // dropped (for the readings running too): behind the old base, its reading stood
             // at the mark's ceiling, not at its counter's time, and a base 2^62 or more ahead
@@ -1925,8 +2044,27 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
             // timeline's time: a forward jump before it, which no reading on the timeline saw
             // yet, may show in b, as time (P2's bound counts it).
             let stood_behind = a.reads.behind_front || !a.reads.on_timeline;
+            // Nor did it hand out the time that passed since the latest reading that did not
+            // stand behind (the mark's ceiling is a granule above what was handed out, and
+            // nobody may have read the clock for a long time): b may catch up on that, as
+            // time (promise 6: standing still; when the counter is back on a timeline, its
+            // time). From that reading (or the epoch), P3 holds.
+            let from_handed_out = stood_behind && {
+                let r = w
+                    .readings
+                    .iter()
+                    .filter(|r| r.end < a.start && r.reads.on_timeline && !r.reads.behind_front)
+                    // (Not one that began before the start finished: an unstarted clock reads
+                    // 0, not the timeline's time.)
+                    .filter(|r| w.started.is_some_and(|s| s < r.start))
+                    .max_by_key(|r| r.ns);
+                let (ns, run) = r.map_or((0, 0), |r| (u128::from(r.ns), r.run_start));
+                u128::from(b.ns)
+                    <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
+            };
             if u128::from(b.ns - a.ns) <= elapsed + slack
                 || from_straddled
+                || from_handed_out
                 || any_in(&w.jumps, a.start, b.end)
                 || (stood_behind && w.jumps.iter().any(|&j| j < b.end))
                 || rebase_in(w, a.start, b.end)
@@ -2102,7 +2240,13 @@ fn check_behind(w: &World) -> Result<(), TestCaseError> {
                 b.ns.saturating_sub(latest),
                 glitch_note(w, 0, b.end)
             );
-        } else if b.reads.on_timeline {
+        } else {
+            // Every reading not clearly behind: one that read a counter a little behind (less
+            // than the threshold, where the clock may judge it by its time on a timeline: a CPU
+            // that lags, a reset back to a time nobody read), or that read the counter on the
+            // timeline before a reset and behind it after, may hand out a time above the mark,
+            // and raise it (promise 6: "the latest time handed out"). (A reading that stood at
+            // the ceiling raises nothing: the clock's ceiling does not creep with it.)
             handed_out = handed_out.max(b.ns);
         }
     }
@@ -3034,8 +3178,11 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// touch in 1–3). NOT YET KEPT. At 0715352 a 20 000-schedule survey (`PROMISES=none
 /// SCHEDULES=20000`) counted 732 failures by promise (P6a 265, P6d 128, P6c 121, P3 116, P2 40,
 /// P6f 38, P6e 14, P6b 6, P1 4); after the triage whose schedules are the `found_*` tests above
-/// (clock, model and environment), 19–25 (P3 9–10, P6a 4–6, P2 4–5, P6f 3–7, P6b 2–4, P1 0–2,
-/// P6c 1, P6e 0–1). `found_a_rebase_from_a_lagging_cpu_counts_the_lag_twice` is one open cause.
+/// (clock, model and environment), 19–25 at f286ba7 (P3 9–10, P6a 4–6, P2 4–5, P6f 3–7, P6b
+/// 2–4, P1 0–2, P6c 1, P6e 0–1), and after issue 14's second triage 0–5 (P1, P3, P6f; 0 in
+/// about half the runs). With fixed seeds (`PROPTEST_RNG_SEED=101`..`104`,
+/// `SCHEDULES=100000` each, 400 000 schedules): 588 at f286ba7, 19 now (P1 9, P3 4, P6f 5,
+/// P6a 1). Open: the ignored `found_*` tests above.
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
@@ -3662,12 +3809,12 @@ fn found_a_rebase_handover_at_the_old_rate() {
     });
 }
 
-/// P2 (open): an update on the CPU 17 ticks ahead bases at 41 µs; a reset; a rebase from behind
-/// on the lagging CPU starts afresh at that base's time (kept for readers of the old version,
-/// which stand there) from its own counter: a reading on the leading CPU is then 2 lags and a
-/// margin ahead of true time, one lag more than P2 allows.
+/// P2 (clock): an update on the CPU 17 ticks ahead bases at 41 µs; a reset; a rebase from
+/// behind on the lagging CPU started afresh at that base's time (kept for readers of the old
+/// version, which stood there) from its own counter: a reading on the leading CPU was then 2
+/// lags and a margin ahead of true time, one lag more than P2 allows. The old version's readers
+/// now stand at the mark's ceiling during such a rebase, and it starts from there.
 #[test]
-#[ignore = "a rebase from behind starts at the last base's time, measured on the leading CPU, from the lagging CPU's counter"]
 fn found_a_rebase_from_a_lagging_cpu_counts_the_lag_twice() {
     use Act::*;
     assert_kept_with_resets(Case {
@@ -4458,6 +4605,1049 @@ fn found_a_jump_seen_after_a_reading_that_stood_behind() {
             Read,
             Reset(ResetTo::Earlier(11319)),
             Read,
+        ],
+    });
+}
+
+/// P6e, P7 (clock): a rebase on the CPU 17 ticks behind found its counter in the handover
+/// before the base and waited; the wait's next read was glitched (2 ms ahead) and not
+/// confirmed, ended the wait, and the target (12.5 µs) was judged against its time (2 ms):
+/// not ahead, so the rebase continued the timeline, closed at its base (the close read was
+/// true), and time read 0, below the target.
+#[test]
+fn found_a_glitched_handover_wait_read_drops_a_rebase_target() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![20000, 0],
+        order: vec![0, 1],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Rebase(At::Latest(12506), Rate::Ppm(0)),
+            Update,
+            Go,
+            Glitch(0, 0),
+            Update,
+        ],
+    });
+}
+
+/// P6f (model): a counter reset far back (past the 2^62-tick deadline: behind) opened a window;
+/// a reading that read in it stalled while a second reset sent the counter 2^61 ticks past the
+/// base, onto the timeline (time saturates there), which a nested reading confirmed and
+/// handed out: the stalled reading then stood at the ceiling of that mark, a time read within
+/// its call (promise 3). The model kept the window open for any counter 2^61 or more past the
+/// base (half the clock's deadline), where the docs take a reading up to 2^62 ticks past the
+/// base for time (promise 7): the window now closes for a counter that moved ahead of its
+/// front and short of the deadline (less the 2^41 ticks the model leaves undecided).
+#[test]
+fn found_a_window_left_open_by_a_reset_onto_the_timeline() {
+    use Act::*;
+    assert_kept_with_resets(one_cpu(
+        1000000,
+        (0, 0),
+        3,
+        false,
+        vec![
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(R0),
+            Go,
+            Reset(ResetTo::Any(7134831324448944579)),
+            Read,
+            Go,
+            Go,
+            Pass(615),
+            Go,
+            Pass(871),
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(21180)),
+            Read,
+        ],
+    ));
+}
+
+/// P6a, P6b (clock): updates at 1 kHz every 2^30 ticks (12 days) with nobody reading
+/// the clock after the one at 2^31 ticks (2.1e15 ns); a recalibration to 100 GHz; a reset to
+/// 2^64 − 1, before every timeline's base. The clock runs a reading before the previous
+/// timeline's base back at the faster of the two rates (100 GHz: 32 ms), from that base's
+/// time (3.2e15 ns, which nobody read), so it is not found behind and stands at that base's
+/// time, 12 days above the latest time handed out, where promise 6 judges it against what
+/// was handed out "on any timeline, the current one or an older one" (the counter is 2^31
+/// ticks before the one at which 2.1e15 ns was read). The clock keeps only the previous
+/// timeline; a reading before its base by more than a lag and two handovers (at the faster
+/// rate) is now run back at the slower of the two rates.
+#[test]
+fn found_a_reset_before_two_bases_run_back_at_the_new_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Go,
+            Read,
+            Update,
+            Read,
+            Pass(1),
+            Update,
+            Recalibrate(Rate::Exp(8000)),
+            Reset(ResetTo::NearTop(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3, P7 (model): a glitch armed while the highest rate given was 1 MHz (2 ms: 2069 ticks)
+/// was read after a recalibration to 100 GHz, where 2069 ticks are 20 ns: the glitched
+/// reading, past the recalibration's close point, was 21 µs past the mark, which promise 7
+/// does not confirm, and time stood at the close point (a margin ahead). A glitch is now at
+/// least 2 ms at the highest rate given when it is read.
+#[test]
+fn found_a_glitch_shrunk_by_a_recalibration() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Read,
+            Go,
+            Update,
+            Go,
+            Pass(21),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Read,
+            Recalibrate(Rate::Exp(8000)),
+            Read,
+        ],
+    });
+}
+
+/// P1 (model): a reset sent the counter exactly 2^61 ticks past the base (1 GHz), which the
+/// clock reads as time and hands out; the model left its front behind (only a counter within
+/// half the deadline moved it), so a later reset 1003 ticks back from there counted as a move
+/// forward, not a step back: a reading on a CPU 18 998 ticks behind, 20 001 ns behind the mark
+/// (past `LAG_NS`), stood at the ceiling, and the next one, on the leading CPU within the lag,
+/// at the mark, a granule below it, which P1 allows where the first stood behind its front.
+/// The front now moves to a counter ahead of it and short of the deadline (the reset still
+/// counts as a step back, for P1 and P6d).
+#[test]
+fn found_a_front_left_behind_a_reset_onto_the_timeline() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (2, 0),
+        lags_ns: vec![20000, 0, 0],
+        order: vec![0, 0, 0, 0, 0, 0, 0, 0, 1],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Update,
+            Reset(ResetTo::Any(2305843009213712949)),
+            Read,
+            Read,
+            Update,
+            Read,
+            Read,
+            Reset(ResetTo::InLag(6564)),
+            Read,
+            Read,
+        ],
+    });
+}
+
+/// P6b, P6c (model; P7): a reading's counter read was glitched (94 + 73 ticks at 32 kHz, 5.1 ms
+/// past the mark) and its confirming read came later, at 177: the glitched read was the
+/// smaller, and promise 7 keeps it (a time the counter passed within the call). The model set
+/// the anchor at the clean read (177) with that time, so after a reset back and the counter
+/// back at 167 it took an `update` from 167 (whose time is the mark) for clearly behind. The
+/// anchor is now the least of the clean reads and a glitched read behind them.
+#[test]
+fn found_an_anchor_past_the_glitched_read_it_handed_out() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Pass(342),
+            Pass(342),
+            Read,
+            Go,
+            Read,
+            Read,
+            Go,
+            Pass(807),
+            Glitch(0, 0),
+            Start(Rate::Ppm(0)),
+            Update,
+            Pass(683),
+            Glitch(0, 0),
+            Pass(590),
+            Pass(962),
+            Pass(652),
+            Pass(869),
+            Go,
+            Reset(ResetTo::SinceBase(35916)),
+            Pass(962),
+            Pass(683),
+            Pass(435),
+            Update,
+        ],
+    });
+}
+
+/// P2, P3, P6f (model; P7): a reset sent the counter 2^62 + 2^41 ticks ahead of its start (the
+/// model: behind it); `start` read it and its confirming read was glitched, from the front
+/// (the start) plus 7 ticks. The clock tells ahead from behind at 2^62 ticks apart, so the
+/// glitch was the earlier of the two, which a fresh timeline's confirmation keeps (promise
+/// 7), and the timeline was based there; a reset back near the start then read 3 ms ahead
+/// of true time. A glitch is now taken from the front only for a counter less than 2^61
+/// ticks behind it, where it is ahead of the counter as well.
+#[test]
+fn found_a_glitch_from_a_front_2_62_away_is_the_earlier_read() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 3241926146832116996),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Reset(ResetTo::Any(5422169754158672705)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Any(810481536708029259)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P6a (clock): 1 kHz, a read at counter 0 (time 0); an update 3516 ticks later that nobody
+/// read; a recalibration to 1.13 GHz; a reset 2.3 million ticks back (past the lag at the
+/// fastest rate). Run back from the update's base at the faster rate (1.13 GHz: 2 ms) the
+/// reading was 3.5 s, far above the time handed out (0), and stood at that base's time; on
+/// the 1 kHz timeline it is 2300 s before 0. Run back at the slower rate it is behind.
+#[test]
+fn found_a_reset_before_the_previous_base_run_back_at_the_new_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Read,
+            Pass(1),
+            Update,
+            Recalibrate(Rate::Exp(6053)),
+            Reset(ResetTo::PastLag(3518)),
+            Read,
+        ],
+    });
+}
+
+/// P6a (model): 1 MHz; recalibrations to 1 MHz and 100 GHz; a reset 30 ticks behind the only
+/// counter read (0, time 0): not clearly behind at 100 GHz (a lag and a margin there are 6.4
+/// million ticks), and the clock, running it back from the previous base at 100 GHz, gave it
+/// that base's time (21 µs, below true time) and raised the mark there. A reading clearly
+/// behind then stood a granule above that; the model counted only readings with every read on
+/// the timeline as handing out a time, and took the ceiling for 21 µs too high. It now counts
+/// every reading not clearly behind (promise 6: "the latest time handed out").
+#[test]
+fn found_a_time_handed_out_by_a_reading_a_little_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Read,
+            Read,
+            Read,
+            Read,
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Recalibrate(Rate::Exp(8000)),
+            Reset(ResetTo::PastLag(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Read,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Read,
+            Reset(ResetTo::InLag(1)),
+            Read,
+            Reset(ResetTo::PastLag(0)),
+        ],
+    });
+}
+
+/// P3 (model): 1 kHz updates 2^30 and 4.4 × 10^10 ticks in, nobody reading (the mark stays at
+/// 0); a reset 5.9 × 10^18 ticks ahead, past the 2^62-tick deadline: behind, a reading stands
+/// at the ceiling (4096 ns); a reset back onto the first timeline: a reading there hands out
+/// its time, 10^15 ns, where true time moved 1 ms since the reading at the ceiling. That
+/// reading stood a granule above what was handed out, not at the timeline's time: the catch-up
+/// is the time nobody read, not a stall's. P3 now holds from the latest reading that did not
+/// stand behind (or the epoch) where the first stood behind.
+#[test]
+fn found_a_catch_up_from_a_stale_ceiling() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(44),
+            Read,
+            Update,
+            Update,
+            Reset(ResetTo::Ahead(5940115866364221504)),
+            Read,
+            Reset(ResetTo::Earlier(2436)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P1 (clock): 1 MHz, based at 2^64 − 1; a reset to 1.8 × 10^16 ticks, where time is
+/// u64::MAX − 3615 ns: the mark went there. A reset back to the base: a reading there is 0 ns,
+/// and the fast path's window `ns.wrapping_sub(mark) < MARK_GRANULE_NS` wrapped round past
+/// u64::MAX and took it for a time within a granule of the mark: 0, after u64::MAX. The mark
+/// now stops a granule short of u64::MAX.
+#[test]
+fn found_a_mark_near_u64_max_wraps_the_fast_path_window() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Reset(ResetTo::BelowStart(16384)),
+            Reset(ResetTo::Any(18446744073709547)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(154),
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(6132)),
+            Pass(1),
+            Pass(52),
+            Pass(1),
+            Read,
+        ],
+    });
+}
+
+/// P2 (model; P7): a rebase ahead (1 kHz) read the counter for its fresh base: glitched,
+/// 2^61 ticks ahead; before its confirming read a reset sent the counter 2^62 ticks ahead
+/// (the model: behind). The confirmation keeps the earlier of the two, the glitch, and the
+/// counter was then 2^61 ticks past the base: time saturated, a forward move the model did
+/// not count (from none of the bases it knew). A write's glitched read is now a candidate
+/// base (for resets during the write and after it).
+#[test]
+fn found_a_reset_past_a_glitch_makes_it_the_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Rebase(At::Latest(1000001), Rate::Ppm(0)),
+            Update,
+            Go,
+            Pass(1),
+            Update,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Glitch(4, 0),
+            Reset(ResetTo::Any(4611686018427387905)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P6f (model): a reset back opened a window at a 1 ms bound; a rebase re-based from the
+/// counter behind its front (closing it); a reset that did not move the counter (to the last
+/// base) then reopened it at 1 ms, the counter still behind the old front; after time ran on
+/// the rebased timeline to 4 ms, a reset past the deadline stood at the ceiling, 4 ms, "after
+/// the counter stepped back" by the reopened window. A reset opens a window only where it
+/// sends the counter back from where it was.
+#[test]
+fn found_a_window_reopened_by_a_reset_that_did_not_move_the_counter() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Read,
+            Go,
+            Rebase(At::Zero, Rate::Exp(0)),
+            Read,
+            Read,
+            Reset(ResetTo::PastLag(10)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(0)),
+            Go,
+            Read,
+            Pass(94),
+            Read,
+            Reset(ResetTo::Any(4611688217450643450)),
+            Read,
+        ],
+    });
+}
+
+/// P3, P2 (model; P7): as `found_a_reset_past_a_glitch_makes_it_the_base`, on `start`'s first
+/// read, its only read when the reset came: the write's reads counted as candidate bases only
+/// once it had a clean one.
+#[test]
+fn found_a_reset_past_a_glitched_start_read_makes_it_the_base() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Glitch(4, 0),
+            Go,
+            Reset(ResetTo::Any(4611686018427387904)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+        ],
+    });
+}
+
+/// P6a, P6b (clock): 1 GHz, recalibrated to 1 kHz, with a read at 2^30 ticks (1.07e15 ns); an
+/// update 2^30 ticks later nobody read; a recalibration to 2004 Hz and an update; a reset to
+/// 0. The slot's two timelines are both at 2004 Hz: run back from the previous base at that
+/// rate, the reading was 1.076e15 ns, above the time handed out, where on the 1 kHz timeline
+/// it ran on it is about 0. The slot now keeps the slowest rate any timeline has had, and a
+/// reading that far back is run back at it.
+#[test]
+fn found_a_reset_before_two_timelines_at_a_new_rate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Go,
+            Read,
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Go,
+            Recalibrate(Rate::Exp(0)),
+            Pass(1),
+            Read,
+            Pass(1),
+            Update,
+            Recalibrate(Rate::Exp(302)),
+            Update,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): 24 MHz; a recalibration (+7050 ppm) closed at a margin past its close read (480
+/// ticks) and a reset sent the counter 309 ticks back (within the lag) before it published:
+/// the counter then ran 789 ticks at the old rate to the new base (the handover), where the
+/// model kept the old rate in force for a margin after the write ended, and counted the rest
+/// at the new, faster-ticking rate: 88 ns short. A write's old rate is now held for as much
+/// longer as resets during it sent the counter back.
+#[test]
+fn found_a_handover_lengthened_by_a_reset_back() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 24000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Recalibrate(Rate::Ppm(7050)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::InLag(42189)),
+            Go,
+            Read,
+            Go,
+            Read,
+            Go,
+            Go,
+            Read,
+            Pass(781),
+            Read,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+        ],
+    });
+}
+
+/// P6f (model): candidate bases 2^62 apart (a recalibration whose reads straddled resets); a
+/// reset ahead, onto the timeline from one of them and not the others: the clock took it for
+/// time (saturated) and raised the mark, and a reading still in the window a reset back had
+/// opened stood at that ceiling. The window now closes where any candidate base takes the
+/// counter for time (the front moves only where all do).
+#[test]
+fn found_a_window_left_open_where_one_base_takes_the_reset_for_time() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 34225187427713024),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Read,
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(0)),
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Read,
+            Reset(ResetTo::BelowStart(26067)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::NearTop(2048080142)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Read,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Ahead(633467496950232320)),
+            Read,
+        ],
+    });
+}
+
+/// P2, P6f (model): a rebase to u64::MAX − 7 ms (1 kHz): its fresh reading was 0 and its
+/// confirming read came after a reset back to −5 (the earlier, which the confirmation keeps:
+/// the base); a reset to 2^62 + 7 before it published, and one back to 0: 5 ticks past the
+/// base, 5 ms past the target in 1 ms of true time. The write's reads spanned 2^62, so its
+/// least and most (modulo 2^64) were 0 and 2^62 + 7, and the base at −5 was none of the
+/// model's candidates. A write's first six distinct reads are now candidates as well.
+#[test]
+fn found_a_base_between_a_writes_least_and_most_reads() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Rebase(At::Top(7028195), Rate::Ppm(0)),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Glitch(0, 0),
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Update,
+            Reset(ResetTo::PastLag(0)),
+            Reset(ResetTo::Any(4611686018427387911)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+        ],
+    });
+}
+
+/// P1 (open, model): 1 MHz, CPU 1 17 ticks ahead; a read at 21 ticks on CPU 0 (the mark: 21 µs);
+/// a reset back to 0; `rebase(0)` on CPU 1 (its counter at 18: within the lag of the mark, so
+/// the clock continues the timeline, promise 2). The model takes the counter at the rebase for
+/// the front; a reading on CPU 0 (counter 1, 20 µs below the mark: past the lag) stands at the
+/// ceiling, and the next, on CPU 1 (18, within the lag), at the mark: a granule below, which P1
+/// allows only where the first stood behind the front. Keeping the old front across such a
+/// rebase passes it, but holds far more readings to P6f's window (22 -> 60 failures in the
+/// fixed-seed survey): not done.
+#[test]
+#[ignore = "the model's front after a rebase that continued the timeline"]
+fn found_a_ceiling_then_the_mark_after_a_rebase_that_continued() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0, 20000],
+        order: vec![1, 0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Pass(359),
+            Pass(615),
+            Read,
+            Read,
+            Read,
+            Read,
+            Read,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::BelowStart(0)),
+            Pass(1),
+            Go,
+            Glitch(0, 0),
+            Read,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Read,
+        ],
+    });
+}
+
+/// P6a, P6b (clock): 32 768 Hz, a read at 6.9 × 10^11 ticks (2.1 × 10^16 ns); a recalibration to
+/// 1 kHz read the counter there, then a reset sent it to 2^64 − 2^30 and time ran on to 2^30,
+/// where the close read came: on the timeline (past the base at 0) but far behind what was
+/// handed out. It proposed its own time plus a margin, closing the timeline 2.1 × 10^16 ns
+/// below the mark, and the new timeline ran on from there at 1 kHz: a reading clearly behind
+/// came out 3.4 × 10^14 ns above the mark, and `health()` did not say behind. A close read on
+/// the timeline but behind the mark now proposes where the timeline reaches the ceiling (as
+/// one before the base does).
+#[test]
+fn found_a_close_read_behind_the_mark_closes_below_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32768,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Pass(646),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Recalibrate(Rate::Exp(0)),
+            Read,
+            Read,
+            Go,
+            Reset(ResetTo::NearTop(1073741894)),
+            Pass(2),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(20),
+            Go,
+            Go,
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): `start` (1 kHz) read the counter at 2^64 − 1 and was stalled until 2^30 ticks
+/// later; readings meanwhile read 0 (an unstarted clock). Nobody read after it; a reset past
+/// the deadline stood at the ceiling (4096 ns), and a reset back onto the timeline handed out
+/// its time (16 s). P3 from a reading that stood behind holds from the latest reading before
+/// it that did not (72a9c97), which was one of the unstarted clock's zeros; now only readings
+/// that began after the start finished count (else the epoch).
+#[test]
+fn found_a_catch_up_measured_from_an_unstarted_reading() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Update,
+            Go,
+            Read,
+            Glitch(0, 0),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Pass(1),
+            Read,
+            Go,
+            Go,
+            Go,
+            Update,
+            Update,
+            Read,
+            Read,
+            Update,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Any(4611686019501129727)),
+            Read,
+            Read,
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Read,
+            Reset(ResetTo::BelowStart(1)),
+            Go,
         ],
     });
 }
