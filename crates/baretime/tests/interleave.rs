@@ -177,7 +177,7 @@ use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
-use baretime::{Clock, ClockError, ClockHealth, Counter, Frequency, Instant, Width};
+use baretime::{Clock, ClockError, ClockHealth, CoarseClock, Counter, Frequency, Instant, Width};
 use baretime::{LAG_NS, LAG_NS as HANDOVER_NS, MARK_GRANULE_NS};
 use proptest::prelude::*;
 use proptest::strategy::Union;
@@ -1716,6 +1716,9 @@ impl World {
 thread_local! {
     static WORLD: RefCell<Option<World>> = const { RefCell::new(None) };
     static CLOCK: Cell<Option<&'static Clock<Sim>>> = const { Cell::new(None) };
+    /// A `CoarseClock` refreshed from every reading (at every nesting: readings inside
+    /// stalls refresh it too), with the latest time it and the clock gave.
+    static COARSE: Cell<Option<(&'static CoarseClock, u64, u64)>> = const { Cell::new(None) };
 }
 
 fn with<R>(f: impl FnOnce(&mut World) -> R) -> R {
@@ -1804,6 +1807,7 @@ fn hook(p: baretime::__HookPoint) {
 fn read(clock: &Clock<Sim>) {
     with(|w| w.begin(None));
     let ns = clock.now().as_nanos();
+    coarse_refresh(ns);
     if with(|w| w.end_read(ns)) {
         let h = quietly(|| clock.health());
         if !h.counter_behind {
@@ -1818,6 +1822,30 @@ fn read(clock: &Clock<Sim>) {
             });
         }
     }
+}
+
+/// CoarseClock (issue 17): refreshed from the reading `ns`, it never goes back and is never
+/// ahead of the latest time the clock handed out, whatever the schedule nests.
+fn coarse_refresh(ns: u64) {
+    let Some((coarse, last, latest)) = COARSE.get() else {
+        return;
+    };
+    let before = coarse.now().as_nanos();
+    coarse.refresh_from(Instant::from_nanos(ns));
+    let after = coarse.now().as_nanos();
+    let latest = latest.max(ns);
+    if before < last || after < before || after < ns || after > latest {
+        with(|w| {
+            w.fail(
+                "C1",
+                format!(
+                    "CoarseClock read {before} then {after} ns after a refresh from {ns} ns \
+                     (it had read {last} ns; the clock's latest was {latest} ns)"
+                ),
+            )
+        });
+    }
+    COARSE.set(Some((coarse, after.max(last), latest)));
 }
 
 fn freq(hz: u64) -> Frequency {
@@ -1846,11 +1874,13 @@ fn write(clock: &Clock<Sim>, what: Write, forced: bool) {
 /// so that every act has an observer. Returns the world, with the records.
 fn drive(clock: &'static Clock<Sim>) -> World {
     CLOCK.set(Some(clock));
+    COARSE.set(Some((Box::leak(Box::new(CoarseClock::new())), 0, 0)));
     while with(|w| w.next < w.acts.len()) {
         point();
         read(clock);
     }
     CLOCK.set(None);
+    COARSE.set(None);
     WORLD.with(|w| w.borrow_mut().take().expect("a world"))
 }
 
