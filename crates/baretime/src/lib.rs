@@ -42,6 +42,8 @@ mod clock;
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 mod coarse;
 mod counter;
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+mod deadline;
 #[cfg(feature = "defmt")]
 mod defmt;
 mod delay;
@@ -72,6 +74,8 @@ pub use clock::{Clock, ClockError, ClockHealth, LAG_NS, MARK_GRANULE_NS};
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 pub use coarse::CoarseClock;
 pub use counter::{Counter, FnCounter, Width};
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+pub use deadline::{Deadline, Wake};
 pub use delay::Delay;
 pub use extend::{ExtendedTimer, NarrowTimer};
 pub use frequency::{Accuracy, Frequency, Source};
