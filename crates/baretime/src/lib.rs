@@ -34,6 +34,7 @@ macro_rules! const_frequency {
     };
 }
 
+mod alarm;
 mod calibrate;
 // The Clock needs 32-bit compare-and-swap and never a lock: the target's own, or (thumbv6m,
 // riscv32imc) portable-atomic's, taken in a critical section or with interrupts off.
@@ -65,6 +66,7 @@ mod sync;
 // theirs): the list below is the whole API.
 #[cfg(feature = "std")]
 pub use calibrate::StdReference;
+pub use alarm::Alarm;
 pub use calibrate::{
     calibrate, calibrate_and_verify, verify, Calibration, CalibrationError, Config,
     CounterReference, Reference, Verdict, Verified, WithAccuracy,
