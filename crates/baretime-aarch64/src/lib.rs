@@ -10,10 +10,13 @@
 //!   pure function, tested on any host); [`discover()`] reads them on aarch64.
 //! - **A reference**: [`SemihostingElapsed`] (QEMU's `SYS_ELAPSED`) implements
 //!   [`baretime::Reference`].
+//! - **An alarm**: [`VirtualTimer`], the EL1 virtual timer (CNTV_CVAL_EL0, CNTV_CTL_EL0), is a
+//!   [`baretime::Alarm`]: a `Clock`'s deadline ticks on [`GenericTimer`] arm it as they are;
+//!   the interrupt controller (PPI 27) stays the caller's.
 //!
 //! Every module is private and each item has one path, the list below. [`Erratum`] and the
-//! decoding build on every target, so they are tested anywhere; the register reads
-//! ([`GenericTimer`], [`discover()`], [`SemihostingElapsed`]) only on aarch64, and the docs that
+//! decoding build on every target, so they are tested anywhere; the register accesses
+//! ([`GenericTimer`], [`discover()`], [`SemihostingElapsed`], [`VirtualTimer`]) only on aarch64, and the docs that
 //! link to them are whole only there (docs.rs builds them for aarch64).
 #![cfg_attr(not(test), no_std)]
 #![deny(unsafe_op_in_unsafe_fn)]
@@ -42,6 +45,9 @@ mod generic_timer;
 mod semihosting;
 #[cfg(target_arch = "aarch64")]
 mod semihosting_call;
+// The register sequences build (and are tested) on every host; the token only on aarch64.
+#[cfg(any(target_arch = "aarch64", test))]
+mod virtual_timer;
 
 #[cfg(target_arch = "aarch64")]
 pub use discover::discover;
@@ -51,6 +57,8 @@ pub use errata::{Erratum, ErratumRead};
 pub use generic_timer::{GenericTimer, GenericTimerUnordered};
 #[cfg(target_arch = "aarch64")]
 pub use semihosting::{SemihostingElapsed, SemihostingError};
+#[cfg(target_arch = "aarch64")]
+pub use virtual_timer::VirtualTimer;
 
 // The README's examples, compiled and run as doc tests.
 #[cfg(doctest)]
