@@ -12,7 +12,8 @@
 //!    fault and exclusive loads/stores (atomics) are not guaranteed to work,
 //! 4. installs an exception vector table that reports any exception (ESR, ELR, FAR) on the
 //!    console and ends QEMU with status 3 — without it an exception would jump to address 0
-//!    and QEMU would hang silently,
+//!    and QEMU would hang silently — except an IRQ at EL1, which goes to `irq_handler`
+//!    (`timers.rs`; only `mode=timers` unmasks IRQs),
 //! 5. calls `kernel_main`.
 
 use core::arch::global_asm;
@@ -103,17 +104,104 @@ _start:
 3:  wfe
     b 3b
 
-    # Sixteen entries of 128 bytes (synchronous, IRQ, FIQ, SError for four origins); this
-    # kernel expects none, so each reports and stops.
+    # Sixteen entries of 128 bytes (synchronous, IRQ, FIQ, SError for four origins). Only
+    # an IRQ taken at EL1 on SP_EL1 (entry 5, `mode=timers`) is expected; every other entry
+    # reports and stops.
     .balign 2048
 vectors:
-    .rept 16
+    .rept 5
     .balign 128
     mrs x0, esr_el1
     mrs x1, elr_el1
     mrs x2, far_el1
     b unexpected_exception
     .endr
+    .balign 128
+    b irq_entry
+    .rept 10
+    .balign 128
+    mrs x0, esr_el1
+    mrs x1, elr_el1
+    mrs x2, far_el1
+    b unexpected_exception
+    .endr
+
+    # An IRQ at EL1: save what a Rust call may clobber (x0-x18, x29, x30, every SIMD/FP
+    # register and FPCR/FPSR: the kernel's code uses them), and ELR/SPSR, call `irq_handler`
+    # (IRQs stay masked: no nesting), restore, return. 720 bytes of SP_EL1.
+irq_entry:
+    sub sp, sp, #720
+    stp x0, x1, [sp, #0]
+    stp x2, x3, [sp, #16]
+    stp x4, x5, [sp, #32]
+    stp x6, x7, [sp, #48]
+    stp x8, x9, [sp, #64]
+    stp x10, x11, [sp, #80]
+    stp x12, x13, [sp, #96]
+    stp x14, x15, [sp, #112]
+    stp x16, x17, [sp, #128]
+    stp x18, x29, [sp, #144]
+    mrs x0, elr_el1
+    mrs x1, spsr_el1
+    mrs x2, fpcr
+    mrs x3, fpsr
+    stp x30, x0, [sp, #160]
+    stp x1, x2, [sp, #176]
+    str x3, [sp, #704]
+    add x0, sp, #192
+    stp q0, q1, [x0, #0]
+    stp q2, q3, [x0, #32]
+    stp q4, q5, [x0, #64]
+    stp q6, q7, [x0, #96]
+    stp q8, q9, [x0, #128]
+    stp q10, q11, [x0, #160]
+    stp q12, q13, [x0, #192]
+    stp q14, q15, [x0, #224]
+    stp q16, q17, [x0, #256]
+    stp q18, q19, [x0, #288]
+    stp q20, q21, [x0, #320]
+    stp q22, q23, [x0, #352]
+    stp q24, q25, [x0, #384]
+    stp q26, q27, [x0, #416]
+    stp q28, q29, [x0, #448]
+    stp q30, q31, [x0, #480]
+    bl irq_handler
+    add x0, sp, #192
+    ldp q0, q1, [x0, #0]
+    ldp q2, q3, [x0, #32]
+    ldp q4, q5, [x0, #64]
+    ldp q6, q7, [x0, #96]
+    ldp q8, q9, [x0, #128]
+    ldp q10, q11, [x0, #160]
+    ldp q12, q13, [x0, #192]
+    ldp q14, q15, [x0, #224]
+    ldp q16, q17, [x0, #256]
+    ldp q18, q19, [x0, #288]
+    ldp q20, q21, [x0, #320]
+    ldp q22, q23, [x0, #352]
+    ldp q24, q25, [x0, #384]
+    ldp q26, q27, [x0, #416]
+    ldp q28, q29, [x0, #448]
+    ldp q30, q31, [x0, #480]
+    ldp x30, x0, [sp, #160]
+    ldp x1, x2, [sp, #176]
+    ldr x3, [sp, #704]
+    msr elr_el1, x0
+    msr spsr_el1, x1
+    msr fpcr, x2
+    msr fpsr, x3
+    ldp x0, x1, [sp, #0]
+    ldp x2, x3, [sp, #16]
+    ldp x4, x5, [sp, #32]
+    ldp x6, x7, [sp, #48]
+    ldp x8, x9, [sp, #64]
+    ldp x10, x11, [sp, #80]
+    ldp x12, x13, [sp, #96]
+    ldp x14, x15, [sp, #112]
+    ldp x16, x17, [sp, #128]
+    ldp x18, x29, [sp, #144]
+    add sp, sp, #720
+    eret
 
     .section .bss.boot, "aw", @nobits
     .balign 4096
