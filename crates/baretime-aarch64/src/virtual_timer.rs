@@ -284,6 +284,41 @@ mod tests {
     }
 
     #[test]
+    fn a_clock_deadline_armed_as_the_compare_value_asserts_first_when_the_clock_reaches_it() {
+        use baretime::{Clock, FnCounter, Frequency, Instant, Wake};
+
+        // QEMU `virt`'s counter: 62.5 MHz, 16 ns a tick; the fake's count is the counter. Each
+        // deadline starts from a count of 0 on a fresh clock (a clock never goes back).
+        let t = Fake::default();
+        let counter = FnCounter::new(|| t.count.get(), 64);
+        for at_ns in [1, 15, 16, 17, 1_000_003, 12_345_678] {
+            t.count.set(0);
+            let clock = Clock::new(&counter, Frequency::exact_hz(62_500_000).unwrap());
+            let at = Instant::from_nanos(at_ns);
+            let deadline = clock.deadline(at).unwrap();
+            arm(&t, deadline.ticks());
+            // Step the count until the line asserts: up to then the clock reads before `at`
+            // (not late), from then on `at` or later (not early: Clock::check says Fired).
+            while !t.asserted() {
+                assert!(
+                    clock.now() < at,
+                    "{at_ns} ns: reached at {:?}, not asserted",
+                    clock.now()
+                );
+                t.count.set(t.count.get() + 1);
+                assert!(t.count.get() < 1 << 24, "never asserted for {at_ns} ns");
+            }
+            assert!(
+                clock.now() >= at,
+                "{at_ns} ns: asserted at {:?}",
+                clock.now()
+            );
+            assert_eq!(clock.check(deadline), Wake::Fired);
+            disarm(&t);
+        }
+    }
+
+    #[test]
     fn mask_keeps_the_condition_visible_but_deasserts_until_the_next_arm() {
         let t = Fake::default();
         t.count.set(50);
