@@ -9,16 +9,17 @@
 //!   unmask (the IRQ is taken there). The critical section masks IRQs (DAIF.I).
 //! - The load: [`SLEEPERS`] tasks, each sleeping random durations from 10 µs to 100 ms (a
 //!   decade chosen uniformly from 10–100 µs, 0.1–1 ms, 1–10 ms, 10–100 ms, then uniformly
-//!   within it, µs resolution: short sleeps are as common as long ones) until [`RUN`] has
-//!   passed; one more task recalibrates the clock to +100 ppm at a third of the run and to
-//!   −100 ppm at two thirds.
+//!   within it, µs resolution: short sleeps are as common as long ones; a fixed seed per task)
+//!   until what it asked adds up to [`RUN`]; one more task recalibrates the clock to +100 ppm
+//!   at a third of the run and to −100 ppm at two thirds. The seeds fix how many wakes there
+//!   are (`expected_wakes`): one lost or extra shows.
 //! - Each wake compares `CLOCK.now()` with the wake's deadline (embassy ticks to ns, rounded
 //!   up): before it is an early wake (must not happen), after it is lateness.
 //!
 //! `idle=spin` on the command line polls instead of WFI (for comparing QEMU's wake-up paths).
 //!
 //! Prints `wakes early early_max_ns lateness_p50_us lateness_p99_us lateness_max_us
-//! recalibrations tasks tasks_finished min_task_wakes irqs other_irqs run_ms alarm gic
+//! recalibrations expected_wakes tasks tasks_finished min_task_wakes irqs other_irqs run_ms alarm gic
 //! tick_hz irq_latency_p50_us irq_latency_p99_us irq_latency_max_us`.
 
 use core::arch::asm;
@@ -193,13 +194,33 @@ impl Rng {
     }
 }
 
+impl Rng {
+    /// Sleeper `id`'s sequence.
+    fn for_task(id: u32) -> Rng {
+        Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(id) + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9))
+    }
+}
+
+/// How many sleeps sleeper `id` makes: its draws until they add up to [`RUN`].
+fn planned_sleeps(id: u32) -> u32 {
+    let mut rng = Rng::for_task(id);
+    let (mut slept, mut n) = (0, 0);
+    while slept < RUN.as_micros() {
+        slept += rng.sleep_us();
+        n += 1;
+    }
+    n
+}
+
+/// Sleeps its random durations until they add up to [`RUN`], recording each wake.
 #[embassy_executor::task(pool_size = SLEEPERS as usize)]
-async fn sleeper(id: u32, end: EmbassyInstant) {
-    let mut rng =
-        Rng(0x9e37_79b9_7f4a_7c15 ^ (u64::from(id) + 1).wrapping_mul(0xbf58_476d_1ce4_e5b9));
-    let mut wakes = 0;
-    while EmbassyInstant::now() < end {
-        let at = EmbassyInstant::now() + Duration::from_micros(rng.sleep_us());
+async fn sleeper(id: u32) {
+    let mut rng = Rng::for_task(id);
+    let (mut slept, mut wakes) = (0, 0);
+    while slept < RUN.as_micros() {
+        let d = rng.sleep_us();
+        slept += d;
+        let at = EmbassyInstant::now() + Duration::from_micros(d);
         Timer::at(at).await;
         record(at);
         wakes += 1;
@@ -243,10 +264,11 @@ pub fn run(out: &mut Serial, rate: Frequency, spin: bool) -> bool {
 
     gic::enable_ppi(VirtualTimer::INTID);
     let start = EmbassyInstant::now();
-    let end = start + RUN;
     let mut spawned = 0;
+    // Every sleep of every sleeper, and the recalibrator's two.
+    let expected: u32 = (0..SLEEPERS).map(planned_sleeps).sum::<u32>() + 2;
     for id in 0..SLEEPERS {
-        match sleeper(id, end) {
+        match sleeper(id) {
             Ok(token) => {
                 spawner.spawn(token);
                 spawned += 1;
@@ -305,7 +327,8 @@ pub fn run(out: &mut Serial, rate: Frequency, spin: bool) -> bool {
         );
         let _ = writeln!(
             out,
-            "tasks={} tasks_finished={} min_task_wakes={} irqs={} other_irqs={} run_ms={} alarm=cntv gic=v2 tick_hz={}",
+            "expected_wakes={} tasks={} tasks_finished={} min_task_wakes={} irqs={} other_irqs={} run_ms={} alarm=cntv gic=v2 tick_hz={}",
+            expected,
             spawned,
             s.finished,
             s.min_task_wakes,
@@ -331,6 +354,6 @@ pub fn run(out: &mut Serial, rate: Frequency, spin: bool) -> bool {
             f64::from(pct(99)) * tick_us,
             f64::from(lat.last().copied().unwrap_or(0)) * tick_us,
         );
-        s.early == 0 && s.finished == spawned
+        s.early == 0 && s.finished == spawned && s.wakes == expected
     })
 }
