@@ -63,6 +63,10 @@
 //! - **A narrow counter's cadence.** A counter narrower than 64 bits needs [`Clock::update`]
 //!   at least once per [`Clock::update_interval`], as without the driver; the driver does not
 //!   write the clock.
+//! - **Re-arming after your own write.** After [`Clock::recalibrate`] or [`Clock::rebase`],
+//!   call [`ClockDriver::on_alarm`]: the armed tick was computed on the old timeline, and
+//!   while an early tick is caught at the wake, a late one (the new rate slower) would wake
+//!   the timers late by what the write changed.
 //! - **The interrupt**: its vector, its controller, its priority, acknowledging it.
 //!
 //! # The queue
