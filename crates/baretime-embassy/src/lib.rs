@@ -54,7 +54,9 @@
 //!   interrupt. The timer queue is guarded by the program's
 //!   [critical-section](https://docs.rs/critical-section) implementation, taken only by
 //!   `schedule_wake` (a task registering a timer) and [`ClockDriver::on_alarm`]; on one core
-//!   that is interrupts off, which nothing can wait on.
+//!   that is interrupts off, which nothing can wait on. On several cores it is the usual
+//!   spin lock with interrupts off: an alarm interrupt on one core may wait, briefly, for
+//!   another core's `schedule_wake`, never for code it interrupted.
 //!
 //! # What stays yours
 //!
