@@ -37,8 +37,9 @@ const RATE_SHIFT: u32 = 32;
 /// The divider is chosen so that the longest countdown (2^32 − 1 counts) lasts at least this
 /// many ns: a one-shot armed further ahead fires early, at the clamp, and re-arms.
 const MIN_RANGE_NS: u64 = 1_000_000_000;
-/// How long the one-shot calibration measures, at most (TSC time).
-const CALIBRATION_MS: u64 = 20;
+/// How long the one-shot calibration measures, at most (TSC time); it stops at 1 ppm, in a
+/// few ms where an APIC read is fast. Under nested virtualisation a read can take 0.5 ms.
+const CALIBRATION_MS: u64 = 100;
 
 /// A local APIC, as this CPU reaches it: the xAPIC's MMIO page or the x2APIC's MSRs.
 ///
@@ -169,7 +170,7 @@ enum Mode {
 ///   reaches `t`, at once if it has. Exact: nothing is converted.
 /// - **One-shot mode** otherwise: the APIC timer counts down at its own rate (the bus or
 ///   crystal clock through a divider), which [`ApicTimer::new`] measures against the TSC with
-///   [`baretime::calibrate`] (20 ms at most, a 1 ppm target), choosing the divider that lets one
+///   [`baretime::calibrate`] (until 1 ppm, 100 ms at most), choosing the divider that lets one
 ///   countdown last at least 1 s. [`Alarm::arm`]`(t)` reads the TSC and starts a countdown of
 ///   the distance to `t` in APIC counts, rounded up; a `t` already passed counts 1, at once;
 ///   a distance beyond 2^32 − 1 counts is clamped and fires early (the contract allows it:
@@ -239,7 +240,7 @@ pub struct ApicTimer {
 impl ApicTimer {
     /// Sets up this CPU's APIC timer to interrupt on `vector` at TSC values: in TSC-deadline
     /// mode where CPUID offers it, else in one-shot mode calibrated against the TSC (up to
-    /// 20 ms; `tsc_hz` is the TSC's rate as the caller knows it, which only scales the
+    /// 100 ms; `tsc_hz` is the TSC's rate as the caller knows it, which only scales the
     /// measurement: the countdown is computed in TSC ticks, so a later recalibration of the
     /// clock does not touch it). The timer is left disarmed.
     ///
@@ -275,7 +276,7 @@ impl ApicTimer {
         let config = Config::new()
             .with_target_ppb(1_000)
             .with_max_duration(Duration::from_millis(CALIBRATION_MS))
-            .with_min_samples(32);
+            .with_min_samples(16);
         let measured = calibrate(
             ApicCount { apic },
             CounterReference::new(tsc, tsc_hz).with_name("tsc"),
