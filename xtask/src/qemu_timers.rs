@@ -19,11 +19,16 @@
 //!
 //! # What the host allows
 //!
-//! - **TCG**: QEMU computes the APIC timer's expiry on `QEMU_CLOCK_VIRTUAL` and waits for it in
-//!   its main loop's `ppoll`, which Linux delays by the thread's timer slack: 50 µs by default
-//!   (`/proc/<pid>/timerslack_ns`). The p50 cannot be much below 50 µs plus the emulated
-//!   interrupt's path; on a loaded host, preemption of QEMU's threads adds milliseconds to the
-//!   tail.
+//! - **TCG**: QEMU's APIC timer is a `QEMU_CLOCK_VIRTUAL` timer: at expiry a host thread
+//!   wakes, raises the interrupt and kicks the vCPU thread out of its translated code or its
+//!   halt — host thread wake-ups, at the host scheduler's mercy. The guest's own path is short
+//!   (the least lateness seen is 2–10 µs, and an arm, an emulated MMIO write, costs 6–17 µs).
+//!   On this project's 2-vCPU KVM guest host (AMD EPYC family 25 model 1) with a load average
+//!   of 3–4, the p50 was 39–86 µs over eight runs; a QEMU with its timer slack set to 1 ns (from
+//!   the default 50 µs) was no better (59–74 µs, against 65–86 µs in the same minutes), and a
+//!   guest that spins instead of halting no better either (39–43 µs against 53–55 µs), so
+//!   the host's load, not QEMU's timer granularity, sets the figure; the tail (p99 0.1–6 ms) is
+//!   preemption of QEMU's threads.
 //! - **KVM**: with hardware virtualisation the in-kernel APIC's hrtimer fires within
 //!   microseconds. Under a software KVM (this project's machine: `kvm_pvm`, nested in a guest
 //!   whose kernel has `CONFIG_HZ=250`) a timer interrupt reaches a running vCPU only at the host's
