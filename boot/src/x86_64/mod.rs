@@ -2,7 +2,6 @@
 
 mod acpi;
 mod calfault;
-mod clock_driver;
 mod entry;
 mod msr;
 mod paravirt;

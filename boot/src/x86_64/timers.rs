@@ -20,12 +20,12 @@ use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use baretime::{Alarm, Frequency};
+use baretime_embassy::ClockDriver;
 use baretime_x86::{ApicTimer, LocalApic, Tsc};
 use embassy_executor::raw::Executor;
 use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer};
 
-use super::clock_driver::{ticks_to_ns, ClockDriver};
 use super::msr::{rdmsr, wrmsr};
 use super::port::outb;
 use super::{exit, Serial, CLOCK};
@@ -414,6 +414,13 @@ async fn recalibrator(base: Frequency) {
         RECALIBRATIONS.fetch_add(1, Ordering::Relaxed);
     }
     RECAL_DONE.store(true, Ordering::Release);
+}
+
+/// The first nanosecond of embassy tick `ticks` (`TICK_HZ`), rounded up: the instant a timer
+/// for that tick stands for.
+fn ticks_to_ns(ticks: u64) -> u64 {
+    let hz = u128::from(embassy_time_driver::TICK_HZ);
+    u64::try_from((u128::from(ticks) * 1_000_000_000).div_ceil(hz)).unwrap_or(u64::MAX)
 }
 
 fn finished() -> bool {
