@@ -30,10 +30,12 @@
 //!   the host's load, not QEMU's timer granularity, sets the figure; the tail (p99 0.1–6 ms) is
 //!   preemption of QEMU's threads.
 //! - **KVM**: with hardware virtualisation the in-kernel APIC's hrtimer fires within
-//!   microseconds. Under a software KVM (this project's machine: `kvm_pvm`, nested in a guest
-//!   whose kernel has `CONFIG_HZ=250`) a timer interrupt reaches a running vCPU only at the host's
-//!   next scheduler tick, so lateness is spread over 0–4 ms, and each arm (a WRMSR exit) costs
-//!   tens of µs: the kernel reports `arm_mean_ns` so the figure can be read.
+//!   microseconds and TSC-deadline needs no conversion. This project's machine has no VMX/SVM:
+//!   its KVM is `kvm_pvm`, a software KVM in a guest whose kernel ticks at `CONFIG_HZ=250`.
+//!   There a WRMSR to `IA32_TSC_DEADLINE` costs 18–41 µs (`arm_mean_us`), an APIC register
+//!   read about 0.5 ms, and the timer interrupt reaches the vCPU 0.4–0.7 ms late at best:
+//!   p50 1.5–10 ms over seven runs, p99 8–45 ms. The 10 µs goal needs a host with hardware
+//!   virtualisation; the scenario still checks what it must (no early wake) here.
 
 use std::path::Path;
 
