@@ -1,6 +1,5 @@
 //! The aarch64 kernel: `virt` entry, PL011 output, semihosting exit, the scenarios.
 
-mod clock_driver;
 mod entry;
 mod errata;
 mod gic;

@@ -35,8 +35,16 @@ use embassy_executor::raw;
 use embassy_time::{Duration, Instant as EmbassyInstant, Timer};
 use embassy_time_driver::TICK_HZ;
 
-use super::clock_driver::{ticks_to_ns_ceil, ClockDriver};
+use baretime_embassy::ClockDriver;
+
 use super::{gic, Serial, CLOCK};
+
+/// Embassy ticks to nanoseconds, rounded up: the first instant at which embassy's clock
+/// (the driver's `now`, rounded down) reads `ticks`.
+fn ticks_to_ns_ceil(ticks: u64) -> u64 {
+    let ns = (u128::from(ticks) * 1_000_000_000).div_ceil(u128::from(TICK_HZ));
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
 
 /// How many tasks sleep.
 const SLEEPERS: u32 = 8;

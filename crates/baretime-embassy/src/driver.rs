@@ -1,0 +1,152 @@
+//! [`ClockDriver`]: `embassy_time_driver::Driver` over a [`Clock`] and an [`Alarm`].
+
+use core::cell::RefCell;
+use core::task::Waker;
+
+use baretime::{Alarm, Clock, Counter, Wake};
+use critical_section::Mutex;
+use embassy_time_driver::Driver;
+use embassy_time_queue_utils::Queue;
+
+use crate::ticks::{instant_ceil, ticks_floor};
+
+/// embassy-time's driver on a [`Clock`] and an [`Alarm`]: see the [crate docs](crate).
+///
+/// Register one per program with [`embassy_time_driver::time_driver_impl!`], and call
+/// [`ClockDriver::on_alarm`] from the alarm's interrupt handler.
+pub struct ClockDriver<C: Counter + 'static, A: Alarm> {
+    clock: &'static Clock<C>,
+    state: Mutex<RefCell<State<A>>>,
+}
+
+/// What the critical section guards: the timers, and the alarm once there is one.
+struct State<A> {
+    queue: Queue,
+    alarm: Option<A>,
+}
+
+impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
+    /// A driver that reads `clock` and wakes through `alarm`. `const`, for the `static` that
+    /// [`embassy_time_driver::time_driver_impl!`] declares.
+    pub const fn new(clock: &'static Clock<C>, alarm: A) -> Self {
+        ClockDriver {
+            clock,
+            state: Mutex::new(RefCell::new(State {
+                queue: Queue::new(),
+                alarm: Some(alarm),
+            })),
+        }
+    }
+
+    /// A driver whose alarm is set up at run time ([`ClockDriver::set_alarm`]): for a timer
+    /// that only exists after probing the hardware (baretime-x86's `ApicTimer`, say), in the
+    /// `static` that [`embassy_time_driver::time_driver_impl!`] declares. Timers scheduled
+    /// before the alarm is set wait for it.
+    pub const fn without_alarm(clock: &'static Clock<C>) -> Self {
+        ClockDriver {
+            clock,
+            state: Mutex::new(RefCell::new(State {
+                queue: Queue::new(),
+                alarm: None,
+            })),
+        }
+    }
+
+    /// Sets (or replaces) the alarm and arms it for the timers already scheduled. The
+    /// alarm it replaces is disarmed first.
+    pub fn set_alarm(&self, alarm: A) {
+        critical_section::with(|cs| {
+            // Busy only when called from inside the driver (an `Alarm` or a waker calling
+            // back): the alarm is then dropped, as if set and replaced at once.
+            let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() else {
+                return;
+            };
+            if let Some(old) = state.alarm.replace(alarm) {
+                old.disarm();
+            }
+            self.service(&mut state);
+        });
+    }
+
+    /// The alarm's interrupt handler's part: wakes every timer whose tick the clock has
+    /// reached, and arms the alarm for the next one (or disarms it). An alarm that fired
+    /// early wakes nobody and is re-armed. Call it once after [`Clock::start`] too, for timers
+    /// scheduled before the start. Safe to call at any time, from any context; it takes the
+    /// critical section.
+    pub fn on_alarm(&self) {
+        critical_section::with(|cs| {
+            // Busy only when called from inside the driver (an `Alarm` whose `arm` runs the
+            // handler itself): the service loop running below re-reads the clock after
+            // arming, so there is nothing left to do.
+            if let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() {
+                self.service(&mut state);
+            }
+        });
+    }
+
+    /// The clock this driver reads.
+    pub fn clock(&self) -> &'static Clock<C> {
+        self.clock
+    }
+
+    /// Wakes what is due and arms the alarm for the rest, in the critical section.
+    fn service(&self, state: &mut State<A>) {
+        let State { queue, alarm } = state;
+        let Some(alarm) = alarm.as_ref() else {
+            return; // `set_alarm` services the queue
+        };
+        loop {
+            let next = queue.next_expiration(ticks_floor(self.clock.now().as_nanos()));
+            let at = instant_ceil(next);
+            // `u64::MAX` is embassy's "never"; a tick past the clock's last nanosecond
+            // (584 years) is never reached either: nothing to arm for.
+            if next == u64::MAX || ticks_floor(at.as_nanos()) < next {
+                alarm.disarm();
+                return;
+            }
+            let Ok(deadline) = self.clock.deadline(at) else {
+                // Not started: nothing to arm against. `on_alarm` after the start arms it.
+                alarm.disarm();
+                return;
+            };
+            alarm.arm(deadline.ticks());
+            // The tick may have passed while it was armed (or already at computing it): the
+            // check says so, and the queue is serviced again rather than waiting on an alarm
+            // that a timer firing only on equality would never raise.
+            match self.clock.check(deadline) {
+                Wake::Fired => continue,
+                Wake::Rearm(again) => {
+                    if again.ticks() != deadline.ticks() {
+                        alarm.arm(again.ticks());
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl<C, A> Driver for ClockDriver<C, A>
+where
+    C: Counter + Send + Sync + 'static,
+    A: Alarm + Send + Sync + 'static,
+{
+    #[inline]
+    fn now(&self) -> u64 {
+        ticks_floor(self.clock.now().as_nanos())
+    }
+
+    fn schedule_wake(&self, at: u64, waker: &Waker) {
+        critical_section::with(|cs| {
+            let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() else {
+                // Called back from inside the driver (a waker that polls at once): the task
+                // is woken rather than queued, and registers again when polled.
+                waker.wake_by_ref();
+                return;
+            };
+            if state.queue.schedule_wake(at, waker) {
+                self.service(&mut state);
+            }
+        });
+    }
+}
