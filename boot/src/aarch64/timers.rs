@@ -1,5 +1,5 @@
-//! `mode=timers`: embassy tasks sleeping on the EL1 virtual timer, through an embassy-time
-//! driver on the kernel's `Clock`, while the clock is recalibrated under them.
+//! `mode=timers`: embassy tasks sleeping on the EL1 virtual timer, through baretime-embassy's
+//! `ClockDriver` on the kernel's `Clock`, while the clock is recalibrated under them.
 //!
 //! - The alarm: [`VirtualTimer`] (CNTV_CVAL_EL0 / CNTV_CTL_EL0), its PPI (INTID 27) enabled
 //!   on QEMU `virt`'s GICv2 (`gic.rs`); `irq_handler` (from the vector table in `entry.rs`)
