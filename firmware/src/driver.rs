@@ -18,7 +18,7 @@ fn ns_to_ticks(ns: u64) -> u64 {
 }
 
 /// The nanosecond at which embassy tick `ticks` begins, rounded up (a wake never early).
-pub fn ticks_to_ns_ceil(ticks: u64) -> u64 {
+fn ticks_to_ns_ceil(ticks: u64) -> u64 {
     let ns = (u128::from(ticks) * NS_PER_S).div_ceil(u128::from(TICK_HZ));
     u64::try_from(ns).unwrap_or(u64::MAX)
 }

@@ -32,7 +32,7 @@ use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer};
 
 use crate::board::{self, Main, Timer0Alarm, TimersIrq};
-use crate::driver::{ticks_to_ns_ceil, ClockDriver};
+use crate::driver::ClockDriver;
 use crate::out::{self, Line};
 
 static CLOCK: Clock<Main> = Clock::uninit(Main);
@@ -168,9 +168,16 @@ impl Rng {
     }
 }
 
+/// The first nanosecond of embassy tick `ticks` (⌈ticks × 10⁹ / TICK_HZ⌉): the scenario's own
+/// conversion, not the driver's.
+fn tick_start_ns(ticks: u64) -> u64 {
+    let ns = (u128::from(ticks) * 1_000_000_000).div_ceil(u128::from(embassy_time::TICK_HZ));
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
 /// Records a wake from a sleep until embassy instant `until`, at `now_ns` by the clock.
 fn record(until: Instant, now_ns: u64) {
-    let deadline_ns = ticks_to_ns_ceil(until.as_ticks());
+    let deadline_ns = tick_start_ns(until.as_ticks());
     critical_section::with(|cs| {
         let mut s = STATS.borrow_ref_mut(cs);
         s.wakes += 1;
@@ -243,6 +250,8 @@ async fn main(spawner: Spawner) {
         fail("start");
     }
     board::start_timers_interrupts(&mut cp.NVIC);
+    // Arms for any timer scheduled before the start (none here; what the driver asks).
+    DRIVER.on_alarm();
     // SAFETY: the handlers' data (the clock, the driver) is ready; no critical section is
     // open.
     unsafe { cortex_m::interrupt::enable() };
