@@ -23,6 +23,7 @@ const PLATFORM_CRATES: &[&str] = &[
     "baretime-aarch64",
     "baretime-diag",
     "baretime-sim",
+    "baretime-embassy",
 ];
 
 /// The core crate's bare-metal builds: (target, features).
@@ -315,8 +316,19 @@ fn test_all() -> bool {
             for p in PLATFORM_CRATES {
                 c.args(["-p", p]);
             }
+            // The embassy driver needs the Clock, which a core without 32-bit
+            // compare-and-swap has only through portable-atomic (README, "Features").
+            let features = match (target, features) {
+                ("thumbv6m-none-eabi" | "riscv32imc-unknown-none-elf", "") => {
+                    "baretime/portable-atomic-critical-section".to_string()
+                }
+                ("thumbv6m-none-eabi" | "riscv32imc-unknown-none-elf", f) => {
+                    format!("{f},baretime/portable-atomic-critical-section")
+                }
+                (_, f) => f.to_string(),
+            };
             if !features.is_empty() {
-                c.args(["--features", features]);
+                c.args(["--features", &features]);
             }
             let name = format!("no_std build platform crates {target} [{features}]");
             tally.record(&name, run(&name, &mut c));

@@ -1,5 +1,6 @@
 //! The hand-written `defmt::Format` impl (feature `defmt`).
 
+#[cfg(any(feature = "portable-atomic", target_has_atomic = "32"))]
 use ::defmt::{write, Format, Formatter};
 
 /// The progress so far, without waiting (formatting never blocks, even from an interrupt

@@ -95,6 +95,10 @@ impl Width {
     }
 
     /// 64 bits: no wrap within any machine's lifetime.
+    #[cfg_attr(
+        not(any(loom, feature = "portable-atomic", target_has_atomic = "32")),
+        allow(dead_code) // its users: the Clock's modules
+    )]
     pub(crate) const FULL: Width = Width::new(64);
 
     /// `2^bits − 1`.
@@ -123,6 +127,10 @@ impl Width {
 
     /// `at` moved forward by `ticks`, modulo the wrap.
     #[inline(always)]
+    #[cfg_attr(
+        not(any(loom, feature = "portable-atomic", target_has_atomic = "32")),
+        allow(dead_code) // its users: the Clock's modules
+    )]
     pub(crate) const fn add(self, at: u64, ticks: u64) -> u64 {
         at.wrapping_add(ticks) & self.mask
     }

@@ -1,0 +1,96 @@
+//! An [embassy-time](https://docs.rs/embassy-time) driver on any [`baretime::Clock`] and any
+//! compare timer ([`baretime::Alarm`]): `embassy_time::Timer::after(..).await`,
+//! `embassy_time::Instant::now()` and `embassy_time::Delay` (with embedded-hal-async's
+//! `DelayNs`) on the CPU's own counter, with the clock's honesty.
+//!
+//! [`ClockDriver`] is the whole API. Give it a `static` [`Clock`] and an alarm (baretime-x86's
+//! local APIC timer, baretime-aarch64's EL1 virtual timer, or your own timer behind
+//! [`Alarm`]), register it with [`embassy_time_driver::time_driver_impl!`], and call
+//! [`ClockDriver::on_alarm`] from the alarm's interrupt handler:
+//!
+//! ```no_run
+//! use baretime::{Alarm, Clock, FnCounter, Frequency};
+//! use baretime_embassy::ClockDriver;
+//!
+//! // The counter and the compare timer: here stand-ins for the hardware's.
+//! fn read_counter() -> u64 { 0 }
+//! struct MyAlarm;
+//! impl Alarm for MyAlarm {
+//!     fn arm(&self, _ticks: u64) { /* write the compare register, unmask its interrupt */ }
+//!     fn disarm(&self) { /* mask it */ }
+//! }
+//!
+//! type Counter = FnCounter<fn() -> u64>;
+//! static CLOCK: Clock<Counter> = Clock::uninit(FnCounter::new(read_counter as fn() -> u64, 64));
+//!
+//! embassy_time_driver::time_driver_impl!(
+//!     static DRIVER: ClockDriver<Counter, MyAlarm> = ClockDriver::new(&CLOCK, MyAlarm)
+//! );
+//!
+//! // The alarm's interrupt handler:
+//! fn alarm_interrupt() {
+//!     // (clear the timer's interrupt flag first)
+//!     DRIVER.on_alarm();
+//! }
+//!
+//! // At boot, before the executor runs:
+//! CLOCK.start(Frequency::exact_hz(1_000_000_000).unwrap()).unwrap();
+//! DRIVER.on_alarm(); // arms for any timer scheduled before the start
+//! ```
+//!
+//! # What it promises
+//!
+//! - **Never early.** embassy's `Instant::now()` is the clock's [`Clock::now`] in embassy
+//!   ticks ([`embassy_time_driver::TICK_HZ`], rounded down), and a timer for tick `t` is woken
+//!   only once the clock reads at or past `t` (`t` in nanoseconds, rounded up). The alarm's
+//!   word is never taken: each interrupt runs [`Clock::check`], so an alarm that fires early —
+//!   armed before a recalibration that made its tick come sooner, a rebase, a one-shot timer's
+//!   rounding — re-arms instead of waking anyone.
+//! - **Not late by more than the hardware.** The alarm is armed at the first counter tick at
+//!   which the clock reads the earliest deadline ([`Clock::deadline`]); on a write between
+//!   arming and the wake the check re-arms at the new timeline's tick. A deadline further off
+//!   than half of [`Clock::update_interval`] is armed at that point and re-armed from there.
+//! - **Readers take no lock.** `Instant::now()` is [`Clock::now`]: lock-free, callable from any
+//!   interrupt. The timer queue is guarded by the program's
+//!   [critical-section](https://docs.rs/critical-section) implementation, taken only by
+//!   `schedule_wake` (a task registering a timer) and [`ClockDriver::on_alarm`]; on one core
+//!   that is interrupts off, which nothing can wait on.
+//!
+//! # What stays yours
+//!
+//! - **Starting the clock.** Until [`Clock::start`], `now()` reads 0 and nothing is armed:
+//!   call [`ClockDriver::on_alarm`] once after the start to arm for timers scheduled before it.
+//! - **A narrow counter's cadence.** A counter narrower than 64 bits needs [`Clock::update`]
+//!   at least once per [`Clock::update_interval`], as without the driver; the driver does not
+//!   write the clock.
+//! - **The interrupt**: its vector, its controller, its priority, acknowledging it.
+//!
+//! # The queue
+//!
+//! Timers live in [embassy-time-queue-utils](https://docs.rs/embassy-time-queue-utils)'s
+//! queue: embassy-executor's integrated queue by default, or a fixed-capacity generic one when
+//! the program enables a `generic-queue-*` feature of that crate (needed when timers are
+//! awaited outside embassy-executor).
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+#![cfg_attr(
+    not(test),
+    deny(
+        clippy::arithmetic_side_effects,
+        clippy::indexing_slicing,
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::float_arithmetic
+    )
+)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod driver;
+mod ticks;
+
+#[cfg(doc)]
+use baretime::{Alarm, Clock};
+
+pub use driver::ClockDriver;
