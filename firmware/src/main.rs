@@ -28,8 +28,6 @@ mod board;
 #[cfg(all(target_os = "none", not(target_has_atomic = "32")))]
 #[path = "microbit.rs"]
 mod board;
-#[cfg(all(target_os = "none", feature = "timers"))]
-mod driver;
 #[cfg(target_os = "none")]
 mod mmio;
 #[cfg(target_os = "none")]

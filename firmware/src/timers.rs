@@ -5,8 +5,9 @@
 //! - `CLOCK` counts the board's free-running 32-bit timer at 25 MHz. A 32-bit counter needs
 //!   [`Clock::update`] at least once per [`Clock::update_interval`] (85.9 s here); the 1 kHz
 //!   tick interrupt does it (and stops a run that overstays [`MAX_RUN_NS`]).
-//! - `DRIVER` is the embassy-time driver on `CLOCK` and [`Timer0Alarm`] (CMSDK timer 0,
-//!   one-shot): the timer's interrupt handler acknowledges it and calls `DRIVER.on_alarm()`.
+//! - `DRIVER` is baretime-embassy's [`ClockDriver`] on `CLOCK` and [`Timer0Alarm`] (CMSDK
+//!   timer 0, one-shot, `board`'s implementation of [`Alarm`](baretime::Alarm)): the timer's
+//!   interrupt handler acknowledges it and calls `DRIVER.on_alarm()`.
 //! - [`SLEEPERS`] tasks sleep random durations from 10 µs to 100 ms — a decade (10–100 µs,
 //!   0.1–1 ms, 1–10 ms, 10–100 ms) picked at random, then a uniform duration within it — with
 //!   `Timer::at`, for [`RUN_NS`] of the clock's time. At each wake a task reads `CLOCK.now()`
@@ -26,13 +27,13 @@ use core::fmt::Write;
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use baretime::{Clock, ClockError, Counter, Frequency};
+use baretime_embassy::ClockDriver;
 use cortex_m_rt::exception;
 use critical_section::Mutex;
 use embassy_executor::Spawner;
 use embassy_time::{Duration, Instant, Timer};
 
 use crate::board::{self, Main, Timer0Alarm, TimersIrq};
-use crate::driver::ClockDriver;
 use crate::out::{self, Line};
 
 static CLOCK: Clock<Main> = Clock::uninit(Main);
@@ -283,7 +284,8 @@ async fn main(spawner: Spawner) {
 
 /// What the wake path's two clock calls cost on this core, in ns each (by the counter, over
 /// [`COST_ROUNDS`] calls, less the loop's own cost): `CLOCK.now()`, and `CLOCK.deadline()`
-/// for 1 ms ahead, which the driver computes at every arming. Printed as `cost_now_ns` and
+/// for 1 ms ahead, which the driver computes at every arming (with [`Clock::check`] after
+/// it, which costs as much). Printed as `cost_now_ns` and
 /// `cost_deadline_ns`: a wake's lateness is mostly such instructions.
 fn costs() {
     fn ns_per_call(mut f: impl FnMut(u64) -> u64) -> u64 {
