@@ -54,7 +54,9 @@
 //!   interrupt. The timer queue is guarded by the program's
 //!   [critical-section](https://docs.rs/critical-section) implementation, taken only by
 //!   `schedule_wake` (a task registering a timer) and [`ClockDriver::on_alarm`]; on one core
-//!   that is interrupts off, which nothing can wait on.
+//!   that is interrupts off, which nothing can wait on. On several cores it is the usual
+//!   spin lock with interrupts off: an alarm interrupt on one core may wait, briefly, for
+//!   another core's `schedule_wake`, never for code it interrupted.
 //!
 //! # What stays yours
 //!
@@ -63,6 +65,10 @@
 //! - **A narrow counter's cadence.** A counter narrower than 64 bits needs [`Clock::update`]
 //!   at least once per [`Clock::update_interval`], as without the driver; the driver does not
 //!   write the clock.
+//! - **Re-arming after your own write.** After [`Clock::recalibrate`] or [`Clock::rebase`],
+//!   call [`ClockDriver::on_alarm`]: the armed tick was computed on the old timeline, and
+//!   while an early tick is caught at the wake, a late one (the new rate slower) would wake
+//!   the timers late by what the write changed.
 //! - **The interrupt**: its vector, its controller, its priority, acknowledging it.
 //!
 //! # The queue
