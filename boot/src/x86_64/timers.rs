@@ -14,7 +14,6 @@
 //! before it is an early wake; after it, the lateness is recorded.
 
 use core::arch::{asm, global_asm};
-use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::mem::MaybeUninit;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -45,67 +44,32 @@ const IA32_APIC_BASE: u32 = 0x1B;
 /// Room for every wake's lateness (ns); more wakes are counted but not kept.
 const MAX_SAMPLES: usize = 16_384;
 
-// --- The alarm: an `ApicTimer` set up at run time, behind a `const` handle for the driver.
-
-/// The `ApicTimer`, written once before interrupts are enabled and read-only after.
-struct TimerCell {
-    set: AtomicBool,
-    timer: UnsafeCell<MaybeUninit<ApicTimer>>,
-}
-
-// SAFETY: written once by `TimerCell::set` on the only CPU, before the flag is published with
-// Release and before interrupts are on; read only after an Acquire load sees the flag.
-unsafe impl Sync for TimerCell {}
-
-impl TimerCell {
-    fn set(&self, timer: ApicTimer) {
-        // SAFETY: called once, before any reader can run (see the `Sync` impl).
-        unsafe { (*self.timer.get()).write(timer) };
-        self.set.store(true, Ordering::Release);
-    }
-    fn get(&self) -> Option<&ApicTimer> {
-        if self.set.load(Ordering::Acquire) {
-            // SAFETY: initialised (the flag), never written again.
-            Some(unsafe { (*self.timer.get()).assume_init_ref() })
-        } else {
-            None
-        }
-    }
-}
-
-static TIMER: TimerCell = TimerCell {
-    set: AtomicBool::new(false),
-    timer: UnsafeCell::new(MaybeUninit::uninit()),
-};
-
-/// The driver's alarm: the `ApicTimer` once set up (nothing is armed before).
-struct BootAlarm;
+// --- The alarm: an `ApicTimer` set up at run time (`ClockDriver::set_alarm`), measured.
 
 /// Arms made, and the TSC ticks they took in all (the cost of the MSR or MMIO write, a VM
 /// exit under virtualisation).
 static ARMS: AtomicU64 = AtomicU64::new(0);
 static ARM_TICKS: AtomicU64 = AtomicU64::new(0);
 
-impl Alarm for BootAlarm {
+/// The driver's alarm: the `ApicTimer`, with what each arm costs counted.
+struct MeasuredAlarm(ApicTimer);
+
+impl Alarm for MeasuredAlarm {
     fn arm(&self, ticks: u64) {
-        if let Some(t) = TIMER.get() {
-            let tsc = CLOCK.counter();
-            let before = tsc.read_ordered();
-            t.arm(ticks);
-            let took = tsc.read_ordered().wrapping_sub(before);
-            ARMS.fetch_add(1, Ordering::Relaxed);
-            ARM_TICKS.fetch_add(took, Ordering::Relaxed);
-        }
+        let tsc = CLOCK.counter();
+        let before = tsc.read_ordered();
+        self.0.arm(ticks);
+        let took = tsc.read_ordered().wrapping_sub(before);
+        ARMS.fetch_add(1, Ordering::Relaxed);
+        ARM_TICKS.fetch_add(took, Ordering::Relaxed);
     }
     fn disarm(&self) {
-        if let Some(t) = TIMER.get() {
-            t.disarm();
-        }
+        self.0.disarm();
     }
 }
 
 embassy_time_driver::time_driver_impl!(
-    static DRIVER: ClockDriver<Tsc, BootAlarm> = ClockDriver::new(&CLOCK, BootAlarm)
+    static DRIVER: ClockDriver<Tsc, MeasuredAlarm> = ClockDriver::without_alarm(&CLOCK)
 );
 
 // --- Interrupts: IDT, stubs, handlers.
@@ -464,7 +428,7 @@ pub fn main(out: &mut Serial, cmdline: &str, tsc: Tsc, tsc_hz: Frequency) -> boo
         "timers_alarm={alarm} timers_apic={} tsc_deadline_offered={tsc_deadline_offered}",
         if x2 { "x2apic" } else { "xapic" }
     );
-    TIMER.set(timer);
+    DRIVER.set_alarm(MeasuredAlarm(timer));
     EXPECTED_WAKES.store(
         (0..SLEEPERS).map(seed_of).map(sleeps_of).sum(),
         Ordering::Relaxed,
@@ -506,9 +470,7 @@ pub fn main(out: &mut Serial, cmdline: &str, tsc: Tsc, tsc_hz: Frequency) -> boo
     }
     // SAFETY: ring 0.
     unsafe { asm!("cli", options(nomem, nostack)) };
-    if let Some(t) = TIMER.get() {
-        t.disarm();
-    }
+    DRIVER.on_alarm(); // every task has finished: no timer left, so this disarms
     let elapsed_ms = CLOCK.now().as_nanos().saturating_sub(start.as_nanos()) / 1_000_000;
     report(out, elapsed_ms, tsc_hz);
     true

@@ -6,7 +6,9 @@
 //! [`ClockDriver`] is the whole API. Give it a `static` [`Clock`] and an alarm (baretime-x86's
 //! local APIC timer, baretime-aarch64's EL1 virtual timer, or your own timer behind
 //! [`Alarm`]), register it with [`embassy_time_driver::time_driver_impl!`], and call
-//! [`ClockDriver::on_alarm`] from the alarm's interrupt handler:
+//! [`ClockDriver::on_alarm`] from the alarm's interrupt handler (an alarm that only exists
+//! after probing the hardware goes in later: [`ClockDriver::without_alarm`], then
+//! [`ClockDriver::set_alarm`]):
 //!
 //! ```no_run
 //! use baretime::{Alarm, Clock, FnCounter, Frequency};
