@@ -57,20 +57,20 @@
 //!
 //! | shift | ns / instruction | `Clock::deadline` | p50 | p99 | max | alarm handler |
 //! | --- | --- | --- | --- | --- | --- | --- |
-//! | 1 | 2 | 2.6 µs | 6.7 | 12.2 | 103 | 0.04 µs |
-//! | 3 | 8 | 10.5 µs | 27.0 | 95.0 | 670 | 0.20 µs |
-//! | 4 | 16 | 21.2 µs | 61.4 | 212 | 1 406 | 0.44 µs |
-//! | 5 (the scenario) | 32 | 43.3 µs | 123.5 | 672 | 3 297 | 0.88 µs |
+//! | 1 | 2 | 2.6 µs | 6.7 | 12.1 | 103 | 0.04 µs |
+//! | 3 | 8 | 10.5 µs | 27.0 | 90.3 | 657 | 0.20 µs |
+//! | 4 | 16 | 21.2 µs | 60.3 | 233 | 1 409 | 0.44 µs |
+//! | 5 (the scenario) | 32 | 43.3 µs | 123.6 | 620 | 3 248 | 0.88 µs |
 //!
 //! Lateness scales with the instruction time, not with QEMU's timer: the alarm's interrupt
 //! comes within a microsecond, and the rest is code — chiefly the driver's service at each
 //! alarm, a `Clock::deadline` and a `Clock::check` of about 1 150 instructions each on this
 //! core (u128 arithmetic done in 32-bit halves), run before the executor polls the woken
 //! task and inside the critical section (which is why the alarm's handler can start up to
-//! 75 µs late: a task's `schedule_wake` held interrupts off). With one `Clock::deadline` per
+//! 73 µs late: a task's `schedule_wake` held interrupts off). With one `Clock::deadline` per
 //! arming and no `check` after it, p50 was 72.9 µs at shift 5. The 50 µs goal is met
 //! at shift 3 (125 MIPS, about a 168 MHz Cortex-M4: 27 µs), missed at shift 4 (62.5 MIPS:
-//! 61 µs) and at the board's own speed.
+//! 60 µs) and at the board's own speed.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
