@@ -3,7 +3,7 @@
 use core::cell::RefCell;
 use core::task::Waker;
 
-use baretime::{Alarm, Clock, Counter, Wake};
+use baretime::{Alarm, Clock, Counter};
 use critical_section::Mutex;
 use embassy_time_driver::Driver;
 use embassy_time_queue_utils::Queue;
@@ -110,17 +110,14 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 return;
             };
             alarm.arm(deadline.ticks());
-            // The tick may have passed while it was armed (or already at computing it): the
-            // check says so, and the queue is serviced again rather than waiting on an alarm
-            // that a timer firing only on equality would never raise.
-            match self.clock.check(deadline) {
-                Wake::Fired => continue,
-                Wake::Rearm(again) => {
-                    if again.ticks() != deadline.ticks() {
-                        alarm.arm(again.ticks());
-                    }
-                    return;
-                }
+            // The tick may have passed while it was armed (or already when it was computed):
+            // then the queue is serviced again rather than left to an alarm that fires only
+            // on equality. Otherwise the armed tick stands until the alarm or a write (after
+            // which the writer calls `on_alarm`): an early alarm finds nothing due above and
+            // re-arms here, at a tick computed afresh on the timeline then in force. One
+            // `deadline` per arming, no `check`: the service runs with interrupts off.
+            if self.clock.now() < at {
+                return;
             }
         }
     }

@@ -45,9 +45,10 @@
 //! - **Never early.** embassy's `Instant::now()` is the clock's [`Clock::now`] in embassy
 //!   ticks ([`embassy_time_driver::TICK_HZ`], rounded down), and a timer for tick `t` is woken
 //!   only once the clock reads at or past `t` (`t` in nanoseconds, rounded up). The alarm's
-//!   word is never taken: each interrupt runs [`Clock::check`], so an alarm that fires early —
+//!   word is never taken: each interrupt reads the clock, so an alarm that fires early —
 //!   armed before a recalibration that made its tick come sooner, a rebase, a one-shot timer's
-//!   rounding — re-arms instead of waking anyone.
+//!   rounding — wakes no one and re-arms at the tick computed afresh ([`Clock::deadline`], as
+//!   [`Clock::check`] would).
 //! - **Not late by more than the hardware.** The alarm is armed at the first counter tick at
 //!   which the clock reads the earliest deadline ([`Clock::deadline`]); on a write between
 //!   arming and the wake the check re-arms at the new timeline's tick. A deadline further off
