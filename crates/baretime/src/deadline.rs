@@ -243,6 +243,17 @@ fn guess(scale: Scale, base_ns: u64, target: u64, offset: Result<u64, u64>) -> u
 /// if `value(max)` is below it. Steps out from `guess` by doubling strides (one or two steps
 /// when the guess is right to a tick), then bisects: at most about 128 evaluations in all.
 fn least(value: impl Fn(u64) -> u64, target: u64, max: u64, guess: u64) -> Option<u64> {
+    // The guess is usually exact: two evaluations prove it the least (`value` does not
+    // decrease), which matters where each costs a 128-bit multiply in software (32-bit MCUs,
+    // in the alarm's interrupt).
+    let g = guess.clamp(1, max.max(1));
+    if g <= max {
+        if let Some(prev) = g.checked_sub(1) {
+            if value(prev) < target && value(g) >= target {
+                return Some(g);
+            }
+        }
+    }
     if value(0) >= target {
         return Some(0);
     }
