@@ -995,8 +995,8 @@ const TIMERS_MIN_WAKES: f64 = 160.0;
 /// interrupt then needs QEMU's main loop to run the timer, raise the PPI through the GIC and
 /// kick the halted vCPU thread out of WFI: `irq_latency_p50_us` 26–48 µs (22–28 with
 /// `idle=spin`, which saves the kick and costs a host CPU). The kernel's own path from the
-/// interrupt to the task (the driver's `on_alarm`, the executor's poll) is about 1200 guest
-/// instructions (`-icount shift=0,sleep=off`: lateness p50 1.2 µs), 11–20 µs of TCG time. So
+/// interrupt to the task (the driver's `on_alarm`, the executor's poll) is about 1100 guest
+/// instructions (`-icount shift=0,sleep=off`: lateness p50 1.1 µs), 11–20 µs of TCG time. So
 /// the p50 lands at 40–65 µs run to run; arming 30 µs early and spinning to the tick in the
 /// handler (KVM's `lapic_timer_advance_ns` technique; not done here) brings it to 14 µs.
 const TIMERS_GOAL_P50_US: f64 = 50.0;
