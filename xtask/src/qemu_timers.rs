@@ -24,8 +24,9 @@
 //!   halt — host thread wake-ups, at the host scheduler's mercy. The guest's own path is short
 //!   (the least lateness seen is 2–10 µs, and an arm, an emulated MMIO write, costs 6–17 µs).
 //!   On this project's 2-vCPU KVM guest host (AMD EPYC family 25 model 1) with a load average
-//!   of 3–4, the p50 was 39–86 µs over eight runs; a QEMU with its timer slack set to 1 ns (from
-//!   the default 50 µs) was no better (59–74 µs, against 65–86 µs in the same minutes), and a
+//!   of 3–4, the p50 was 39–86 µs over eight runs; QEMU 7.2 already runs with its timer slack at 1 ns
+//!   (`/proc/<pid>/timerslack_ns`; setting it again by hand changed nothing: 59–74 µs,
+//!   against 65–86 µs in the same minutes), and a
 //!   guest that spins instead of halting no better either (39–43 µs against 53–55 µs), so
 //!   the host's load, not QEMU's timer granularity, sets the figure; the tail (p99 0.1–6 ms) is
 //!   preemption of QEMU's threads.
