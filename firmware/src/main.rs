@@ -14,6 +14,10 @@
 //! `src/run.rs`. Results are `key=value` lines on the semihosting console, then a
 //! semihosting exit; `cargo xtask qemu` builds, boots and judges them
 //! (`xtask/src/qemu_cortexm.rs`).
+//!
+//! With the `timers` feature (MPS2 only) it runs the `timers-m4` scenario instead: tasks on
+//! embassy-executor sleeping through an embassy-time driver over the same `static` clock,
+//! woken by a CMSDK timer as the alarm (`src/timers.rs`).
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 // The board follows the core: thumbv7m / thumbv7em (32-bit compare-and-swap) run on MPS2,
@@ -28,8 +32,12 @@ mod board;
 mod mmio;
 #[cfg(target_os = "none")]
 mod out;
-#[cfg(target_os = "none")]
+#[cfg(all(target_os = "none", not(feature = "timers")))]
 mod run;
+#[cfg(all(target_os = "none", feature = "timers"))]
+mod timers;
+#[cfg(all(target_os = "none", feature = "timers", not(target_has_atomic = "32")))]
+compile_error!("the `timers` scenario runs on MPS2 (thumbv7m / thumbv7em) only");
 
 /// On the host there is nothing to run: the firmware only makes sense on a Cortex-M.
 #[cfg(not(target_os = "none"))]

@@ -20,6 +20,8 @@
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
 //! | `aarch64-errata` | `virt`, TCG | each counter erratum's faulty-read model over the real CNTVCT_EL0 (`boot/src/aarch64/errata.rs`): with its workaround no step back, no untrue value, no read at the retry bound, a `Clock` never ahead of the true count and 1 ms delays at least 1 ms; without it, the same reads show the model's glitches |
 //! | `cortex-m4-an386`, `cortex-m3-an385`, `cortex-m0-microbit` with each atomic feature | `mps2-an386`, `mps2-an385`, `microbit` (see `qemu_cortexm.rs`) | firmware reading `static` clocks in thread mode and in interrupts at three priorities, `update()` from interrupts, `recalibrate()` from thread mode, a SysTick / 16-bit timer extended by `ExtendedTimer`: no step back, no late update, no short delay, no hang |
+//! | `timers-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-timers` too) | `mps2-an386` (see `qemu_cortexm.rs`) | embassy-executor tasks sleeping random durations (10 µs – 100 ms) for 2.5 s through an embassy-time driver over a `static` Clock, a CMSDK timer as the alarm, the clock recalibrated ±100 ppm midway: no early wake, every task finished, lateness p50 / p99 / max reported |
+//! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -61,6 +63,9 @@ mod hv;
 /// The SMP scenarios (`x86_64-smp`, `aarch64-smp`, the TSC skew, the calibration fault).
 #[path = "qemu_smp.rs"]
 mod smp;
+/// The x86 timer scenarios (`timers-x86-tcg`, `timers-x86-kvm`).
+#[path = "qemu_timers.rs"]
+mod timers;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -97,6 +102,8 @@ pub(crate) mod name {
     pub const SMP_TSC_SKEW: &str = "x86_64-smp-tsc-skew";
     pub const SMP_TSC_SKEW_SIM: &str = "x86_64-smp-tsc-skew-sim";
     pub const CALIBRATION_FAULT: &str = "x86_64-calibration-fault";
+    pub const TIMERS_TCG: &str = "timers-x86-tcg";
+    pub const TIMERS_KVM: &str = "timers-x86-kvm";
     pub const AARCH64_VIRT: &str = "aarch64-virt";
     pub const AARCH64_BAD_CNTFRQ: &str = "aarch64-bad-cntfrq";
     pub const AARCH64_DELAY: &str = "aarch64-delay";
@@ -110,6 +117,15 @@ pub(crate) mod name {
     pub const CM3_PA_CS: &str = "cortex-m3-an385-portable-atomic-cs";
     pub const CM0_PA_CS: &str = "cortex-m0-microbit-portable-atomic-cs";
     pub const CM0_PA_SINGLE_CORE: &str = "cortex-m0-microbit-portable-atomic-single-core";
+    pub const TIMERS_M4: &str = "timers-m4";
+    /// A second name `timers-m4` answers to, so that the filters that pick the Cortex-M
+    /// scenarios (`cortex-m`, `cortex-m4`, `an386`) pick it too.
+    pub const TIMERS_M4_ALIAS: &str = "cortex-m4-an386-timers";
+
+    /// Whether a filter picks `name`: by itself, or for `timers-m4` by its alias.
+    pub fn picked(name: &str, wanted: &dyn Fn(&str) -> bool) -> bool {
+        wanted(name) || (name == TIMERS_M4 && wanted(TIMERS_M4_ALIAS))
+    }
 
     /// The scenarios of the x86_64 kernel, in the order they run.
     pub const X86_64: &[&str] = &[
@@ -126,6 +142,8 @@ pub(crate) mod name {
         SMP_TSC_SKEW,
         SMP_TSC_SKEW_SIM,
         CALIBRATION_FAULT,
+        TIMERS_TCG,
+        TIMERS_KVM,
     ];
     /// The scenarios of the aarch64 kernel, in the order they run.
     pub const AARCH64: &[&str] = &[
@@ -145,6 +163,7 @@ pub(crate) mod name {
         CM3_PA_CS,
         CM0_PA_CS,
         CM0_PA_SINGLE_CORE,
+        TIMERS_M4,
     ];
 }
 
@@ -667,12 +686,12 @@ pub fn run(filters: &[String]) -> Result<bool, String> {
         }
     }
 
-    if name::CORTEX_M.iter().any(|n| wanted(n)) {
+    if name::CORTEX_M.iter().any(|n| name::picked(n, &wanted)) {
         if have("qemu-system-arm") {
             lines.extend(cortexm::scenarios(&wanted));
         } else {
             let why = "qemu-system-arm is not installed (cargo xtask setup)";
-            for n in name::CORTEX_M.iter().filter(|n| wanted(n)) {
+            for n in name::CORTEX_M.iter().filter(|n| name::picked(n, &wanted)) {
                 lines.push(Line::skip(n, why));
             }
         }
@@ -705,6 +724,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     }
     lines.extend(hv::scenarios(kernel, wanted));
     lines.extend(smp::x86(kernel, wanted));
+    lines.extend(timers::scenarios(kernel, wanted));
     lines
 }
 

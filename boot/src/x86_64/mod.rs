@@ -8,6 +8,7 @@ mod paravirt;
 mod port;
 mod serial;
 mod smp;
+mod timers;
 
 use core::fmt::Write;
 
@@ -106,7 +107,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
         "pit" => {
             // SAFETY: ring 0 with interrupts off; nothing else in this kernel uses the PIT.
             let pit = unsafe { Pit::new() };
-            run(&mut out, &args, tsc, pit, claim)
+            run(&mut out, &args, command_line(info), tsc, pit, claim)
         }
         "acpipm" => match timers.pm_timer {
             Some((port, extended)) => {
@@ -118,7 +119,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
                 };
                 // SAFETY: as above.
                 let pm = unsafe { AcpiPmTimer::new(port, width) };
-                run(&mut out, &args, tsc, pm, claim)
+                run(&mut out, &args, command_line(info), tsc, pm, claim)
             }
             None => {
                 let _ = writeln!(out, "error=no_pm_timer_in_fadt");
@@ -130,7 +131,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
             // SAFETY: the base comes from the ACPI HPET table (or is the PC's standard
             // address); the entry code maps it uncached; this kernel is its only user.
             match unsafe { Hpet::new(base as usize) } {
-                Ok(hpet) => run(&mut out, &args, tsc, hpet, claim),
+                Ok(hpet) => run(&mut out, &args, command_line(info), tsc, hpet, claim),
                 Err(e) => {
                     let _ = writeln!(out, "error=no_hpet detail=\"{e}\"");
                     false
@@ -146,6 +147,7 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
 fn run<R: Reference>(
     out: &mut Serial,
     args: &Args,
+    cmdline: &str,
     tsc: Tsc,
     reference: R,
     claim: Option<Frequency>,
@@ -169,6 +171,9 @@ fn run<R: Reference>(
     if let Err(e) = CLOCK.start(verified.chosen) {
         let _ = writeln!(out, "error=clock_start detail=\"{e}\"");
         return false;
+    }
+    if args.mode == "timers" {
+        return timers::main(out, cmdline, tsc, verified.chosen);
     }
     if args.mode == "delay" {
         scenario::time_delays(out, &CLOCK, reference, &verified, args.delay_ns, 5);

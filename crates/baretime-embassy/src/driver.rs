@@ -3,7 +3,7 @@
 use core::cell::RefCell;
 use core::task::Waker;
 
-use baretime::{Alarm, Clock, Counter, Wake};
+use baretime::{Alarm, Clock, Counter};
 use critical_section::Mutex;
 use embassy_time_driver::Driver;
 use embassy_time_queue_utils::Queue;
@@ -16,8 +16,13 @@ use crate::ticks::{instant_ceil, ticks_floor};
 /// [`ClockDriver::on_alarm`] from the alarm's interrupt handler.
 pub struct ClockDriver<C: Counter + 'static, A: Alarm> {
     clock: &'static Clock<C>,
-    alarm: A,
-    queue: Mutex<RefCell<Queue>>,
+    state: Mutex<RefCell<State<A>>>,
+}
+
+/// What the critical section guards: the timers, and the alarm once there is one.
+struct State<A> {
+    queue: Queue,
+    alarm: Option<A>,
 }
 
 impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
@@ -26,9 +31,41 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
     pub const fn new(clock: &'static Clock<C>, alarm: A) -> Self {
         ClockDriver {
             clock,
-            alarm,
-            queue: Mutex::new(RefCell::new(Queue::new())),
+            state: Mutex::new(RefCell::new(State {
+                queue: Queue::new(),
+                alarm: Some(alarm),
+            })),
         }
+    }
+
+    /// A driver whose alarm is set up at run time ([`ClockDriver::set_alarm`]): for a timer
+    /// that only exists after probing the hardware (baretime-x86's `ApicTimer`, say), in the
+    /// `static` that [`embassy_time_driver::time_driver_impl!`] declares. Timers scheduled
+    /// before the alarm is set wait for it.
+    pub const fn without_alarm(clock: &'static Clock<C>) -> Self {
+        ClockDriver {
+            clock,
+            state: Mutex::new(RefCell::new(State {
+                queue: Queue::new(),
+                alarm: None,
+            })),
+        }
+    }
+
+    /// Sets (or replaces) the alarm and arms it for the timers already scheduled. The
+    /// alarm it replaces is disarmed first.
+    pub fn set_alarm(&self, alarm: A) {
+        critical_section::with(|cs| {
+            // Busy only when called from inside the driver (an `Alarm` or a waker calling
+            // back): the alarm is then dropped, as if set and replaced at once.
+            let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() else {
+                return;
+            };
+            if let Some(old) = state.alarm.replace(alarm) {
+                old.disarm();
+            }
+            self.service(&mut state);
+        });
     }
 
     /// The alarm's interrupt handler's part: wakes every timer whose tick the clock has
@@ -38,8 +75,12 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
     /// critical section.
     pub fn on_alarm(&self) {
         critical_section::with(|cs| {
-            let mut queue = self.queue.borrow_ref_mut(cs);
-            self.service(&mut queue);
+            // Busy only when called from inside the driver (an `Alarm` whose `arm` runs the
+            // handler itself): the service loop running below re-reads the clock after
+            // arming, so there is nothing left to do.
+            if let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() {
+                self.service(&mut state);
+            }
         });
     }
 
@@ -49,33 +90,34 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
     }
 
     /// Wakes what is due and arms the alarm for the rest, in the critical section.
-    fn service(&self, queue: &mut Queue) {
+    fn service(&self, state: &mut State<A>) {
+        let State { queue, alarm } = state;
+        let Some(alarm) = alarm.as_ref() else {
+            return; // `set_alarm` services the queue
+        };
         loop {
             let next = queue.next_expiration(ticks_floor(self.clock.now().as_nanos()));
             let at = instant_ceil(next);
             // `u64::MAX` is embassy's "never"; a tick past the clock's last nanosecond
             // (584 years) is never reached either: nothing to arm for.
             if next == u64::MAX || ticks_floor(at.as_nanos()) < next {
-                self.alarm.disarm();
+                alarm.disarm();
                 return;
             }
             let Ok(deadline) = self.clock.deadline(at) else {
                 // Not started: nothing to arm against. `on_alarm` after the start arms it.
-                self.alarm.disarm();
+                alarm.disarm();
                 return;
             };
-            self.alarm.arm(deadline.ticks());
-            // The tick may have passed while it was armed (or already at computing it): the
-            // check says so, and the queue is serviced again rather than waiting on an alarm
-            // that a timer firing only on equality would never raise.
-            match self.clock.check(deadline) {
-                Wake::Fired => continue,
-                Wake::Rearm(again) => {
-                    if again.ticks() != deadline.ticks() {
-                        self.alarm.arm(again.ticks());
-                    }
-                    return;
-                }
+            alarm.arm(deadline.ticks());
+            // The tick may have passed while it was armed (or already when it was computed):
+            // then the queue is serviced again rather than left to an alarm that fires only
+            // on equality. Otherwise the armed tick stands until the alarm or a write (after
+            // which the writer calls `on_alarm`): an early alarm finds nothing due above and
+            // re-arms here, at a tick computed afresh on the timeline then in force. One
+            // `deadline` per arming, no `check`: the service runs with interrupts off.
+            if self.clock.now() < at {
+                return;
             }
         }
     }
@@ -93,9 +135,14 @@ where
 
     fn schedule_wake(&self, at: u64, waker: &Waker) {
         critical_section::with(|cs| {
-            let mut queue = self.queue.borrow_ref_mut(cs);
-            if queue.schedule_wake(at, waker) {
-                self.service(&mut queue);
+            let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() else {
+                // Called back from inside the driver (a waker that polls at once): the task
+                // is woken rather than queued, and registers again when polled.
+                waker.wake_by_ref();
+                return;
+            };
+            if state.queue.schedule_wake(at, waker) {
+                self.service(&mut state);
             }
         });
     }

@@ -6,7 +6,9 @@
 //! [`ClockDriver`] is the whole API. Give it a `static` [`Clock`] and an alarm (baretime-x86's
 //! local APIC timer, baretime-aarch64's EL1 virtual timer, or your own timer behind
 //! [`Alarm`]), register it with [`embassy_time_driver::time_driver_impl!`], and call
-//! [`ClockDriver::on_alarm`] from the alarm's interrupt handler:
+//! [`ClockDriver::on_alarm`] from the alarm's interrupt handler (an alarm that only exists
+//! after probing the hardware goes in later: [`ClockDriver::without_alarm`], then
+//! [`ClockDriver::set_alarm`]):
 //!
 //! ```no_run
 //! use baretime::{Alarm, Clock, FnCounter, Frequency};
@@ -43,9 +45,10 @@
 //! - **Never early.** embassy's `Instant::now()` is the clock's [`Clock::now`] in embassy
 //!   ticks ([`embassy_time_driver::TICK_HZ`], rounded down), and a timer for tick `t` is woken
 //!   only once the clock reads at or past `t` (`t` in nanoseconds, rounded up). The alarm's
-//!   word is never taken: each interrupt runs [`Clock::check`], so an alarm that fires early —
+//!   word is never taken: each interrupt reads the clock, so an alarm that fires early —
 //!   armed before a recalibration that made its tick come sooner, a rebase, a one-shot timer's
-//!   rounding — re-arms instead of waking anyone.
+//!   rounding — wakes no one and re-arms at the tick computed afresh ([`Clock::deadline`], as
+//!   [`Clock::check`] would).
 //! - **Not late by more than the hardware.** The alarm is armed at the first counter tick at
 //!   which the clock reads the earliest deadline ([`Clock::deadline`]); on a write between
 //!   arming and the wake the check re-arms at the new timeline's tick. A deadline further off
@@ -54,7 +57,9 @@
 //!   interrupt. The timer queue is guarded by the program's
 //!   [critical-section](https://docs.rs/critical-section) implementation, taken only by
 //!   `schedule_wake` (a task registering a timer) and [`ClockDriver::on_alarm`]; on one core
-//!   that is interrupts off, which nothing can wait on.
+//!   that is interrupts off, which nothing can wait on. On several cores it is the usual
+//!   spin lock with interrupts off: an alarm interrupt on one core may wait, briefly, for
+//!   another core's `schedule_wake`, never for code it interrupted.
 //!
 //! # What stays yours
 //!

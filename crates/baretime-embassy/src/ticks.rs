@@ -10,7 +10,7 @@ use embassy_time_driver::TICK_HZ;
 const NS_PER_S: u64 = 1_000_000_000;
 
 /// A tick is a whole number of nanoseconds (TICK_HZ divides 10^9: 1 MHz, 1 kHz, 1 GHz).
-const NS_PER_TICK: Option<u64> = if TICK_HZ != 0 && NS_PER_S % TICK_HZ == 0 {
+const NS_PER_TICK: Option<u64> = if TICK_HZ != 0 && NS_PER_S.is_multiple_of(TICK_HZ) {
     Some(NS_PER_S / TICK_HZ)
 } else {
     None

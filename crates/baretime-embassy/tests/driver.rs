@@ -356,3 +356,65 @@ fn a_timer_beyond_the_clocks_range_is_never_woken_and_never_spins() {
     assert!(near.woken_ns.lock().unwrap().is_some());
     assert!(far.woken_ns.lock().unwrap().is_none());
 }
+
+/// An alarm set up at run time: timers scheduled before it wait, and are armed when it comes.
+/// And an alarm that runs the handler itself from `arm` (a timer that can only fire by being
+/// pended by hand, done synchronously): no panic, no lost timer.
+#[test]
+fn an_alarm_set_at_run_time_and_one_that_calls_back() {
+    let value = Arc::new(AtomicU64::new(0));
+    let read: Read = {
+        let value = value.clone();
+        Box::new(move || value.load(SeqCst))
+    };
+    let clock: &'static Clock<FnCounter<Read>> = Box::leak(Box::new(Clock::new(
+        FnCounter::new(read, 64),
+        Frequency::exact_hz(1_000_000_000).unwrap(),
+    )));
+
+    struct CallsBack {
+        inner: &'static SimAlarm,
+        driver: std::sync::OnceLock<&'static ClockDriver<FnCounter<Read>, CallsBack>>,
+    }
+    impl Alarm for CallsBack {
+        fn arm(&self, ticks: u64) {
+            self.inner.arm(ticks);
+            if let Some(d) = self.driver.get() {
+                d.on_alarm(); // re-entrant: must neither panic nor lose anything
+            }
+        }
+        fn disarm(&self) {
+            self.inner.disarm()
+        }
+    }
+
+    let driver: &'static ClockDriver<FnCounter<Read>, CallsBack> =
+        Box::leak(Box::new(ClockDriver::without_alarm(clock)));
+    let now_ns = move || clock.now().as_nanos();
+    let timer = Arc::new(Timer {
+        at: 500,
+        woken_ns: Mutex::new(None),
+        now: Box::new(now_ns),
+    });
+    driver.schedule_wake(timer.at, &Waker::from(timer.clone()));
+    driver.on_alarm(); // no alarm yet: nothing to arm, nothing lost
+    let inner: &'static SimAlarm = Box::leak(Box::default());
+    let alarm = CallsBack {
+        inner,
+        driver: std::sync::OnceLock::new(),
+    };
+    let _ = alarm.driver.set(driver);
+    driver.set_alarm(alarm);
+    assert!(
+        inner.armed.load(SeqCst),
+        "set_alarm arms for the timer already scheduled"
+    );
+    assert_eq!(inner.tick.load(SeqCst), 500_000); // 500 µs at 1 GHz
+    value.store(499_999, SeqCst);
+    driver.on_alarm();
+    assert!(timer.woken_ns.lock().unwrap().is_none(), "woken early");
+    value.store(500_000, SeqCst);
+    driver.on_alarm();
+    assert_eq!(*timer.woken_ns.lock().unwrap(), Some(500_000));
+    assert!(!inner.armed.load(SeqCst));
+}

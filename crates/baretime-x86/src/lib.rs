@@ -15,6 +15,10 @@
 //!   [`read_hyperv_tsc_frequency`], added with [`X86Discovery::add_claim`].
 //! - **References**: the [`Pit`], the [`AcpiPmTimer`] and the [`Hpet`] implement
 //!   [`baretime::Reference`] for [`baretime::calibrate_and_verify`].
+//! - **Alarms**: [`ApicTimer`], the local APIC timer in TSC-deadline mode or one-shot mode
+//!   calibrated against the TSC, is a [`baretime::Alarm`] armed with TSC values (the ticks of
+//!   [`baretime::Clock::deadline`] on a [`Tsc`]); the APIC is a [`LocalApic`] (xAPIC MMIO or
+//!   x2APIC MSRs).
 //! - **Multi-socket repair**: [`TscAdjust`] and [`TscAdjustTable`] find and undo a firmware
 //!   that left the CPUs' `IA32_TSC_ADJUST` apart.
 //!
@@ -74,6 +78,8 @@ mod unavailable;
 #[cfg(target_arch = "x86_64")]
 mod acpi_pm;
 #[cfg(target_arch = "x86_64")]
+mod apic;
+#[cfg(target_arch = "x86_64")]
 mod hpet;
 #[cfg(target_arch = "x86_64")]
 mod msr;
@@ -106,6 +112,8 @@ pub use unavailable::CounterUnavailable;
 // On x86_64 only: the counter, the CPU's own CPUID, the ring-0 reads, the platform timers.
 #[cfg(target_arch = "x86_64")]
 pub use acpi_pm::{AcpiPmTimer, AcpiPmWidth};
+#[cfg(target_arch = "x86_64")]
+pub use apic::{ApicTimer, ApicTimerError, LocalApic};
 #[cfg(target_arch = "x86_64")]
 pub use cpuid::NativeCpuid;
 #[cfg(target_arch = "x86_64")]

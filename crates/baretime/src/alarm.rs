@@ -16,7 +16,8 @@
 ///
 /// - **Not late.** After [`Alarm::arm`]`(t)`, the interrupt is raised no later than when the
 ///   counter first reads `t` or later (in the counter's width: a value less than half a wrap
-///   past `t` counts as past it), plus the hardware's own latency. This includes a `t` the
+///   past `t` counts as past it), plus the hardware's own latency and resolution (a one-shot
+///   down-counter's period, the error of the rate it was converted at). This includes a `t` the
 ///   counter has *already* passed when `arm` is called: the alarm fires at once (or as soon as
 ///   interrupts allow). A timer that fires only when its count *equals* the compare value
 ///   must check this itself after arming, and raise the interrupt (or pend it) by hand.
