@@ -1021,6 +1021,15 @@ fn seeds(default: std::ops::Range<u64>) -> Vec<u64> {
 }
 
 fn run_family(family: Family, seeds_: std::ops::Range<u64>, actions: u32) {
+    run_family_(family, seeds_, actions, true)
+}
+
+fn run_family_(
+    family: Family,
+    seeds_: std::ops::Range<u64>,
+    actions: u32,
+    on_alarm_after_update: bool,
+) {
     assert_eq!(
         TICK_HZ, 1_000_000,
         "these tests assume embassy's 1 MHz tick"
@@ -1032,6 +1041,7 @@ fn run_family(family: Family, seeds_: std::ops::Range<u64>, actions: u32) {
     let mut resets = 0u32;
     for seed in seeds(seeds_) {
         let mut w = World::new(seed, family);
+        w.on_alarm_after_update = on_alarm_after_update;
         w.run(actions);
         total += w.timers.len();
         back += w.back_steps;
@@ -1062,6 +1072,14 @@ fn random_environments_any_counter() {
 #[test]
 fn random_environments_narrow_counters() {
     run_family(Family::Narrow, 0..1_000, 120);
+}
+
+/// The narrow-counter simulation as the docs describe the user's part: `update` on cadence,
+/// `on_alarm` after `recalibrate`/`rebase`/`start` only — not after `update`.
+#[test]
+#[ignore = "found: LATE on narrow counters (late_after_the_timeline_end); first: ATTACK_SEED=21, 20-bit counter at 1_000_000_000.001 Hz"]
+fn random_environments_narrow_counters_as_documented() {
+    run_family_(Family::Narrow, 0..1_000, 120, false);
 }
 
 /// Timers scheduled before `Clock::start` (the clock made with `uninit`).
