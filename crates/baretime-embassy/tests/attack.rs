@@ -1077,7 +1077,7 @@ fn random_environments_narrow_counters() {
 /// The narrow-counter simulation as the docs describe the user's part: `update` on cadence,
 /// `on_alarm` after `recalibrate`/`rebase`/`start` only — not after `update`.
 #[test]
-#[ignore = "found: LATE on narrow counters (late_after_the_timeline_end); first: ATTACK_SEED=21, 20-bit counter at 1_000_000_000.001 Hz"]
+#[ignore = "found: LATE (the cause of late_after_the_timeline_end) in seeds 5, 6 and 28 of 0..1000 (the run stops at 3); rerun one with ATTACK_SEED=6"]
 fn random_environments_narrow_counters_as_documented() {
     run_family_(Family::Narrow, 0..1_000, 120, false);
 }
