@@ -1077,7 +1077,6 @@ fn random_environments_narrow_counters() {
 /// The narrow-counter simulation as the docs describe the user's part: `update` on cadence,
 /// `on_alarm` after `recalibrate`/`rebase`/`start` only — not after `update`.
 #[test]
-#[ignore = "found: LATE (the cause of late_after_the_timeline_end) in seeds 5, 6 and 28 of 0..1000 (the run stops at 3); rerun one with ATTACK_SEED=6"]
 fn random_environments_narrow_counters_as_documented() {
     run_family_(Family::Narrow, 0..1_000, 120, false);
 }
@@ -1377,7 +1376,6 @@ fn queue_overflow_never_early() {
 /// timeline in force (the next `update` has not run yet) must still be armed at its own
 /// tick: the docs ask for `on_alarm` after `recalibrate` and `rebase`, not after `update`.
 #[test]
-#[ignore = "found: 16-bit 1 MHz, update at 30_000, schedule_wake(63_000) at counter 60_000: armed at counter 76_372 (mod 2^16: 10_836, half an interval ahead), update at 62_000, counter at 63_000: not woken (13.4 ms late)"]
 fn late_after_the_timeline_end() {
     let (counter, clock, alarm, drv) = fixed_world(16, 1_000_000_000, false);
     let iv = clock.update_interval().as_micros() as u64;

@@ -1754,6 +1754,18 @@ impl Snapshot {
             Place::Still => self.tb.base_ns,
         }
     }
+
+    /// What the timeline would read `k` ticks after this reading if it ran on past its end
+    /// at its rate, as an update on time continues it (to within a nanosecond's floor): for
+    /// a deadline beyond the end. Non-decreasing in `k`.
+    pub(crate) fn extrapolated(&self, k: u64) -> u64 {
+        let d = match self.place {
+            Place::On(d) => d.saturating_add(k),
+            Place::Before(before) => k.saturating_sub(before),
+            Place::Still => return self.tb.base_ns,
+        };
+        self.tb.at(d)
+    }
 }
 
 impl<C: Counter> Clock<C> {

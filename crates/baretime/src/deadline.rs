@@ -37,7 +37,9 @@
 //! in ticks (at least one). A narrow counter's compare value is then never ambiguous (`H` is
 //! below a quarter of the wrap), and a wake handler that calls [`Clock::update`] keeps the
 //! clock on time by itself, with half an interval to spare for interrupt latency. A deadline
-//! further away, or beyond the end of the timeline in force, is armed at `H` and re-arms.
+//! further away is armed at `H` and re-arms. One beyond the end of the timeline in force (a
+//! narrow counter whose next [`Clock::update`] is due before it) is armed where the rate in
+//! force reaches it: an update on time continues at that rate, so the tick stays right.
 //!
 //! Each [`Wake::Rearm`] has one of four causes, and each is bounded:
 //!
@@ -121,7 +123,9 @@ pub struct Deadline {
 impl Deadline {
     /// The counter value to arm (within the counter's width): the first at which the clock
     /// reads [`Deadline::at`] or later on the timeline in force when it was computed, or the
-    /// furthest point the counter can hold.
+    /// furthest point the counter can hold. Past the end of that timeline (a narrow counter
+    /// whose next [`Clock::update`] is due first), the tick at which its rate reaches the
+    /// instant.
     pub const fn ticks(&self) -> u64 {
         self.ticks
     }
@@ -193,8 +197,7 @@ impl<C: Counter> Clock<C> {
                 // margin later, not at once.
                 Some(0) => snapshot.margin,
                 Some(k) => k,
-                // Beyond the timeline's end, or a clock that stands still until the next
-                // write: the furthest point.
+                // A clock that stands still until the next write: the furthest point.
                 None => furthest,
             }
             .min(furthest)
@@ -216,8 +219,8 @@ fn furthest(snapshot: &Snapshot) -> u64 {
 }
 
 /// The least number of ticks after the snapshot's reading at which its version reads
-/// `target` ns or later, up to the timeline's end; `None` beyond it, or where the clock
-/// stands still.
+/// `target` ns or later, up to the timeline's end; beyond it, where the rate in force would
+/// reach `target`; `None` where the clock stands still.
 fn first_tick(snapshot: &Snapshot, target: u64) -> Option<u64> {
     // Where the reading is from the base, and how many ticks it is from the end.
     let (offset, max) = match snapshot.place {
@@ -226,7 +229,20 @@ fn first_tick(snapshot: &Snapshot, target: u64) -> Option<u64> {
         Place::Still => return None,
     };
     let guess = guess(snapshot.scale(), snapshot.base_ns(), target, offset);
-    least(|k| snapshot.value(k), target, max, guess.min(max))
+    match least(|k| snapshot.value(k), target, max, guess.min(max)) {
+        Some(k) => Some(k),
+        // Past the timeline's end (a narrow counter's next update is due first): the tick at
+        // which the rate in force reaches `target`. An update on time continues the timeline
+        // at that rate, so the tick stays right to within a nanosecond's floor (the check
+        // re-arms a tick later if it comes short); a late update leaves the clock standing
+        // still, which the check catches as early. Arming the furthest point instead would
+        // make the wake late by up to half an update interval.
+        None => {
+            let hi = guess.max(max).saturating_add(2);
+            let k = least(|k| snapshot.extrapolated(k), target, hi, guess.min(hi)).unwrap_or(hi);
+            Some(k.max(1))
+        }
+    }
 }
 
 /// Where [`Scale::ns_to_ticks_ceil`] puts `target`, in ticks after a reading `offset` ticks
