@@ -153,8 +153,9 @@ impl<C: Counter> Clock<C> {
     /// (rounded up: never early there), to arm a compare timer with: see [`Deadline`].
     /// [`ClockError::NotStarted`] before [`Clock::start`].
     ///
-    /// Readers never wait and neither does this: one consistent read of the timeline, two
-    /// counter reads (one for the tick, one for `now`), no lock.
+    /// Readers never wait and neither does this: one consistent read of the timeline, three
+    /// counter reads (the tick's, a second that confirms it was not a glitch ahead, one for
+    /// `now`), no lock.
     pub fn deadline(&self, at: Instant) -> Result<Deadline, ClockError> {
         match self.plan(at) {
             (_, _, false) => Err(ClockError::NotStarted),
@@ -183,7 +184,18 @@ impl<C: Counter> Clock<C> {
     /// Whether `at` is reached (by a `now()` read after the snapshot), the deadline for it, and
     /// whether the clock has started (before, the deadline is the furthest point).
     fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
-        let snapshot = self.snapshot();
+        let width = Width::of(self.counter());
+        let mut snapshot = self.snapshot();
+        // One glitched counter read is not the time (Clock promise 7), and not the tick
+        // either: a reading that the counter's next read finds behind it is taken again. A
+        // glitch behind only makes the tick early, which the check at the wake catches.
+        for _ in 0..2 {
+            let again = self.counter().ticks();
+            if width.delta(snapshot.raw, width.value(again)) <= width.half() {
+                break;
+            }
+            snapshot = self.snapshot();
+        }
         // After the snapshot: if the clock reads `at` now, the deadline is due; if not, it did
         // not at the snapshot's reading either (time never goes back).
         let due = self.now() >= at;
@@ -203,7 +215,7 @@ impl<C: Counter> Clock<C> {
             .min(furthest)
             .max(1)
         };
-        let ticks = Width::of(self.counter()).add(snapshot.raw, ahead);
+        let ticks = width.add(snapshot.raw, ahead);
         (due, Deadline { ticks, at }, snapshot.started())
     }
 }
