@@ -1,6 +1,8 @@
 //! [`ClockDriver`]: `embassy_time_driver::Driver` over a [`Clock`] and an [`Alarm`].
 
 use core::cell::RefCell;
+#[cfg(target_has_atomic = "64")]
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::task::Waker;
 
 use baretime::{Alarm, Clock, Counter};
@@ -17,6 +19,10 @@ use crate::ticks::{instant_ceil, ticks_floor};
 pub struct ClockDriver<C: Counter + 'static, A: Alarm> {
     clock: &'static Clock<C>,
     state: Mutex<RefCell<State<A>>>,
+    /// The latest `now()` handed out: embassy's clock never goes back, even where the
+    /// counter lags between CPUs by up to `baretime::LAG_NS` (which `Clock::now` allows).
+    #[cfg(target_has_atomic = "64")]
+    latest: AtomicU64,
 }
 
 /// What the critical section guards: the timers, and the alarm once there is one.
@@ -35,6 +41,8 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 queue: Queue::new(),
                 alarm: Some(alarm),
             })),
+            #[cfg(target_has_atomic = "64")]
+            latest: AtomicU64::new(0),
         }
     }
 
@@ -49,6 +57,8 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 queue: Queue::new(),
                 alarm: None,
             })),
+            #[cfg(target_has_atomic = "64")]
+            latest: AtomicU64::new(0),
         }
     }
 
@@ -130,7 +140,14 @@ where
 {
     #[inline]
     fn now(&self) -> u64 {
-        ticks_floor(self.clock.now().as_nanos())
+        let now = ticks_floor(self.clock.now().as_nanos());
+        // A load first: a read-modify-write only when the tick has moved on.
+        #[cfg(target_has_atomic = "64")]
+        let now = match self.latest.load(Ordering::Relaxed) {
+            latest if now <= latest => latest,
+            _ => now.max(self.latest.fetch_max(now, Ordering::Relaxed)),
+        };
+        now
     }
 
     fn schedule_wake(&self, at: u64, waker: &Waker) {

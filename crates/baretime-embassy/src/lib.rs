@@ -53,8 +53,13 @@
 //!   which the clock reads the earliest deadline ([`Clock::deadline`]); on a write between
 //!   arming and the wake the check re-arms at the new timeline's tick. A deadline further off
 //!   than half of [`Clock::update_interval`] is armed at that point and re-armed from there.
-//! - **Readers take no lock.** `Instant::now()` is [`Clock::now`]: lock-free, callable from any
-//!   interrupt. The timer queue is guarded by the program's
+//! - **embassy's clock never goes back.** `Instant::now()` is [`Clock::now`] in ticks, and
+//!   where the target has 64-bit atomics the driver also keeps the latest tick it handed out
+//!   (one load, and a `fetch_max` when the tick has moved on): `Clock::now` may read up to
+//!   [`baretime::LAG_NS`] earlier on a CPU whose counter lags another's, and embassy's
+//!   `Instant::now()` must not. Targets without 64-bit atomics (Cortex-M, 32-bit RISC-V) are
+//!   single-core: no counter lags there.
+//! - **Readers take no lock.** `Instant::now()` is lock-free, callable from any interrupt. The timer queue is guarded by the program's
 //!   [critical-section](https://docs.rs/critical-section) implementation, taken only by
 //!   `schedule_wake` (a task registering a timer) and [`ClockDriver::on_alarm`]; on one core
 //!   that is interrupts off, which nothing can wait on. On several cores it is the usual

@@ -1651,7 +1651,6 @@ fn waker_scheduling_a_later_timer_is_not_woken_early() {
 /// back (a reset, then the user's rebase) read up to `MARK_GRANULE_NS` below a time already
 /// handed out. Does `Driver::now` go back?
 #[test]
-#[ignore = "found: 64-bit 1 GHz, Driver::now() at counter 43_842_446 then 43_844_914 (reads 43844), counter steps back 9_628: Driver::now() 43842 (2 ticks back)"]
 fn driver_now_after_a_counter_reset() {
     let mut rng = Rng(99);
     for _ in 0..2_000 {
