@@ -19,11 +19,21 @@ use crate::ticks::{instant_ceil, ticks_floor};
 pub struct ClockDriver<C: Counter + 'static, A: Alarm> {
     clock: &'static Clock<C>,
     state: Mutex<RefCell<State<A>>>,
+    /// Timers registered from inside the driver (a waker that polls its task at once, while
+    /// the queue is being serviced), queued as soon as the service ends.
+    deferred: Mutex<RefCell<Deferred>>,
     /// The latest `now()` handed out: embassy's clock never goes back, even where the
     /// counter lags between CPUs by up to `baretime::LAG_NS` (which `Clock::now` allows).
     #[cfg(target_has_atomic = "64")]
     latest: AtomicU64,
 }
+
+/// How many registrations from inside the driver wait for the queue at once; past that a
+/// task is woken to register again (a spurious wake, which futures allow).
+const DEFERRED: usize = 4;
+
+/// Registrations from inside the driver: (embassy tick, waker).
+type Deferred = [Option<(u64, Waker)>; DEFERRED];
 
 /// What the critical section guards: the timers, and the alarm once there is one.
 struct State<A> {
@@ -41,6 +51,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 queue: Queue::new(),
                 alarm: Some(alarm),
             })),
+            deferred: Mutex::new(RefCell::new([const { None }; DEFERRED])),
             #[cfg(target_has_atomic = "64")]
             latest: AtomicU64::new(0),
         }
@@ -57,13 +68,15 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 queue: Queue::new(),
                 alarm: None,
             })),
+            deferred: Mutex::new(RefCell::new([const { None }; DEFERRED])),
             #[cfg(target_has_atomic = "64")]
             latest: AtomicU64::new(0),
         }
     }
 
     /// Sets (or replaces) the alarm and arms it for the timers already scheduled. The
-    /// alarm it replaces is disarmed first.
+    /// alarm it replaces is disarmed first. Called from inside the driver (from an
+    /// [`Alarm`]'s `arm` or a waker), it does nothing: set the alarm from outside them.
     pub fn set_alarm(&self, alarm: A) {
         critical_section::with(|cs| {
             // Busy only when called from inside the driver (an `Alarm` or a waker calling
@@ -75,6 +88,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                 old.disarm();
             }
             self.service(&mut state);
+            self.drain(cs, &mut state);
         });
     }
 
@@ -90,6 +104,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
             // arming, so there is nothing left to do.
             if let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() {
                 self.service(&mut state);
+                self.drain(cs, &mut state);
             }
         });
     }
@@ -97,6 +112,51 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
     /// The clock this driver reads.
     pub fn clock(&self) -> &'static Clock<C> {
         self.clock
+    }
+
+    /// Keeps a registration made while the queue is being serviced. With no room left (more
+    /// than `DEFERRED` at once), the task is woken to register again: a spurious wake, not an
+    /// early one — embassy's `Timer` checks the time when polled.
+    fn defer(&self, cs: critical_section::CriticalSection<'_>, at: u64, waker: &Waker) {
+        let slot = self
+            .deferred
+            .borrow(cs)
+            .try_borrow_mut()
+            .ok()
+            .and_then(|mut slots| {
+                let slot = slots.iter_mut().find(|s| match s {
+                    Some((_, w)) => w.will_wake(waker),
+                    None => true,
+                })?;
+                let at = match slot {
+                    Some((earlier, _)) => at.min(*earlier),
+                    None => at,
+                };
+                *slot = Some((at, waker.clone()));
+                Some(())
+            });
+        if slot.is_none() {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Queues the registrations kept by `defer`, servicing the queue after each that changes
+    /// it, until none is left.
+    fn drain(&self, cs: critical_section::CriticalSection<'_>, state: &mut State<A>) {
+        loop {
+            let next = self
+                .deferred
+                .borrow(cs)
+                .try_borrow_mut()
+                .ok()
+                .and_then(|mut slots| slots.iter_mut().find_map(Option::take));
+            let Some((at, waker)) = next else {
+                return;
+            };
+            if state.queue.schedule_wake(at, &waker) {
+                self.service(state);
+            }
+        }
     }
 
     /// Wakes what is due and arms the alarm for the rest, in the critical section.
@@ -153,14 +213,15 @@ where
     fn schedule_wake(&self, at: u64, waker: &Waker) {
         critical_section::with(|cs| {
             let Ok(mut state) = self.state.borrow(cs).try_borrow_mut() else {
-                // Called back from inside the driver (a waker that polls at once): the task
-                // is woken rather than queued, and registers again when polled.
-                waker.wake_by_ref();
+                // Called back from inside the driver (a waker that polls its task at once):
+                // kept for when the service running below ends, never woken early.
+                self.defer(cs, at, waker);
                 return;
             };
             if state.queue.schedule_wake(at, waker) {
                 self.service(&mut state);
             }
+            self.drain(cs, &mut state);
         });
     }
 }

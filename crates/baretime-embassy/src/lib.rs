@@ -42,7 +42,7 @@
 //!
 //! # What it promises
 //!
-//! - **Never early.** embassy's `Instant::now()` is the clock's [`Clock::now`] in embassy
+//! - **Never early** (with a queue large enough: see below). embassy's `Instant::now()` is the clock's [`Clock::now`] in embassy
 //!   ticks ([`embassy_time_driver::TICK_HZ`], rounded down), and a timer for tick `t` is woken
 //!   only once the clock reads at or past `t` (`t` in nanoseconds, rounded up). The alarm's
 //!   word is never taken: each interrupt reads the clock, so an alarm that fires early —
@@ -84,7 +84,16 @@
 //! Timers live in [embassy-time-queue-utils](https://docs.rs/embassy-time-queue-utils)'s
 //! queue: embassy-executor's integrated queue by default, or a fixed-capacity generic one when
 //! the program enables a `generic-queue-*` feature of that crate (needed when timers are
-//! awaited outside embassy-executor).
+//! awaited outside embassy-executor). A full generic queue makes room by waking a timer at
+//! once: embassy's `Timer` checks the time when polled and registers again, so its task does
+//! not return early, but a waker of your own sees the wake before its tick. Size the queue
+//! for every timer that can be pending at once.
+//!
+//! Wakers run inside the critical section, as the queue calls them. One that registers a
+//! timer from inside `wake()` (polling its task at once) is kept aside and queued when the
+//! service ends — up to four at a time; past that its task is woken to register again (a
+//! spurious wake, which embassy's `Timer` absorbs). embassy-executor's wakers only mark the
+//! task ready, and never do either.
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
