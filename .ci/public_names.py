@@ -2,11 +2,12 @@
 """Count each published crate's public names from rustdoc's JSON, check the budgets, and check
 that no item has two public paths.
 
-    python3 .ci/public_names.py [--list] [--build] CRATE[=BUDGET]...
+    python3 .ci/public_names.py [--list] [--build] [--target=TRIPLE] CRATE[=BUDGET]...
 
 With --build it first runs, for each crate,
     cargo +nightly rustdoc -p CRATE --lib --all-features -- -Zunstable-options --output-format json
-(into $CARGO_TARGET_DIR, default target/). Host target x86_64, all features: docs.rs's set.
+(into $CARGO_TARGET_DIR, default target/). Host target x86_64, all features: docs.rs's set;
+--target=TRIPLE counts what a crate offers on another target (baretime-aarch64 on aarch64).
 
 Any crate's JSON works (`-p baretime-x86` gives doc/baretime_x86.json): paths start at the
 crate's own name.
@@ -27,13 +28,16 @@ import subprocess
 import sys
 
 
-def load(krate, build):
+def load(krate, build, triple=None):
     target = os.environ.get("CARGO_TARGET_DIR", "target")
-    path = os.path.join(target, "doc", krate.replace("-", "_") + ".json")
+    parts = [target] + ([triple] if triple else []) + ["doc", krate.replace("-", "_") + ".json"]
+    path = os.path.join(*parts)
     if build:
+        cmd = ["cargo", "+nightly", "rustdoc", "-q", "-p", krate, "--lib", "--all-features"]
+        if triple:
+            cmd += ["--target", triple]
         subprocess.run(
-            ["cargo", "+nightly", "rustdoc", "-q", "-p", krate, "--lib", "--all-features",
-             "--", "-Zunstable-options", "--output-format", "json"],
+            cmd + ["--", "-Zunstable-options", "--output-format", "json"],
             check=True,
         )
     return json.load(open(path))
@@ -136,7 +140,8 @@ def main():
     ok = True
     for arg in args:
         krate, _, budget = arg.partition("=")
-        doc = load(krate, "--build" in sys.argv)
+        triple = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--target=")), None)
+        doc = load(krate, "--build" in sys.argv, triple)
         names, twice, foreign = count(doc, krate.replace("-", "_"))
         kinds = collections.Counter(k for k, _ in names)
         if "--list" in sys.argv:
