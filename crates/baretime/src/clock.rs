@@ -32,9 +32,19 @@
 //!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap; a reading clearly before the
 //!    base proposes the base), which a compare-and-swap makes final — unless someone else's
 //!    proposal got there first;
-//! 2. publishes the next version: `F'(t) = F(c) + ⌊(t − c) × mult'⌋` for `t ≥ c`, and for
+//! 2. publishes the next version: `F'(t) = F⁺(c) + ⌊(t − c) × mult'⌋` for `t ≥ c`, and for
 //!    the few ticks before `c` a copy of the old timeline, computed with the same formula
 //!    and inputs as the old slot's readers use.
+//!
+//! `F⁺(c)` is the old timeline's time at `c` *with its carry*: each slot also holds the
+//! fraction of a nanosecond that its base's time had beyond `base_ns` (`base_frac`, in
+//! 2^-64 ns), which readers do not add and the writer does: `F⁺(c) = base_ns + ⌊base_frac /
+//! 2^64 + c × mult⌋`, and the next slot's `base_frac` is what that floor dropped. So
+//! `F(c) ≤ F⁺(c) ≤ F(c) + 1`, and `F⁺` is exactly the sum of every timeline's ticks × its
+//! tick length (64.64 fixed point), less under a nanosecond, however many writes there
+//! were: a reading is never ahead of the counter's time at the rates in force and less than
+//! 2 ns behind it (promise 2). Taking `F(c)` instead dropped up to a nanosecond per write: a
+//! 3-bit counter at 2 GHz + 1 Hz (a tick 0.4999 ns) updated every tick stood still.
 //!
 //! A reader that finds the end "closing" does not wait: it reads the counter itself and
 //! proposes an end the same way (a *helper*). This is what makes a stalled writer harmless.
@@ -52,8 +62,8 @@
 //!   that store, so `t ≤ t_proposer < c`. (The margin also covers a counter read that the
 //!   CPU performs a few instructions late, e.g. loads passing `LFENCE; RDTSC`.)
 //! - *The second used a newer version.* Readers of the old version return at most `F(c)`;
-//!   the new version starts at `F(c)` and is non-decreasing; before `c` both compute `F(t)`
-//!   from identical inputs, so they agree to the nanosecond.
+//!   the new version starts at `F⁺(c) ≥ F(c)` and is non-decreasing; before `c` both
+//!   compute `F(t)` from identical inputs, so they agree to the nanosecond.
 //! - *The second used an older version* cannot happen: it loaded the generation after the
 //!   first call did.
 //!
@@ -230,8 +240,9 @@ pub struct ClockHealth {
 /// just before base_ticks (prev_ticks, prev_ns, prev_int, prev_frac), hand, the rest of the
 /// scale (inv_mult, inv_shift, millihz), and the longest tick any timeline has had (slow_int,
 /// slow_frac: the slowest rate used, for readings before the previous base,
-/// `Timebase::is_behind`).
-const WORDS: usize = 14;
+/// `Timebase::is_behind`), and the base's fraction of a nanosecond (base_frac: the writer's
+/// carry, which readers do not add).
+const WORDS: usize = 15;
 
 /// The end of a timeline while it is being closed: this bit and the version number (its low
 /// 31 bits where gate words are 32-bit).
@@ -444,11 +455,18 @@ struct Timebase {
     hand: u64,
     /// The longest tick (`mult`) of any timeline since the start: the slowest rate used.
     slow: (u64, u64),
+    /// The fraction of a nanosecond (in 2^-64 ns) by which the counter's time at the base
+    /// exceeds `base_ns`: what the floor of the close point's time dropped, carried into
+    /// the next timeline by the writer (`Timebase::carried_at`). Readers do not add it
+    /// (they read at most a nanosecond less for it, never more); without it a narrow counter
+    /// whose ticks are shorter than a nanosecond, updated every tick or two, lost up to a
+    /// nanosecond per write and stood still.
+    base_frac: u64,
 }
 
 impl Timebase {
     fn load(w: &Words<WORDS>) -> Timebase {
-        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz, slow_int, slow_frac] =
+        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, shift, millihz, slow_int, slow_frac, base_frac] =
             w;
         Timebase {
             base_ticks: b.load(),
@@ -466,6 +484,7 @@ impl Timebase {
             prev_frac: prev_frac.load(),
             hand: hand.load(),
             slow: (slow_int.load(), slow_frac.load()),
+            base_frac: base_frac.load(),
         }
     }
 
@@ -485,6 +504,7 @@ impl Timebase {
             self.scale.millihz(),
             self.slow.0,
             self.slow.1,
+            self.base_frac,
         ]
     }
 
@@ -502,6 +522,7 @@ impl Timebase {
             prev_frac: 0,
             hand,
             slow: mult(&scale),
+            base_frac: 0,
         }
     }
 
@@ -568,6 +589,29 @@ impl Timebase {
         };
         // `ns − back × mult + LAG_NS < mark`, without going below zero.
         advance(mark, back, int, frac) > ns.saturating_add(LAG_NS)
+    }
+
+    /// The counter's time `d` ticks after the base, with the carry: `base_ns + ⌊base_frac /
+    /// 2^64 + d × mult⌋` and the fraction that floor drops (in 2^-64 ns; 0 where the time
+    /// saturates at `u64::MAX`). At least `at(d)`, by at most 1 ns, and never past the
+    /// counter's time at the rate in force: a next timeline based here starts from it,
+    /// so that time over any run of writes is the sum of ticks × tick length, less under a
+    /// nanosecond, however many writes there are (promise 2).
+    fn carried_at(&self, d: u64) -> (u64, u64) {
+        // d × mult_frac + base_frac < 2^128 (each product below 2^128 − 2^65, base_frac
+        // below 2^64); d × mult_int < 2^128 − 2^65, plus the carry below 2^64.
+        let part = u128::from(d)
+            .saturating_mul(u128::from(self.scale.mult_frac()))
+            .saturating_add(u128::from(self.base_frac));
+        let whole = u128::from(d)
+            .saturating_mul(u128::from(self.scale.mult_int()))
+            .saturating_add(part >> 64)
+            .saturating_add(u128::from(self.base_ns));
+        if whole > u128::from(u64::MAX) {
+            (u64::MAX, 0)
+        } else {
+            (saturate_u64(whole), part as u64)
+        }
     }
 
     /// Its value `d` ticks after its base.
@@ -637,7 +681,13 @@ enum Write {
 ///    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
 ///    (20 µs, or one tick where a tick is longer: below 50 kHz), except where
 ///    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
-///    the timeline (no jump, however often it is repeated).
+///    the timeline (no jump, however often it is repeated). Nor does time fall behind the
+///    counter: however many `update`s and `recalibrate`s run, however close together (every
+///    tick of a 3-bit counter at 100 GHz), a reading is less than 2 ns below the counter's
+///    ticks at the rates in force (each rate from its write's close point, a handover margin
+///    after the write read the counter), on every width and rate — no write loses the
+///    fraction of a nanosecond it closes on — except where time stands still by promises 3,
+///    5 and 6.
 /// 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
 ///    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
 ///    than the stall: while a writer is between closing the old timeline and publishing the
@@ -1357,6 +1407,10 @@ impl<C: Counter> Clock<C> {
             Zone::Valid => {
                 let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
                 let end_ns = tb.at(c);
+                // The next timeline starts from the counter's time at `c` with the carry, at
+                // most 1 ns past `end_ns`, which the old version's readers stand at from `c`:
+                // no step back, and no fraction of a nanosecond lost per write.
+                let carried = tb.carried_at(c);
                 if late {
                     // Stalled past the deadline after its first read (readers latched the
                     // timeline, or the close point came out at the deadline): start again
@@ -1405,7 +1459,6 @@ impl<C: Counter> Clock<C> {
                     // old one.
                     _ => Timebase {
                         base_ticks: width.add(tb.base_ticks, c),
-                        base_ns: end_ns,
                         scale,
                         prev_ticks: tb.base_ticks,
                         prev_ns: tb.base_ns,
@@ -1418,6 +1471,8 @@ impl<C: Counter> Clock<C> {
                             reach
                         },
                         slow: tb.slow,
+                        base_ns: carried.0,
+                        base_frac: carried.1,
                     },
                 }
             }

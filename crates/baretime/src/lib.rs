@@ -64,9 +64,9 @@ mod sync;
 
 // Every module is private and each item has this one path (as embassy-time and quanta keep
 // theirs): the list below is the whole API.
+pub use alarm::Alarm;
 #[cfg(feature = "std")]
 pub use calibrate::StdReference;
-pub use alarm::Alarm;
 pub use calibrate::{
     calibrate, calibrate_and_verify, verify, Calibration, CalibrationError, Config,
     CounterReference, Reference, Verdict, Verified, WithAccuracy,
