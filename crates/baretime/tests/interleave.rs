@@ -5681,3 +5681,42 @@ fn found_a_catch_up_measured_from_an_unstarted_reading() {
         ],
     });
 }
+
+/// P1, P3 (clock, found by issue 14's sub-nanosecond carry, before its handover copy carried
+/// too): CPUs 19 µs apart at 100 GHz (95 % of `LAG_NS` at the slowest rate given). Once the
+/// writer carried the fraction of a nanosecond into the next timeline (up to 1 ns above the
+/// old one's time at the close point), a reading in the handover, on the old timeline
+/// without the carry, was 20 001 ns below the mark that the leading CPU raised after the base:
+/// taken for a counter behind, it stood at the mark's ceiling, and the leading CPU's next
+/// reading went back 4096 ns. The handover's copy now adds the previous timeline's carry.
+#[test]
+fn found_a_carried_nanosecond_makes_a_lagging_cpu_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 100_000_000_000,
+        start: (0, 4_819_094_708_809_747_137),
+        lags_ns: vec![20_000, 0, 0],
+        order: vec![
+            0, 0, 0, 2, 2, 0, 0, 1, 2, 1, 0, 1, 2, 0, 1, 1, 0, 0, 0, 2, 1,
+        ],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Read,
+            Rebase(At::Zero, Rate::Ppm(41_946)),
+            Read,
+            Recalibrate(Rate::Exp(2136)),
+            Read,
+            Update,
+            Recalibrate(Rate::Exp(0)),
+            Read,
+            Pass(604),
+            Read,
+            Read,
+            Read,
+            Read,
+        ],
+    });
+}
