@@ -650,8 +650,16 @@ impl Timebase {
         } else {
             faster
         };
-        // `ns − back × mult + LAG_NS < mark`, without going below zero.
-        advance(mark, back, int, frac) > ns.saturating_add(LAG_NS)
+        // `ns − back × mult + LAG_NS < mark`, without going below zero, and in `u128`, so that
+        // neither side saturates: where the base's time saturates at `u64::MAX` (a counter
+        // jumped 584 years of ticks ahead, and a write based a timeline there), a reading
+        // reset back from it by as much was compared as `u64::MAX > u64::MAX`, taken for not
+        // behind, and returned the saturated time nobody had read (promise 6). From a base
+        // whose time saturated, a reading is judged as if the base read `u64::MAX`: one back
+        // by more than the mark's distance from there stands still (at the mark's ceiling)
+        // rather than jump to a saturated time.
+        u128::from(mark).saturating_add(mul_q64(back, int, frac))
+            > u128::from(ns).saturating_add(u128::from(LAG_NS))
     }
 
     /// The counter's time `d` ticks after the base, with the carry: `base_ns + ⌊base_frac /
