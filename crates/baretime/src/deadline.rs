@@ -20,9 +20,10 @@
 //! # Why the check at the wake is still needed
 //!
 //! The tick is exact for the version it was computed on. A write between arming and the wake
-//! publishes another: from its close point `c` on, `F'(t) = F(c) + ⌊(t − c) × mult'⌋`. With a
-//! faster rate (a smaller `mult'`) the armed tick reads less than `at`; even at the same rate
-//! (an [`Clock::update`]) two floors can be a nanosecond below one; a rebase starts the
+//! publishes another: from its close point `c` on, `F'(t) = F⁺(c) + ⌊(t − c) × mult'⌋`
+//! (`F⁺(c)` the time at `c` with the fraction of a nanosecond the writer carries, at most 1 ns
+//! above `F(c)`). With a faster rate (a smaller `mult'`) the armed tick reads less than `at`;
+//! even at the same rate (an [`Clock::update`]) two floors can be a nanosecond below one; a rebase starts the
 //! timeline afresh anywhere. A clock standing still (a writer stalled between closing a
 //! timeline and publishing the next, a narrow counter updated late) reads less than the
 //! formula too. So the tick alone guarantees nothing once the clock has

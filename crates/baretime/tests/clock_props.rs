@@ -66,9 +66,12 @@ proptest! {
                         Ok(()) => max_ns_per_tick = max_ns_per_tick.max(1_000_000_000u64.div_ceil(hz)),
                         Err(e) => prop_assert_eq!(e, baretime::ClockError::Busy),
                     }
-                    // Publishing alone does not move time.
+                    // Publishing alone does not move time, but for the nanosecond that the
+                    // writer's carry may restore (the fraction the readers' floor dropped:
+                    // never past the counter's time, promise 2).
                     let after = clock.now();
-                    prop_assert_eq!(before, after);
+                    prop_assert!(after >= before && (after - before).as_nanos() <= 1,
+                        "publishing moved time: {:?} -> {:?}", before, after);
                     prop_assert!(after >= last);
                     last = after;
                 }

@@ -526,6 +526,11 @@ struct Reads {
     behind_front: bool,
     /// The least glitched read (modulo 2^64), if any.
     glitched_least: Option<u64>,
+    /// A glitched read that the clock may place behind its base (2^62 or more past a base it
+    /// may have taken, or within the 2^41 ticks of that where the model leaves it undecided):
+    /// promise 7, "one further ahead reads as behind, promise 6". The reading may then stand
+    /// at the mark's ceiling, as one from a counter that stepped back.
+    glitch_behind: bool,
     /// The first distinct clean reads (`n_seen` of them): a write may base its timeline on any
     /// (least and most say nothing where reads are 2^62 apart, after resets).
     seen: [u64; SEEN],
@@ -554,6 +559,7 @@ impl Reads {
             frozen: Frozen::Unset,
             behind_front: false,
             glitched_least: None,
+            glitch_behind: false,
             seen: [0; SEEN],
             n_seen: 0,
         }
@@ -1043,6 +1049,9 @@ impl World {
                     Some(l) if ahead_of(v, l) => l,
                     _ => v,
                 });
+                r.glitch_behind |= bases
+                    .iter()
+                    .any(|&b| place(b, v) < 0 || near_deadline(b, v));
             } else {
                 r.least = if r.clean == 0 || !ahead_of(clean, r.least) {
                     clean
@@ -1979,11 +1988,14 @@ fn check_order(w: &World) -> Result<(), TestCaseError> {
                 continue;
             }
             // The counter stepped back between them, or b's CPU lags a's, or a read a counter
-            // behind its front (it stood at the mark's ceiling; b may stand at the mark).
+            // behind its front (it stood at the mark's ceiling; b may stand at the mark), or a
+            // glitched read that the clock places behind (promise 7: "one further ahead reads
+            // as behind, promise 6"; to the clock it is a counter that stepped back).
             let stepped = any_in(&w.back_steps, a.start, b.end)
                 || b.off < a.off
                 || a.reads.behind_front
-                || !a.reads.on_timeline;
+                || !a.reads.on_timeline
+                || a.reads.glitch_behind;
             let allowed = if stepped {
                 MARK_GRANULE_NS + a.tick_ns.max(b.tick_ns)
             } else {
@@ -3211,8 +3223,19 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// (clock, model and environment), 19–25 at f286ba7 (P3 9–10, P6a 4–6, P2 4–5, P6f 3–7, P6b
 /// 2–4, P1 0–2, P6c 1, P6e 0–1), and after issue 14's second triage 0–5 (P1, P3, P6f; 0 in
 /// about half the runs). With fixed seeds (`PROPTEST_RNG_SEED=101`..`104`,
-/// `SCHEDULES=100000` each, 400 000 schedules): 588 at f286ba7, 19 now (P1 9, P3 4, P6f 5,
-/// P6a 1). Open: the ignored `found_*` tests above.
+/// `SCHEDULES=100000` each, 400 000 schedules): 588 at f286ba7, 19 at b31db7e (P1 9, P3 4,
+/// P6f 5, P6a 1), 19 with the sub-nanosecond carry and the saturated-base fix (P1 9, P3 5,
+/// P6f 5, P6a 0: the P6a was `found_a_reset_back_from_a_saturated_base_is_not_behind`, a clock
+/// bug; its fix let one more schedule reach a P3 failure of a kind that was already there,
+/// `found_a_reset_ahead_of_the_rebased_timeline_saturates`). Triage of the rest: one P1 was a
+/// glitch the clock places behind (`found_a_glitch_past_the_deadline_stands_at_the_ceiling`:
+/// the model was stricter than promise 1's allowance, fixed: 18 (P1 8, P3 5, P6f 5)); seed
+/// 102's first P1 (no glitch) shrinks to the class of
+/// `found_a_ceiling_then_the_mark_after_a_rebase_that_continued` (a reading on a lagging CPU
+/// after a reset stands at the ceiling, judged against the mark, which a rebase that continued
+/// the timeline kept; the model cleared its anchor at the rebase and allows no granule: the
+/// model); the other P1s, P3 and P6f not yet triaged. Open: the ignored `found_*` tests above
+/// and below.
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
@@ -5678,6 +5701,239 @@ fn found_a_catch_up_measured_from_an_unstarted_reading() {
             Read,
             Reset(ResetTo::BelowStart(1)),
             Go,
+        ],
+    });
+}
+
+/// P1, P3 (clock, found by issue 14's sub-nanosecond carry, before its handover copy carried
+/// too): CPUs 19 µs apart at 100 GHz (95 % of `LAG_NS` at the slowest rate given). Once the
+/// writer carried the fraction of a nanosecond into the next timeline (up to 1 ns above the
+/// old one's time at the close point), a reading in the handover, on the old timeline
+/// without the carry, was 20 001 ns below the mark that the leading CPU raised after the base:
+/// taken for a counter behind, it stood at the mark's ceiling, and the leading CPU's next
+/// reading went back 4096 ns. The handover's copy now adds the previous timeline's carry.
+#[test]
+fn found_a_carried_nanosecond_makes_a_lagging_cpu_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 100_000_000_000,
+        start: (0, 4_819_094_708_809_747_137),
+        lags_ns: vec![20_000, 0, 0],
+        order: vec![
+            0, 0, 0, 2, 2, 0, 0, 1, 2, 1, 0, 1, 2, 0, 1, 1, 0, 0, 0, 2, 1,
+        ],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Read,
+            Rebase(At::Zero, Rate::Ppm(41_946)),
+            Read,
+            Recalibrate(Rate::Exp(2136)),
+            Read,
+            Update,
+            Recalibrate(Rate::Exp(0)),
+            Read,
+            Pass(604),
+            Read,
+            Read,
+            Read,
+            Read,
+        ],
+    });
+}
+
+/// P6a, P6b (clock): a counter reset 2.7 × 10^18 ticks ahead at 1 kHz (584 years of ticks and
+/// more: time saturates at `u64::MAX`), two updates that based timelines there (nobody read
+/// them), then a reset back to 0: judged against the time handed out by running back from the
+/// previous base at the slowest rate, `mark + back × mult > base_ns + LAG_NS` saturated to
+/// `u64::MAX > u64::MAX` on both sides, the reading was taken for not behind and returned
+/// `u64::MAX`, 584 years past the 1 073 742 s handed out, with `counter_behind` unset. The
+/// comparison is in `u128` now.
+#[test]
+fn found_a_reset_back_from_a_saturated_base_is_not_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Reset(ResetTo::BelowStart(0)),
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Ahead(5439370283747908673)),
+            Go,
+            Read,
+            Update,
+            Pass(1),
+            Update,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+        ],
+    });
+}
+
+/// P1 (model): a glitched read (kind 4) lands 2^62 or more past the timeline's base, where
+/// the clock reads a counter as behind (promise 7: "less than the 2^62-tick deadline past the
+/// timeline's base: one further ahead reads as behind, promise 6"); that reading stands at the
+/// mark's ceiling (2^61 + 4096 ns) and the next, clean, at the mark (2^61 ns): back a granule.
+/// Promise 1 allows a granule back "where a 64-bit counter itself steps back", and a reading
+/// 2^62 ahead is one the clock cannot tell from a step back; the model left glitched reads out
+/// of the counter's front and allowed none. It now counts a glitch that the clock may place
+/// behind (`Reads::glitch_behind`) as a step back for P1. Shrunk from
+/// `PROPTEST_RNG_SEED=101 PROMISES=P1 SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_glitch_past_the_deadline_stands_at_the_ceiling() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000_000,
+        start: (1, 135_014_816_038_099_062),
+        lags_ns: vec![20_000],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Update,
+            Go,
+            Update,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(2_440_857_825_251_769_939)),
+            Pass(750),
+            Go,
+            Pass(305),
+            Pass(614),
+            Go,
+            Go,
+            Go,
+            Pass(485),
+            Update,
+            Update,
+            Update,
+            Go,
+            Update,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(4, 0),
+            Update,
+            Read,
+            Go,
+            Read,
+            Read,
+        ],
+    });
+}
+
+/// P3 (open, not triaged): a rebase to `u64::MAX` − 2.6 s at 32 768 Hz during which the
+/// counter is reset back (the rebase bases on its earlier read), a recalibration from a counter
+/// reset again, a reading that stands at the mark's ceiling, then a reset to a counter that
+/// the previous (rebased) timeline places 2.4 × 10^18 ticks past its base: the next reading is
+/// `u64::MAX` (time saturated), 2.6 s past the ceiling with no true time between. Whether the
+/// clock may take that counter for time (promise 6 judges a reading "on any timeline ... by
+/// how far back it went") or the model's P3 should count it as a forward reset is undecided.
+/// Fails at 1f0edee as well. Shrunk (by hand, removing acts) from schedule 15 512 of
+/// `PROPTEST_RNG_SEED=104 SCHEDULES=100000` (resets_and_glitches).
+#[test]
+#[ignore = "open: a reset the previous timeline places ahead reads as saturated time"]
+fn found_a_reset_ahead_of_the_rebased_timeline_saturates() {
+    use Act::*;
+    let mut acts = vec![Rebase(At::Top(2_633_998_688), Rate::Exp(3040))];
+    acts.extend([Go; 13]);
+    acts.extend([
+        Reset(ResetTo::BelowStart(28_258)),
+        Go,
+        Read,
+        Reset(ResetTo::BelowStart(3735)),
+        Recalibrate(Rate::Exp(3645)),
+        Reset(ResetTo::BelowStart(40_184)),
+        Read,
+        Reset(ResetTo::Any(113_938_479_797_435_608)),
+        Read,
+    ]);
+    assert_kept_with_resets(Case {
+        hz: 32_768,
+        start: (1, 16_180_285_500_554_817_255),
+        lags_ns: vec![0, 0],
+        order: vec![1],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts,
+    });
+}
+
+/// P6f (open; the model looks stricter than promise 6): 1 kHz, one CPU, the counter at 1.
+/// `rebase(1 ms + 1 ns)` runs while the counter is reset back to −4 (2^64 − 4) and a read
+/// glitches: the clock rebases from the counter behind, closing the old timeline at the
+/// mark's ceiling rounded up to a tick plus a margin tick (3 ms) and starting afresh at −4,
+/// 3 ms (2 ms past the target at 1 kHz; P2's check allows two ticks there, promise 2 says a
+/// granule and one tick: worth a look too). Then resets: to −5 (a step back: P6f's window opens with P2's bound then, 1 ms), to
+/// 0 (forward from −5 but behind the front, 1: the window stays open; the clock reads it on the
+/// fresh timeline, 4 ticks past its base, and hands out 7 ms, which P2's bound counts), to −6:
+/// that reading stands at the ceiling, 7 ms + 4096 ns, a granule above the latest time handed
+/// out, as promise 6 says — and 6 ms past the window's bound. The window's bound does not
+/// follow a forward reset that the clock takes for time on a timeline based behind the
+/// front. Shrunk from `PROPTEST_RNG_SEED=101 PROMISES=P6f SCHEDULES=100000`.
+#[test]
+#[ignore = "open: P6f's window after a forward reset onto a timeline rebased behind the front"]
+fn found_a_window_kept_across_a_reset_onto_a_rebased_timeline() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Pass(1),
+            Rebase(At::Latest(1_000_001), Rate::Ppm(0)),
+            Read,
+            Read,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Update,
+            Glitch(0, 0),
+            Update,
+            Update,
+            Read,
+            Update,
+            Go,
+            Go,
+            Read,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(42_649)),
+            Read,
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Reset(ResetTo::Earlier(18_942)),
+            Read,
         ],
     });
 }
