@@ -2102,7 +2102,21 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
                     // 0, not the timeline's time.)
                     .filter(|r| w.started.is_some_and(|s| s < r.start))
                     .max_by_key(|r| r.ns);
-                let (ns, run) = r.map_or((0, 0), |r| (u128::from(r.ns), r.run_start));
+                // (From the start of a write that overlapped it: a reading in a writer's stall
+                // stands still at the close point, and the catch-up after it is the stall,
+                // promise 3, which a reading behind since then has not handed out either.)
+                let (ns, run) = r.map_or((0, 0), |r| {
+                    let stalled = w
+                        .writes
+                        .iter()
+                        .filter(|x| x.start <= r.end && x.end >= r.start)
+                        .map(|x| x.run_start)
+                        .min();
+                    (
+                        u128::from(r.ns),
+                        stalled.map_or(r.run_start, |s| s.min(r.run_start)),
+                    )
+                });
                 u128::from(b.ns)
                     <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
             };
@@ -5940,6 +5954,97 @@ fn found_a_window_kept_across_a_reset_onto_a_rebased_timeline() {
             Reset(ResetTo::BelowStart(0)),
             Read,
             Reset(ResetTo::Earlier(18_942)),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): 1 kHz, the clock started just below 2^64; an update read the counter at 2^30
+/// ticks and was stalled until 1.1 × 10^12 ticks (readings stood still at its close point,
+/// 2^30 ms, promise 3), then published, and an update and a recalibration ran, which nobody
+/// read; a reset back to 2^64 − 1 (4.9 × 10^8 ticks after the start: behind what was handed
+/// out) stood at the mark's ceiling, 2^30 ms + 4096 ns (promise 6); 2^30 ticks later the
+/// counter, past what was handed out again, read the newest timeline's time, 1.1 × 10^18 ns —
+/// the stall that no reading since had handed out. The model measured that catch-up from the
+/// latest reading not behind (one made during the stall, standing at the close point) as if
+/// its time were the true time at its start; it now measures from the start of a write that
+/// overlapped that reading. Shrunk from `PROPTEST_RNG_SEED=103 PROMISES=P3 SCHEDULES=100000`
+/// (resets_and_glitches).
+#[test]
+fn found_a_catch_up_after_a_stalled_write_read_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 8_287_485_310_271_488),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Update,
+            Go,
+            Pass(1),
+            Glitch(0, 0),
+            Update,
+            Update,
+            Go,
+            Update,
+            Read,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Pass(465),
+            Glitch(0, 0),
+            Go,
+            Pass(361),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Update,
+            Go,
+            Read,
+            Update,
+            Recalibrate(Rate::Ppm(0)),
+            Reset(ResetTo::NearTop(0)),
+            Read,
+            Pass(1),
             Read,
         ],
     });
