@@ -2117,8 +2117,20 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
                         stalled.map_or(r.run_start, |s| s.min(r.run_start)),
                     )
                 });
-                u128::from(b.ns)
-                    <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
+                // (Or from a rebase's target, which counts as handed out, promise 6: "`rebase`
+                // continues from a time the caller gives ... which then counts as handed out".)
+                let rebased = w
+                    .writes
+                    .iter()
+                    .filter(|x| x.end < a.start && published(x.result))
+                    .filter_map(|x| match x.what {
+                        Write::Rebase { at, .. } => Some((u128::from(at), x.run_start)),
+                        _ => None,
+                    });
+                [(ns, run)].into_iter().chain(rebased).any(|(ns, run)| {
+                    u128::from(b.ns)
+                        <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
+                })
             };
             if u128::from(b.ns - a.ns) <= elapsed + slack
                 || from_straddled
@@ -6045,6 +6057,64 @@ fn found_a_catch_up_after_a_stalled_write_read_behind() {
             Reset(ResetTo::NearTop(0)),
             Read,
             Pass(1),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): 1 MHz; `rebase(u64::MAX − 2.03 ms)`, a recalibration, 2^30 ticks (time on the
+/// timeline saturates at `u64::MAX`; nobody reads it), `rebase(0)` at 1 kHz (continues the
+/// timeline: promise 2) and a recalibration; a reset to 2^62 ticks past the base (behind:
+/// promise 6) stands at the mark's ceiling, the rebase target + 4096 ns; a reset back to just
+/// before the base reads the timeline's time, `u64::MAX`, 2.02 ms above the ceiling with no
+/// true time between. The catch-up is the time since the rebase target, which "then counts as
+/// handed out" (promise 6); the model measured it from the latest reading only (2.1 ms of
+/// true time). It now measures from a rebase's target too. Shrunk from
+/// `PROPTEST_RNG_SEED=102 PROMISES=P3 SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_catch_up_from_a_rebase_target_read_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Go,
+            Pass(1),
+            Go,
+            Pass(1),
+            Update,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Read,
+            Pass(1),
+            Start(Rate::Ppm(0)),
+            Go,
+            Read,
+            Update,
+            Rebase(At::Top(2_028_195), Rate::Ppm(0)),
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Pass(1),
+            Rebase(At::Zero, Rate::Exp(0)),
+            Recalibrate(Rate::Ppm(0)),
+            Reset(ResetTo::Any(4_611_686_022_722_355_243)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Read,
+            Read,
+            Reset(ResetTo::Earlier(38_730)),
             Read,
         ],
     });
