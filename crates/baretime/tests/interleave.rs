@@ -6131,3 +6131,52 @@ fn found_a_catch_up_from_a_rebase_target_read_behind() {
         ],
     });
 }
+
+/// P1 (clock): 1 MHz, CPU 1 17 µs ahead of CPU 0; started from CPU 0's counter at 0, a
+/// recalibration on CPU 0 stalled; a reset back 13 ticks (CPU 0 at −13, CPU 1 at 4): a reading
+/// on CPU 1 hands out 4000 ns (below the granule: the mark stays at 0). The recalibration's
+/// close read, on CPU 0, is 12 ticks before the fresh timeline's base, in its handover and not
+/// behind the mark: it proposed the base itself (as a narrow counter's writer does, "so that
+/// no reader can have passed the base"), and CPU 1's next readings stood at the base, 0 ns:
+/// back 4000 ns on one CPU, no counter step between them. CPU 1 had passed the base: a fresh
+/// timeline's base is a reading with no margin after it, and another CPU may lead it by up to
+/// `LAG_NS`. A 64-bit reading in the handover now proposes itself plus the margin (never
+/// before the base). Shrunk from `PROPTEST_RNG_SEED=101 PROMISES=P1 SCHEDULES=100000`
+/// (resets_and_glitches).
+#[test]
+fn found_a_lagging_writer_closes_at_a_base_a_leading_cpu_passed() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (0, 0),
+        lags_ns: vec![0, 20_000],
+        order: vec![2, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 1],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Go,
+            Read,
+            Reset(ResetTo::InLag(42_599)),
+            Go,
+            Read,
+            Update,
+            Read,
+            Read,
+            Go,
+            Read,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(0)),
+            Read,
+            Read,
+            Read,
+            Read,
+            Read,
+            Read,
+        ],
+    });
+}
