@@ -72,7 +72,10 @@
 //!   call [`ClockDriver::on_alarm`] once after the start to arm for timers scheduled before it.
 //! - **A narrow counter's cadence.** A counter narrower than 64 bits needs [`Clock::update`]
 //!   at least once per [`Clock::update_interval`], as without the driver; the driver does not
-//!   write the clock.
+//!   write the clock. An update keeps the armed tick right to within a nanosecond: it carries
+//!   the fraction of a nanosecond the old timeline's readers dropped, so the instant can come
+//!   up to 1 ns sooner and the wake that much (and a tick) late. Call
+//!   [`ClockDriver::on_alarm`] after `update` too where that matters.
 //! - **Re-arming after your own write.** After [`Clock::recalibrate`] or [`Clock::rebase`],
 //!   call [`ClockDriver::on_alarm`]: the armed tick was computed on the old timeline, and
 //!   while an early tick is caught at the wake, a late one (the new rate slower) would wake

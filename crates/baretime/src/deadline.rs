@@ -23,8 +23,10 @@
 //! publishes another: from its close point `c` on, `F'(t) = F⁺(c) + ⌊(t − c) × mult'⌋`
 //! (`F⁺(c)` the time at `c` with the fraction of a nanosecond the writer carries, at most 1 ns
 //! above `F(c)`). With a faster rate (a smaller `mult'`) the armed tick reads less than `at`;
-//! even at the same rate (an [`Clock::update`]) two floors can be a nanosecond below one; a rebase starts the
-//! timeline afresh anywhere. A clock standing still (a writer stalled between closing a
+//! even at the same rate (an [`Clock::update`]) two floors can be a nanosecond below one —
+//! or the carried fraction a nanosecond above, which makes the armed tick up to 1 ns and a
+//! tick *late* unless it is computed again after the write; a rebase starts the timeline
+//! afresh anywhere. A clock standing still (a writer stalled between closing a
 //! timeline and publishing the next, a narrow counter updated late) reads less than the
 //! formula too. So the tick alone guarantees nothing once the clock has
 //! been written: [`Clock::check`] reads [`Clock::now`] at the wake and says
@@ -187,10 +189,12 @@ impl<C: Counter> Clock<C> {
     fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
         let width = Width::of(self.counter());
         let mut snapshot = self.snapshot();
-        // One glitched counter read is not the time (Clock promise 7), and not the tick
-        // either: a reading that the counter's next read finds behind it is taken again. A
-        // glitch behind only makes the tick early, which the check at the wake catches.
-        for _ in 0..2 {
+        // One glitched counter read is not the time (Clock promise 7, for 64-bit counters: a
+        // narrower one's reading far ahead is a wrap, judged by its timeline), and not the
+        // tick either: a reading that the counter's next read finds behind it is taken again.
+        // A glitch behind only makes the tick early, which the check at the wake catches.
+        let retries = if width.mask() == u64::MAX { 2 } else { 0 };
+        for _ in 0..retries {
             let again = self.counter().ticks();
             if width.delta(snapshot.raw, width.value(again)) <= width.half() {
                 break;
