@@ -29,9 +29,11 @@
 //!    for a bounded number of reads;
 //! 1. *closes* the current timeline: stores "closing" into its end (tagged with the version
 //!    number), then reads the counter `t` and proposes the end `c = t + margin` (the margin
-//!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap; a reading clearly before the
-//!    base proposes the base), which a compare-and-swap makes final — unless someone else's
-//!    proposal got there first;
+//!    is [`HANDOVER_NS`] in ticks, at most 1/16 of the wrap; a narrow reading clearly
+//!    before the base proposes the base, a 64-bit one in the handover `t + margin` or the
+//!    base if that is later: another CPU may lead it by up to [`LAG_NS`] and have passed the
+//!    base), which a compare-and-swap makes final — unless someone else's proposal got
+//!    there first;
 //! 2. publishes the next version: `F'(t) = F⁺(c) + ⌊(t − c) × mult'⌋` for `t ≥ c`, and for
 //!    the few ticks before `c` a copy of the old timeline *with its carry*, `F⁺(t)`.
 //!
@@ -1722,14 +1724,19 @@ impl<C: Counter> Clock<C> {
     }
 
     /// The close point a 64-bit reading `t` before `tb`'s base proposes. In the handover
-    /// and not behind the mark: the reading plus the margin, no earlier than the base (as a
-    /// narrow one). Otherwise where the timeline reaches the high-water mark's ceiling, plus
-    /// the margin: a close point no reader has passed, not even one that stood at the
-    /// ceiling.
+    /// and not behind the mark: the reading plus the margin, no earlier than the base — never
+    /// the base itself for a reading clearly before it, as a narrow one proposes
+    /// (`from_base`): a 64-bit counter may be read on a CPU that lags another by up to
+    /// [`LAG_NS`], and that CPU's readers may have passed the base (a fresh timeline's base
+    /// is a reading, with no margin after it) and handed out times there that the mark,
+    /// raised once per granule, does not hold; a close at the base stood them still below
+    /// those times, back by up to a granule on one CPU (promise 1). Otherwise where the
+    /// timeline reaches the high-water mark's ceiling, plus the margin: a close point no
+    /// reader has passed, not even one that stood at the ceiling.
     fn behind_proposal(&self, tb: &Timebase, t: u64, margin: u64) -> u64 {
         let before = Width::FULL.delta(t, tb.base_ticks);
         if before <= tb.hand && !tb.is_behind(t, self.mark.load()) {
-            from_base(tb, margin, before)
+            margin.saturating_sub(before)
         } else {
             self.ceiling_offset(tb, margin)
         }
