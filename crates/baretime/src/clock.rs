@@ -102,7 +102,12 @@
 //! Loading the mark first means a reader stalled after its counter read is never taken for
 //! a counter that went back. The mark does not depend on the rate or on any timeline, so a
 //! recalibration by any ratio, a rebase or a reset cannot make it wrong. A close point
-//! proposed from a reading behind the base is where the timeline reaches the ceiling.
+//! proposed from a reading behind the base is where the timeline reaches the ceiling. A
+//! write whose close point came out that way more than a margin before its own reading (the
+//! counter was reset back between them) does not run its new rate from there, over ticks
+//! that passed before it read the counter (promise 2): it is a write from a counter behind
+//! (promise 6) — a rebase starts afresh, an update or a recalibration keeps the old rate
+//! and returns [`ClockError::Behind`].
 //!
 //! ## Narrow counters, late updates
 //!
@@ -1474,6 +1479,64 @@ impl<C: Counter> Clock<C> {
             Zone::Valid => {
                 let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
                 let end_ns = tb.at(c);
+                // A 64-bit close point more than a margin before this write's own reading:
+                // the close read was behind (the counter was reset back during the write) and
+                // proposed where the timeline reaches the mark's ceiling. Continuing from
+                // there at the new rate would run the ticks between `c` and this write's
+                // reading — which passed before the write, at the old rate — at the new one
+                // (a forward jump before the reset, read again later: ahead by the ratio,
+                // promise 2: "each rate from its write's close point, a handover margin after
+                // the write read the counter"). The write is from a counter behind (promise
+                // 6): an update or a recalibration keeps the old rate and says `Behind`; a
+                // rebase starts afresh from a reading made now, at the mark's ceiling or
+                // later.
+                let went_back = wide && c.saturating_add(margin) < d;
+                if went_back && !self.behind.load(Ordering::Relaxed) {
+                    self.behind.store(true, Ordering::Relaxed);
+                }
+                if went_back && !late {
+                    let next = match what {
+                        Write::Rebase(at, _) => Timebase::fresh(
+                            fresh_reading(),
+                            at.max(end_ns).max(self.ceiling()),
+                            scale,
+                            reach,
+                        ),
+                        _ => Timebase {
+                            base_ticks: width.add(tb.base_ticks, c),
+                            prev_ticks: tb.base_ticks,
+                            prev_ns: tb.base_ns,
+                            prev_int: tb.scale.mult_int(),
+                            prev_frac: tb.scale.mult_frac(),
+                            prev_carry: tb.base_frac,
+                            hand: if c < reach {
+                                c.saturating_add(tb.hand)
+                                    .min(reach.saturating_add(reach >> 1))
+                            } else {
+                                reach
+                            },
+                            base_ns: tb.carried_at(c).0,
+                            base_frac: tb.carried_at(c).1,
+                            ..tb
+                        },
+                    };
+                    let next = Timebase {
+                        slow: next
+                            .slow
+                            .max(tb.slow)
+                            .max(mult(&tb.scale))
+                            .max(mult(&next.scale)),
+                        ..next
+                    };
+                    self.publish(&geometry, &next);
+                    return match what {
+                        Write::Rebase(..) => {
+                            self.raise_mark(next.base_ns);
+                            Ok(())
+                        }
+                        _ => Err(ClockError::Behind),
+                    };
+                }
                 // The next timeline starts from the counter's time at `c` with the carry, at
                 // most 1 ns past `end_ns`, which the old version's readers stand at from `c`:
                 // no step back, and no fraction of a nanosecond lost per write.
