@@ -1490,7 +1490,9 @@ impl<C: Counter> Clock<C> {
                 // 6): an update or a recalibration keeps the old rate and says `Behind`; a
                 // rebase starts afresh from a reading made now, at the mark's ceiling or
                 // later.
-                let went_back = wide && c.saturating_add(margin) < d;
+                // (Beyond `reach` and a margin: a helper on a CPU whose counter lags proposes
+                // at most a lag before this write's reading, plus its margin.)
+                let went_back = wide && c.saturating_add(reach).saturating_add(margin) < d;
                 if went_back && !self.behind.load(Ordering::Relaxed) {
                     self.behind.store(true, Ordering::Relaxed);
                 }
@@ -1502,23 +1504,9 @@ impl<C: Counter> Clock<C> {
                             scale,
                             reach,
                         ),
-                        _ => Timebase {
-                            base_ticks: width.add(tb.base_ticks, c),
-                            prev_ticks: tb.base_ticks,
-                            prev_ns: tb.base_ns,
-                            prev_int: tb.scale.mult_int(),
-                            prev_frac: tb.scale.mult_frac(),
-                            prev_carry: tb.base_frac,
-                            hand: if c < reach {
-                                c.saturating_add(tb.hand)
-                                    .min(reach.saturating_add(reach >> 1))
-                            } else {
-                                reach
-                            },
-                            base_ns: tb.carried_at(c).0,
-                            base_frac: tb.carried_at(c).1,
-                            ..tb
-                        },
+                        // Changes nothing (promise 6): the same timeline, base and rate,
+                        // published again (the close point only ended the old version).
+                        _ => tb,
                     };
                     let next = Timebase {
                         slow: next

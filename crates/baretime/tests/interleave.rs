@@ -3301,7 +3301,7 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// (P3 11, P6f 8, P2 7, P6a 1, P6c 1). Fourth triage (w-p4): seed 105's first P2 was a clock
 /// bug, a close read behind made a write continue from the ceiling's point at the new rate
 /// over a jump it had read before (`found_a_jump_before_a_close_read_behind_runs_at_the_new_rate`):
-/// 25 after (P3 11, P6f 8, P2 3, P6c 2, P6a 1; the P2s left read a saturated time with a
+/// 24 after (P3 11, P6f 8, P2 3, P6a 1, P6c 1; the P2s left read a saturated time with a
 /// glitch between, one of them the same schedule as a P6f). Open: the ignored `found_*` tests above, and
 /// seed 107's first P3 (100 GHz, CPUs 343 ns apart, two rebases that continued at 95 GHz and
 /// 99.98 GHz, resets within the lag, a writer that waited out a handover: two readings at one
@@ -6259,6 +6259,109 @@ fn found_a_jump_before_a_close_read_behind_runs_at_the_new_rate() {
             Go,
             Go,
             Reset(ResetTo::NearTop(0)),
+        ],
+    });
+}
+
+/// P6c (clock, a guard for the fix of
+/// `found_a_jump_before_a_close_read_behind_runs_at_the_new_rate`): its first form had an
+/// update whose close read came out behind publish its close point as the base and return
+/// `Behind`; the model keeps the base on `Behind` ("changes nothing", promise 6), the clock
+/// had moved it, and a later update from a counter clearly behind the anchor returned `Ok`.
+/// Such a write now publishes the same timeline again. Shrunk from `PROPTEST_RNG_SEED=110
+/// PROMISES=P6c SCHEDULES=100000` (resets_and_glitches) with that first form.
+#[test]
+fn found_an_update_behind_the_anchor_returns_ok() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32_768,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Exp(5699)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(4_611_686_018_427_394_644)),
+            Go,
+            Reset(ResetTo::InLag(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::InLag(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Read,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Reset(ResetTo::Any(4_498_693_867_585_283_082)),
+            Go,
+            Pass(442),
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Update,
+            Go,
+            Pass(1),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Read,
+            Reset(ResetTo::Any(4_611_687_275_779_063_808)),
+            Glitch(0, 0),
+            Go,
+            Pass(877),
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
         ],
     });
 }
