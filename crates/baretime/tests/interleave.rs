@@ -127,7 +127,8 @@
 //!   that never stepped back. **P6f** after a backward reset, until the counter catches up
 //!   again or a write re-bases, no reading behind both the counter's front and the last
 //!   write's base passes the P2 bound as it stood at the reset (+ P2's tolerance and a
-//!   granule). **P6e** (`check_rebase`) after `rebase(at)`: no reading below `at` (less a
+//!   granule; the latest reset from, or to, a counter on the timeline of a base the last
+//!   write may have taken: the clock may have handed that time out). **P6e** (`check_rebase`) after `rebase(at)`: no reading below `at` (less a
 //!   granule where CPUs disagree); time runs again (P3's lower bound, from `at`, less a
 //!   handover margin: a rebase to a past time continues as a recalibration, the margin's
 //!   ticks at the old rate); after a
@@ -1248,6 +1249,12 @@ impl World {
             // deadline past the timeline's base"), as for a counter that caught up, and the
             // window closes (P6f).
             let on_timeline_from = |b: &u64| f.wrapping_sub(*b) < AHEAD_LIMIT - (1 << 41);
+            // (And where the counter was before this reset: on the timeline of a base the last
+            // write may have taken — a rebase from a counter behind starts afresh behind the
+            // front, and the counter ran on from there — the clock may have handed its time out
+            // while the window was open; promise 6 then lets a reading behind stand a granule
+            // above that.)
+            let was_on_timeline_from = |b: &u64| cur.wrapping_sub(*b) < AHEAD_LIMIT - (1 << 41);
             let on_timeline = d < AHEAD_LIMIT
                 && self
                     .bases
@@ -1278,7 +1285,7 @@ impl World {
                     .bases
                     .iter()
                     .chain([&self.base_counter])
-                    .any(on_timeline_from)
+                    .any(|b| on_timeline_from(b) || was_on_timeline_from(b))
             {
                 // Behind the front but on the timeline of a base the last write may have taken
                 // (a rebase from a counter behind starts afresh behind the front): the clock
@@ -3302,7 +3309,10 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// bug, a close read behind made a write continue from the ceiling's point at the new rate
 /// over a jump it had read before (`found_a_jump_before_a_close_read_behind_runs_at_the_new_rate`):
 /// 24 after (P3 11, P6f 8, P2 3, P6a 1, P6c 1; the P2s left read a saturated time with a
-/// glitch between, one of them the same schedule as a P6f). Open: the ignored `found_*` tests above, and
+/// glitch between, one of them the same schedule as a P6f); seed 108's P6fs were the model,
+/// a window not refreshed when a reset stepped back from a counter on a candidate base's
+/// timeline (`found_time_runs_on_after_a_reset_below_the_start`): 22 (P3 11, P6f 6, P2 3,
+/// P6a 1, P6c 1). Open: the ignored `found_*` tests above, and
 /// seed 107's first P3 (100 GHz, CPUs 343 ns apart, two rebases that continued at 95 GHz and
 /// 99.98 GHz, resets within the lag, a writer that waited out a handover: two readings at one
 /// true time 359 ns apart, 16 ns more than the CPUs' spread; not triaged).
@@ -6362,6 +6372,58 @@ fn found_an_update_behind_the_anchor_returns_ok() {
             Go,
             Go,
             Update,
+        ],
+    });
+}
+
+/// P6f (model): 1 MHz, CPU 1 a tick behind CPU 0; a rebase(0) that read the counter at 6994
+/// ticks, then (reset to 0 below the start) read it behind and started afresh from CPU 1's
+/// −1 at the mark's ceiling, 4096 ns. A reset back 3 ticks (to −2) opened P6f's window at
+/// P2's bound then, 1000 ns (the model's front stayed at the rebase's first read, 6994, which
+/// the counter never came back to). The counter ran on to 24 on the fresh timeline (29 096 ns
+/// handed out, within P2), was reset back to −46 (behind the fresh base by more than a lag),
+/// and a reading there stood at the mark's ceiling, 33 192 ns = 29 096 + 4096: promise 6,
+/// "further below, time stands still at most MARK_GRANULE_NS above the latest time handed
+/// out". P6f held it to the window's 1000 ns. A reset from a counter on the timeline of a
+/// base the last write may have taken now refreshes an open window to P2's bound then, as one
+/// to such a counter already did. Shrunk from `PROPTEST_RNG_SEED=108 PROMISES=P6f
+/// SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_time_runs_on_after_a_reset_below_the_start() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (0, 27_976),
+        lags_ns: vec![3_158, 0],
+        order: vec![0, 1],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Start(Rate::Ppm(0)),
+            Update,
+            Update,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::BelowStart(0)),
+            Read,
+            Read,
+            Go,
+            Read,
+            Go,
+            Go,
+            Read,
+            Read,
+            Go,
+            Start(Rate::Ppm(0)),
+            Reset(ResetTo::Earlier(786)),
+            Read,
+            Go,
+            Pass(26),
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Read,
         ],
     });
 }
