@@ -3312,7 +3312,10 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// glitch between, one of them the same schedule as a P6f); seed 108's P6fs were the model,
 /// a window not refreshed when a reset stepped back from a counter on a candidate base's
 /// timeline (`found_time_runs_on_after_a_reset_below_the_start`): 22 (P3 11, P6f 6, P2 3,
-/// P6a 1, P6c 1). Open: the ignored `found_*` tests above, and
+/// P6a 1, P6c 1). Seed 110's P6fs (and, by their readings at u64::MAX ns, the P2s left) are
+/// a reader-path clock bug: a glitch past where time saturates is not confirmed
+/// (`found_a_reading_behind_after_a_rebase_near_the_top_saturates`, ignored). Open: the
+/// ignored `found_*` tests above and below, and
 /// seed 107's first P3 (100 GHz, CPUs 343 ns apart, two rebases that continued at 95 GHz and
 /// 99.98 GHz, resets within the lag, a writer that waited out a handover: two readings at one
 /// true time 359 ns apart, 16 ns more than the CPUs' spread; not triaged).
@@ -6424,6 +6427,70 @@ fn found_time_runs_on_after_a_reset_below_the_start() {
             Go,
             Reset(ResetTo::PastLag(0)),
             Read,
+        ],
+    });
+}
+
+/// P2, P6f, P7 (clock, reader path; open): seed 110's P6fs, shrunk. A rebase to u64::MAX −
+/// 333 375 ns at about 300 kHz (the mark raised to that target); a reading's one counter read
+/// is glitched 642 ticks (2.1 ms) ahead: its time saturates at u64::MAX ns, and the reader's
+/// confirmation (`settle`: `ns > mark.saturating_add(CONFIRM_NS)`) compares it with a bound
+/// that saturates too, so the glitch is not confirmed (promise 7: "a 64-bit reading more than
+/// 1 ms past the latest time handed out ... is confirmed by a second counter read") and
+/// becomes the time and the mark: P2, 333 375 ns ahead; every later reading, behind after a
+/// reset past the deadline, stands at that saturated mark (P6f). The writer's `confirm`
+/// already confirms a saturated time whatever the mark; the reader's `settle` needs the same
+/// (`|| ns == u64::MAX`, in the raise arm, past the fast path; tried, not kept: this test
+/// passes and seed 110's survey goes from 8 to 2, P3 only) — left for a change to the read
+/// path, which this triage did not touch. Shrunk from `PROPTEST_RNG_SEED=110
+/// PROMISES=P6f SCHEDULES=100000` (resets_and_glitches).
+#[test]
+#[ignore = "open (clock, read path): a glitch past where time saturates is not confirmed"]
+fn found_a_reading_behind_after_a_rebase_near_the_top_saturates() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 32_768,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Rebase(At::Top(333_375), Rate::Exp(2_478)),
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Update,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(4_611_688_217_450_643_456)),
         ],
     });
 }
