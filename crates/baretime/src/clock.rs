@@ -1017,7 +1017,9 @@ impl<C: Counter> Clock<C> {
     fn settle(&self, width: Width, mark: u64, reading: Option<u64>, confirm: bool) -> u64 {
         match reading {
             Some(ns) if ns >= mark.saturating_add(MARK_GRANULE_NS) => {
-                if confirm && ns > mark.saturating_add(CONFIRM_NS) {
+                // `u64::MAX`: a reading that saturated is as far as the mark's bound can say,
+                // and may be the glitch too (the bound saturates with it near the top).
+                if confirm && (ns > mark.saturating_add(CONFIRM_NS) || ns == u64::MAX) {
                     hook(Point::ReadConfirm);
                     // A reading this far ahead may be one glitched read: read again, and take
                     // the smaller (both are readings made within this call).

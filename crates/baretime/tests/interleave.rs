@@ -6447,7 +6447,6 @@ fn found_time_runs_on_after_a_reset_below_the_start() {
 /// path, which this triage did not touch. Shrunk from `PROPTEST_RNG_SEED=110
 /// PROMISES=P6f SCHEDULES=100000` (resets_and_glitches).
 #[test]
-#[ignore = "open (clock, read path): a glitch past where time saturates is not confirmed"]
 fn found_a_reading_behind_after_a_rebase_near_the_top_saturates() {
     use Act::*;
     assert_kept_with_resets(Case {
