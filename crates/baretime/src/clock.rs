@@ -953,18 +953,24 @@ impl<C: Counter> Clock<C> {
         // The mark before the counter read: a reading is judged against times handed out
         // before it was made, so a reader stalled after its read is never taken for behind.
         let mark = self.mark.load();
-        // The fast path: one attempt, no call in it, so it needs no callee-saved registers.
-        let fast = self
-            .timeline
-            .try_read(|version, words| self.read_fast(width, version, words));
-        let ns = match fast {
-            Some(ns) if width != Width::FULL => ns,
-            // 64-bit counters: a time in [mark, mark + MARK_GRANULE_NS) is returned as it is
-            // (a subtraction and a compare); anything else goes past the mark.
-            Some(ns) if ns.wrapping_sub(mark) < MARK_GRANULE_NS => ns,
-            _ => self.now_cold(width, mark, fast),
-        };
-        Instant::from_nanos(ns)
+        // The fast path: one attempt (`read_fast`, spelled out so that its three checks fold
+        // into one branch after the arithmetic), no call in it.
+        let (version, words, s1) = self.timeline.begin();
+        let t = self.counter.ticks();
+        hook(Point::ReadCounter);
+        let [b, base_ns, int, frac, ..] = words;
+        let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
+        // After the counter read, as in `read_fast`.
+        let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
+        let d = width.delta(b, t);
+        let ns = advance(base_ns, d, int, frac);
+        let open = (d < lim) & self.timeline.held(s1);
+        // 64-bit counters: a time in [mark, mark + MARK_GRANULE_NS) is returned as it is
+        // (a subtraction and a compare); anything else goes past the mark.
+        if open & ((width != Width::FULL) | (ns.wrapping_sub(mark) < MARK_GRANULE_NS)) {
+            return Instant::from_nanos(ns);
+        }
+        Instant::from_nanos(self.now_cold(width, mark, open.then_some(ns)))
     }
 
     /// `now()` past its fast path.

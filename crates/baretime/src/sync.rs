@@ -351,6 +351,27 @@ impl<const N: usize> Published<N> {
         }
     }
 
+    /// The start of a reader's fast path, spelled out (for `Clock::now`, whose branches
+    /// then fold into one): the version published now, its words, and the sequence value
+    /// that [`Published::held`] checks afterwards.
+    #[inline(always)]
+    pub(crate) fn begin(&self) -> (Version, &Words<N>, u32) {
+        let s1 = self.seq.load(Ordering::Acquire);
+        hook(Point::ReadSeq);
+        let number = s1 >> 1;
+        let slot = (number & 1) as usize;
+        (Version { number, slot }, self.slot(slot), s1)
+    }
+
+    /// Whether the version [`Published::begin`] returned (with `s1`) stayed current through
+    /// everything read since: [`Published::try_read`]'s check.
+    #[inline(always)]
+    pub(crate) fn held(&self, s1: u32) -> bool {
+        fence(Ordering::Acquire);
+        let s2 = self.seq.load(Ordering::Relaxed);
+        s2.wrapping_sub(s1 & !1) <= 2
+    }
+
     /// One attempt of [`Published::read`] for a reader's fast path: `f` runs once and may
     /// decline (`None`); its result is returned only if the version it saw was current
     /// throughout. `None` otherwise: take the full `read`.
