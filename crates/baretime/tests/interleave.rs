@@ -3162,7 +3162,6 @@ const R0: Rate = Rate::Ppm(0);
 /// the close, `WriteClosing`) is taken as the close point: the rebased timeline starts at
 /// F(glitch + margin), 5 ticks (any glitch's size) ahead of the counter.
 #[test]
-#[ignore = "found at 88438dd..00fc033: writers' counter reads are not confirmed"]
 fn found_a_glitched_close_read_becomes_the_time() {
     use Act::*;
     let acts = vec![Rebase(At::Zero, R0), Go, Go, Glitch(0, 0), Go, Go, Update];
@@ -3197,7 +3196,6 @@ fn found_rebases_push_time_ahead() {
 /// right, is run backwards at the newest rate (1 kHz, not the 100 kHz it ran at) and found
 /// 3 ms behind: `update()` returns `Behind` with no step back.
 #[test]
-#[ignore = "found at f786310: a handover's readings judged behind at the wrong rate"]
 fn found_behind_without_a_step_back() {
     use Act::*;
     let acts = vec![
@@ -3261,7 +3259,6 @@ fn found_a_reading_behind_jumps_to_an_unread_base() {
 /// before the new base is taken as late, the timeline latches, and time jumps to the
 /// deadline at the new rate (32.8 s at a true 13 µs); the next update is `Late`.
 #[test]
-#[ignore = "found at f786310: the smaller handover margin makes a narrow counter late"]
 fn found_a_narrow_recalibration_jumps_to_the_deadline() {
     use Act::*;
     let acts = vec![
