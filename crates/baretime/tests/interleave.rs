@@ -92,7 +92,9 @@
 //!   granule above what a reading that straddled a step back handed out, its time from
 //!   before the step; not across a rebase or a forward reset, nor after any forward reset
 //!   where the first stood behind at the mark's ceiling; where it stood behind, from the
-//!   latest reading before it that did not, or from the epoch). And where no writer ran
+//!   latest reading before it that did not, or from the epoch; it stood behind where a read
+//!   was behind the counter's front, or every read 2^61 ticks or more behind every base the
+//!   last write may have taken, as the clock places counters). And where no writer ran
 //!   between them and the counter never stepped back (64-bit, and narrow cadence
 //!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
 //!   rate: time stands still only while a writer is stalled.
@@ -639,6 +641,11 @@ struct Reading {
     slowest_hz: u64,
     /// The counter on the most-ahead CPU when it ended (warp mode).
     front_end: u64,
+    /// Every clean read is far behind every base the last write may have taken (2^61 ticks
+    /// or more, as the clock places counters): the clock judged it a counter behind (promise
+    /// 6), standing at the mark or its ceiling, whatever the counter's front says (the front
+    /// splits at 2^62 past itself, the clock at 2^62 past its base).
+    behind_base: bool,
     reads: Reads,
 }
 
@@ -1476,6 +1483,11 @@ impl World {
             spread_ns,
             slowest_hz: self.rates.slowest().unwrap_or(Frequency::MAX_HZ),
             front_end: self.front_now(),
+            behind_base: f.reads.clean > 0
+                && [f.reads.least, f.reads.most]
+                    .iter()
+                    .chain(f.reads.seen())
+                    .all(|&v| self.bases.iter().all(|&b| place(b, v) <= -(1i128 << 61))),
             reads: f.reads,
         };
         if trace() {
@@ -2146,7 +2158,10 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
             // A reading that stood behind (at the mark's ceiling) did not hand out the
             // timeline's time: a forward jump before it, which no reading on the timeline saw
             // yet, may show in b, as time (P2's bound counts it).
-            let stood_behind = a.reads.behind_front || !a.reads.on_timeline;
+            // (Or far behind the last write's base, as the clock places counters, where the
+            // counter's front, which splits at 2^62 past itself, took it for the front: a
+            // reset far ahead of a front the clock's base is 2^62 or more past.)
+            let stood_behind = a.reads.behind_front || !a.reads.on_timeline || a.behind_base;
             // Nor did it hand out the time that passed since the latest reading that did not
             // stand behind (the mark's ceiling is a granule above what was handed out, and
             // nobody may have read the clock for a long time): b may catch up on that, as
@@ -3354,7 +3369,10 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// a lagging CPU's counter before the newest base reads
 /// (`found_a_lagging_cpu_reads_the_spread_at_the_previous_rate`,
 /// `found_an_update_with_nothing_to_do_keeps_the_previous_rate`,
-/// `found_a_spread_at_the_previous_rate_after_rebases`).
+/// `found_a_spread_at_the_previous_rate_after_rebases`). Then seed 110's last P3 (a reading far
+/// behind the clock's base, 2^62 or more, that the counter's front took for the front: it
+/// stood at the mark's ceiling, and the model allowed no catch-up from it:
+/// `found_a_reading_2_62_behind_the_base_stands_behind`, the model).
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
@@ -6814,6 +6832,124 @@ fn found_a_spread_at_the_previous_rate_after_rebases() {
             Go,
             Read,
             Read,
+            Read,
+        ],
+    });
+}
+
+/// P3 (model): a reading the clock places 2^62 behind its base, which the counter's front took
+/// for the front. 1 MHz, the counter starting 1.03 × 10^9 ticks below 2^64; a rebase to 1 ns
+/// at 1 kHz, during which a reset sends the counter 2^62 + 7.7 × 10^8 ticks ahead (one 2^62
+/// or more ahead reads as behind, promise 7): the clock starts the fresh timeline from the
+/// counter there, the model keeps its front at the old counter (a rebase from a counter
+/// behind starts afresh behind the front). 8.4 × 10^11 ticks later (8.4 × 10^17 ns at 1 kHz,
+/// nobody reading) and two updates, a reset near 2^64: 7.7 × 10^8 ticks past the model's
+/// front (a forward move, P2's bound counts it), the reading there at the front — but 2^62 +
+/// 8.4 × 10^11 behind the clock's base: a counter behind, it stood at the mark's ceiling
+/// (10 096 ns). After a reset back onto the timeline the next reading was the timeline's
+/// time, 8.4 × 10^17 ns: promise 3 allows it ("where it stood behind, from the latest reading
+/// before it that did not, or from the epoch"; nor after a forward reset), but the model,
+/// going by the front, did not count the first reading as standing behind. Now a reading
+/// whose every clean read is 2^61 ticks or more behind every base candidate, as the clock
+/// places counters, stood behind. Shrunk from `PROPTEST_RNG_SEED=110 PROMISES=P3
+/// SCHEDULES=100000` (resets_and_glitches), this and
+/// `found_a_reading_far_behind_the_base_at_the_front_stands_behind`.
+#[test]
+fn found_a_reading_2_62_behind_the_base_stands_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (2, 17276473501024256),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Rebase(At::Latest(1), Rate::Exp(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(16384)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Pass(785),
+            Glitch(0, 0),
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Go,
+            Update,
+            Update,
+            Reset(ResetTo::NearTop(257439516)),
+            Go,
+            Read,
+            Read,
+            Read,
+            Reset(ResetTo::Earlier(16711)),
+            Start(Rate::Ppm(0)),
+            Read,
+        ],
+    });
+}
+
+/// P3 (model), as `found_a_reading_2_62_behind_the_base_stands_behind`, with the reset during
+/// the rebase 2^62 + 2^48 ticks ahead (outside the 2^41 ticks around 2^62 that the model
+/// leaves undecided), 1.07 × 10^9 ticks nobody read, and the reading at 2^64 − 1.
+#[test]
+fn found_a_reading_far_behind_the_base_at_the_front_stands_behind() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (2, 17276473501024256),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Rebase(At::Latest(1), Rate::Exp(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(16385)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Pass(1),
+            Glitch(0, 0),
+            Start(Rate::Ppm(0)),
+            Glitch(0, 0),
+            Go,
+            Update,
+            Update,
+            Reset(ResetTo::NearTop(0)),
+            Go,
+            Read,
+            Read,
+            Read,
+            Reset(ResetTo::Earlier(16711)),
+            Start(Rate::Ppm(0)),
             Read,
         ],
     });
