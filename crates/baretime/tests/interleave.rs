@@ -3359,20 +3359,22 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// (`found_a_reading_behind_after_a_rebase_near_the_top_saturates`, ignored). Open: the
 /// ignored `found_*` tests above and below (seed 106's P6f/P2:
 /// `found_time_runs_on_after_resets_2_62_apart`, the model: a helper's close point is not a
-/// base candidate). Fifth triage (w-t1), P3 on seeds 107, 114, 117, 119 (the first P3s 1 to
-/// 16 ns past the spread at 1 GHz and 100 GHz, seed 117's at 24 MHz in shrinking; seed 107's
-/// then untriaged one: 100 GHz, CPUs 343 ns apart, rebases that continued at 95 GHz and
-/// 99.98 GHz, 359 ns apart at one true time) -> 0: the model, in two parts. An `update` that
+/// base candidate). Fifth triage (w-t1), P3 (seeds 101..119 × 100 000 at d0705ca: 15 P3s,
+/// in seeds 105 (3), 106, 107 (4), 108, 110 (2), 114 (2), 117, 119; the first ones 1 to 16 ns
+/// past the CPUs' spread at 1 GHz and 100 GHz, seed 107's the one left untriaged before: 100
+/// GHz, CPUs 343 ns apart, rebases that continued at 95 GHz and 99.98 GHz, 359 ns apart at
+/// one true time) -> 0, all the model, no other promise's count changed. An `update` that
 /// returned `Ok` with nothing to do (its docs: the last publication less than a margin old)
 /// was taken for a publication, which dropped the previous timeline's rate and the counter's
 /// step back since; and the CPUs' spread was converted without that previous rate, at which
 /// a lagging CPU's counter before the newest base reads
 /// (`found_a_lagging_cpu_reads_the_spread_at_the_previous_rate`,
 /// `found_an_update_with_nothing_to_do_keeps_the_previous_rate`,
-/// `found_a_spread_at_the_previous_rate_after_rebases`). Then seed 110's last P3 (a reading far
-/// behind the clock's base, 2^62 or more, that the counter's front took for the front: it
-/// stood at the mark's ceiling, and the model allowed no catch-up from it:
-/// `found_a_reading_2_62_behind_the_base_stands_behind`, the model).
+/// `found_a_spread_at_the_previous_rate_after_rebases`). Seed 110's last: a reading 2^62 or
+/// more behind the clock's base that the counter's front took for the front stood at the
+/// mark's ceiling, and the model allowed no catch-up from it
+/// (`found_a_reading_2_62_behind_the_base_stands_behind`). Left at 8940eab (seeds 101..119):
+/// P6f 4, P2 3, P6a 2, P6b 2, P6c 1, in seeds 106, 108, 112, 113, 114, 119, as at d0705ca.
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
