@@ -953,18 +953,11 @@ impl<C: Counter> Clock<C> {
         // The mark before the counter read: a reading is judged against times handed out
         // before it was made, so a reader stalled after its read is never taken for behind.
         let mark = self.mark.load();
-        // The fast path: one attempt (`read_fast`, spelled out so that its three checks fold
+        // The fast path: one attempt (`try_read` spelled out, so that its three checks fold
         // into one branch after the arithmetic), no call in it.
         let (version, words, s1) = self.timeline.begin();
-        let t = self.counter.ticks();
-        hook(Point::ReadCounter);
-        let [b, base_ns, int, frac, ..] = words;
-        let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
-        // After the counter read, as in `read_fast`.
-        let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
-        let d = width.delta(b, t);
-        let ns = advance(base_ns, d, int, frac);
-        let open = (d < lim) & self.timeline.held(s1);
+        let (before_end, ns) = self.convert(width, version, words);
+        let open = before_end & self.timeline.held(s1);
         // 64-bit counters: a time in [mark, mark + MARK_GRANULE_NS) is returned as it is
         // (a subtraction and a compare); anything else goes past the mark.
         if open & ((width != Width::FULL) | (ns.wrapping_sub(mark) < MARK_GRANULE_NS)) {
@@ -1068,6 +1061,15 @@ impl<C: Counter> Clock<C> {
     /// open and the reading before its end).
     #[inline(always)]
     fn read_fast(&self, width: Width, version: Version, words: &Words<WORDS>) -> Option<u64> {
+        let (before_end, ns) = self.convert(width, version, words);
+        before_end.then_some(ns)
+    }
+
+    /// A counter read and its time on `version`'s timeline, and whether the reading is before
+    /// the timeline's end as it stood after the read (the time is computed either way: the
+    /// fast path branches once, on every check together).
+    #[inline(always)]
+    fn convert(&self, width: Width, version: Version, words: &Words<WORDS>) -> (bool, u64) {
         let t = self.counter.ticks();
         hook(Point::ReadCounter);
         let [b, base_ns, int, frac, ..] = words;
@@ -1076,7 +1078,7 @@ impl<C: Counter> Clock<C> {
         // counter before any close of it became visible.
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
         let d = width.delta(b, t);
-        (d < lim).then(|| advance(base_ns, d, int, frac))
+        (d < lim, advance(base_ns, d, int, frac))
     }
 
     /// Raises the high-water mark to `ns`, or to [`MARK_GRANULE_NS`] short of `u64::MAX` where
