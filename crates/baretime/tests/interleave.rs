@@ -532,14 +532,18 @@ struct Reads {
     /// promise 7, "one further ahead reads as behind, promise 6". The reading may then stand
     /// at the mark's ceiling, as one from a counter that stepped back.
     glitch_behind: bool,
-    /// The first distinct clean reads (`n_seen` of them): a write may base its timeline on any
-    /// (least and most say nothing where reads are 2^62 apart, after resets).
+    /// Distinct clean reads (`n_seen` of them, `SEEN` kept): a write may base its timeline on any (least
+    /// and most say nothing where reads are 2^62 apart, after resets). The first `SEEN / 2`,
+    /// and the latest `SEEN / 2` after them (a ring): a writer waiting out a handover reads
+    /// the counter hundreds of times before the reads its timeline starts from (its close
+    /// read, or a fresh timeline's reading and its confirmation, then the publication's two),
+    /// which come last.
     seen: [u64; SEEN],
     n_seen: usize,
 }
 
 /// How many distinct clean reads an operation keeps.
-const SEEN: usize = 6;
+const SEEN: usize = 8;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Frozen {
@@ -1065,8 +1069,14 @@ impl World {
                     r.most
                 };
                 r.clean += 1;
-                if r.n_seen < SEEN && !r.seen().contains(&clean) {
-                    r.seen[r.n_seen] = clean;
+                if !r.seen().contains(&clean) {
+                    // The first half kept, the second a ring of the latest.
+                    let i = if r.n_seen < SEEN {
+                        r.n_seen
+                    } else {
+                        SEEN / 2 + r.n_seen % (SEEN - SEEN / 2)
+                    };
+                    r.seen[i] = clean;
                     r.n_seen += 1;
                 }
                 // Behind as the clock places it, whichever base it took.
@@ -6574,6 +6584,105 @@ fn found_time_runs_on_after_resets_2_62_apart() {
             Go,
             Reset(ResetTo::NearTop(2_572_484_006)),
             Read,
+        ],
+    });
+}
+
+/// P2, P6f (model): seed 119's, shrunk (1 MHz, one CPU). A recalibration to 100 GHz and back
+/// leaves a base the counter has not reached; a `rebase(0)` waits out that handover, reading
+/// the counter once per tick (6 distinct reads), is reset 2^63 ahead (0xc000_0000_0000_0001,
+/// behind its base) and, from a counter behind, starts afresh from that reading (confirmed: its
+/// second read is the same) — then the counter is reset to 0x40..040b and to 0, 2^62 − 1 ticks
+/// past the fresh base: time (promise 7: "less than the 2^62-tick deadline past the timeline's
+/// base"), at 1 MHz u64::MAX ns. P2's bound counts a forward move "from what a write still
+/// running read", but the model kept only an operation's first 6 distinct reads (the handover
+/// wait's) and lost the one the rebase based on: no forward move, a 2 ms bound. An operation
+/// now keeps its first 4 distinct reads and a ring of its latest 4 (the reads a timeline
+/// starts from come last). Seed 114's P2 (u64::MAX ns, a glitched read between) was the same
+/// gap. Shrunk from `PROPTEST_RNG_SEED=119 PROMISES=P2 SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_base_read_after_a_long_handover_wait_is_not_a_candidate() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Reset(ResetTo::Any(4_611_686_018_427_387_904)),
+            Go,
+            Rebase(At::Any(0), Rate::Ppm(0)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Recalibrate(Rate::Exp(8000)),
+            Rebase(At::Zero, Rate::Exp(8000)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Go,
+            Go,
+            Pass(1),
+            Go,
+            Pass(1),
+            Pass(1),
+            Pass(1),
+            Pass(1),
+            Reset(ResetTo::Any(13_835_058_055_282_163_713)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Earlier(0)),
+            Go,
+            Reset(ResetTo::BelowStart(0)),
         ],
     });
 }
