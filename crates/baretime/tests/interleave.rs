@@ -607,7 +607,20 @@ struct Frame {
     /// True time of its latest counter read.
     last_true: Option<u64>,
     reads: Reads,
+    /// A `now()` that reached `ReadHelp`: it found the timeline closing and proposes a close
+    /// point from its next counter reads.
+    helping: bool,
+    /// A write: the distinct clean reads of helpers that ran while it did (`HELPED` at
+    /// most). Its close point may be one of theirs plus a margin, and the timeline it
+    /// publishes based there.
+    helped: Vec<u64>,
 }
+
+/// How many helpers' counter reads a write keeps.
+const HELPED: usize = 3;
+
+/// How many candidate bases the model keeps (`World::bases`).
+const BASES: usize = 4 + SEEN + 2 * HELPED;
 
 /// One finished `now()`.
 #[derive(Clone, Copy, Debug)]
@@ -733,7 +746,9 @@ struct World {
     /// base on a read made before it, which may be 2^62 or more from the counter at its end),
     /// and its least glitched read (a reset past the glitch before the confirming read makes
     /// the glitch the earlier read, which a fresh timeline's confirmation keeps).
-    bases: [u64; 4 + SEEN],
+    /// And every helper's read during it, as read and a margin on (`HELPED` of them, twice:
+    /// a helper's close point is its reading plus the closing writer's margin).
+    bases: [u64; BASES],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
     glitch: Option<u64>,
@@ -820,7 +835,7 @@ impl World {
             front: start,
             start_counter: start,
             base_counter: start,
-            bases: [start; 4 + SEEN],
+            bases: [start; BASES],
             past: Vec::new(),
             glitch: None,
             last_glitch_op: None,
@@ -1113,6 +1128,19 @@ impl World {
                     }
                     _ => Frozen::No,
                 };
+            }
+        }
+        // A helper's read: a close point the write running below may take.
+        if glitch.is_none()
+            && self
+                .frames
+                .last()
+                .is_some_and(|f| f.what.is_none() && f.helping)
+        {
+            for fr in self.frames.iter_mut().filter(|fr| fr.what.is_some()) {
+                if fr.helped.len() < HELPED && !fr.helped.contains(&clean) {
+                    fr.helped.push(clean);
+                }
             }
         }
         if trace() {
@@ -1427,6 +1455,8 @@ impl World {
             writes_begun: self.writes_begun,
             last_true: None,
             reads: Reads::new(),
+            helping: false,
+            helped: Vec::new(),
         });
         self.ops
     }
@@ -1594,7 +1624,7 @@ impl World {
             // (And a glitched read of the write: its confirmation keeps the earlier, and a
             // reset between the two reads, forward past the glitch, makes the glitch it.)
             let glitched = f.reads.glitched_least.unwrap_or(self.base_counter);
-            let mut bases = [self.base_counter; 4 + SEEN];
+            let mut bases = [self.base_counter; BASES];
             bases[3] = glitched;
             if f.reads.clean > 0 {
                 bases[1] = f.reads.least;
@@ -1603,6 +1633,14 @@ impl World {
             // (And every distinct read it kept: where its reads are 2^62 apart, least and
             // most are not the two ends, and the base may be any of them.)
             for (b, &r) in bases[4..].iter_mut().zip(f.reads.seen()) {
+                *b = r;
+            }
+            // (And where a helper's reading during it proposed the close point, a margin on:
+            // the timeline continues from there, and a counter 2^62 past the helper's reading
+            // may be less than that past the base, time.)
+            let margin = self.margin_bound();
+            let helped = f.helped.iter().flat_map(|&h| [h, h.wrapping_add(margin)]);
+            for (b, r) in bases[4 + SEEN..].iter_mut().zip(helped) {
                 *b = r;
             }
             self.bases = bases;
@@ -1834,6 +1872,13 @@ fn point() {
 }
 
 fn hook(p: baretime::__HookPoint) {
+    if p == baretime::__HookPoint::ReadHelp {
+        with(|w| {
+            if let Some(f) = w.frames.last_mut().filter(|f| f.what.is_none()) {
+                f.helping = true;
+            }
+        });
+    }
     if trace() {
         with(|w| {
             if !w.quiet {
@@ -6506,7 +6551,7 @@ fn found_a_reading_behind_after_a_rebase_near_the_top_saturates() {
     });
 }
 
-/// P6f, P2 (model, diagnosed, not fixed): 1 GHz; `rebase(0)` reads the counter at its start
+/// P6f, P2 (model): 1 GHz; `rebase(0)` reads the counter at its start
 /// S; a reset 2.7 × 10^18 ticks forward; a reader finds the timeline closing, reads the
 /// counter there (0xbfff_ffff_66aa_b43a) and, as a helper, proposes the close point a margin
 /// (20 000 ticks) after it; a reset to 0 (behind); the rebase (reads S, 0, 1000) continues
@@ -6515,11 +6560,11 @@ fn found_a_reading_behind_after_a_rebase_near_the_top_saturates() {
 /// than the 2^62-tick deadline past the timeline's base"), and the clock reads 7.3 × 10^18
 /// ns. The model's base candidates (`World::bases`) are the writer's own reads only: it never
 /// sees the helper's, counts no forward move (every candidate is 2^62 or more behind), and
-/// holds the reading to P6f's window and P2's bound (2.7 × 10^18). The model needs the
-/// counter reads of readers that overlapped a write (plus a margin) among the candidates.
+/// holds the reading to P6f's window and P2's bound (2.7 × 10^18). A helper's counter reads
+/// (a `now()` that reached `ReadHelp` while the write ran) are now candidates too, as read and
+/// a margin on (`margin_bound`: the close point it proposes).
 /// Shrunk from `PROPTEST_RNG_SEED=106 PROMISES=P6f SCHEDULES=100000` (resets_and_glitches).
 #[test]
-#[ignore = "open (model): a helper's close point is not among the model's base candidates"]
 fn found_time_runs_on_after_resets_2_62_apart() {
     use Act::*;
     assert_kept_with_resets(Case {
