@@ -1330,7 +1330,16 @@ impl World {
                 // may take it for time and hand it out (promise 6 judges a reading against
                 // what was handed out, not against the front), and a reading behind after it
                 // may stand a granule above that. The window stays open, from P2's bound now.
-                self.window = Some(self.bound);
+                // So does a reading running now that read behind before it: it stands at the
+                // ceiling of the mark as it finds it when it settles (a time read within its
+                // call, promise 3), which a reading of this counter may have raised meanwhile.
+                let bound = self.bound;
+                self.window = Some(bound);
+                for fr in &mut self.frames {
+                    if let Frozen::At(a) = fr.reads.frozen {
+                        fr.reads.frozen = Frozen::At(a.max(bound));
+                    }
+                }
             } else if self.window.is_none() && stepped_back {
                 self.window = Some(self.bound);
             }
@@ -6728,6 +6737,79 @@ fn found_a_base_read_after_a_long_handover_wait_is_not_a_candidate() {
             Reset(ResetTo::Earlier(0)),
             Go,
             Reset(ResetTo::BelowStart(0)),
+        ],
+    });
+}
+
+/// P6f (model): seed 112's, shrunk (1 kHz, one CPU, the counter at S). `rebase(1 ns)`: a
+/// reset during it sends the counter 2^62 back (S − 2^62), and the rebase starts afresh there
+/// at 1 ms (its fresh reading glitched 7 ticks ahead, confirmed: the earlier kept). A reset to
+/// S + 2^62 + 8.6 × 10^9 (behind the fresh base: an update says `Behind`) opens P6f's window
+/// at P2's bound then (1 ns; readings stand at the ceiling, 1 ms + a granule). A reading R
+/// reads the counter there; while it is stalled after that read, the counter is reset to 0,
+/// 3.8 × 10^18 ticks past the fresh base (less than 2^62: time, u64::MAX ns at 1 kHz), and a
+/// nested reading hands that out (raising the mark). R, behind, stands at the mark's ceiling
+/// as it finds it when it settles: u64::MAX (promise 6: "time stands still at most
+/// MARK_GRANULE_NS above the latest time handed out"). The model counted the move in P2's
+/// bound and refreshed the window to it (the reset is to a counter on the fresh base's
+/// timeline: P6f's "latest reset from, or to, a counter on the timeline of a base the last
+/// write may have taken"), but held R to the bound at its own read (1 ns). The refresh now
+/// lifts the bound of the readings running too. Shrunk from `PROPTEST_RNG_SEED=112
+/// PROMISES=P6f SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_reading_behind_stands_above_a_jump_handed_out_during_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000,
+        start: (0, 3_198_624_362_227_116_392),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Go,
+            Rebase(At::Any(1), Rate::Ppm(0)),
+            Go,
+            Go,
+            Read,
+            Go,
+            Read,
+            Reset(ResetTo::Any(14_634_714_145_838_942_810)),
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Reset(ResetTo::Any(5_411_344_308_001_678_022)),
+            Pass(2),
+            Pass(749),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Pass(541),
+            Go,
+            Go,
+            Pass(291),
+            Read,
+            Pass(51),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Reset(ResetTo::Any(0)),
+            Read,
         ],
     });
 }
