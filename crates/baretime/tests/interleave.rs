@@ -118,8 +118,8 @@
 //!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
 //!   side of it than the old base did, or one set before a forward reset that a write then
 //!   based on). The base is uncertain after a reset during a write
-//!   (the clock bases on a read made before it): every candidate (`World::bases`) must
-//!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
+//!   (the clock bases on a read made before it, or on a helper's close point): every
+//!   candidate (`World::bases`) must agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
 //!   out by readings that were not clearly behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
@@ -3378,13 +3378,20 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// timeline (`found_time_runs_on_after_a_reset_below_the_start`): 22 (P3 11, P6f 6, P2 3,
 /// P6a 1, P6c 1). Seed 110's P6fs (and, by their readings at u64::MAX ns, the P2s left) are
 /// a reader-path clock bug: a glitch past where time saturates is not confirmed
-/// (`found_a_reading_behind_after_a_rebase_near_the_top_saturates`, ignored). Open: the
-/// ignored `found_*` tests above and below (seed 106's P6f/P2:
-/// `found_time_runs_on_after_resets_2_62_apart`, the model: a helper's close point is not a
-/// base candidate), and
+/// (`found_a_reading_behind_after_a_rebase_near_the_top_saturates`, fixed at d0705ca). Open:
+/// the ignored `found_*` tests above and below, and
 /// seed 107's first P3 (100 GHz, CPUs 343 ns apart, two rebases that continued at 95 GHz and
 /// 99.98 GHz, resets within the lag, a writer that waited out a handover: two readings at one
-/// true time 359 ns apart, 16 ns more than the CPUs' spread; not triaged).
+/// true time 359 ns apart, 16 ns more than the CPUs' spread; not triaged). Fifth triage
+/// (w-t2, P2 and P6f): seeds 101..119 × 100 000 counted 27 at d0705ca (P3 15, P6f 4, P2 3,
+/// P6a 2, P6b 2, P6c 1); every P2 and P6f was the model's: an operation kept only its first
+/// six distinct reads, so a rebase that waited out a handover lost the read it based on
+/// (seeds 119 and 114, `found_a_base_read_after_a_long_handover_wait_is_not_a_candidate`); a
+/// helper's close point was no base candidate (seed 106,
+/// `found_time_runs_on_after_resets_2_62_apart`, un-ignored); a window refreshed by a reset
+/// onto a base's timeline held the readings running to their older bound (seed 112,
+/// `found_a_reading_behind_stands_above_a_jump_handed_out_during_it`): 20 after (P3 15, P6a 2,
+/// P6b 2, P6c 1, each seed's as before; no P2, no P6f).
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
