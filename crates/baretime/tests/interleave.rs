@@ -125,10 +125,11 @@
 //!   Counters within 2^41 ticks of the 2^62 past the base where the clock tells ahead from
 //!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
 //!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
-//!   side of it than the old base did, or one set before a forward reset that a write then
-//!   based on). The base is uncertain after a reset during a write
-//!   (the clock bases on a read made before it): every candidate (`World::bases`) must
-//!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
+//!   side of it than the old base did, or at or ahead of it where the old base placed it
+//!   2^59 or more behind, or one set before a forward reset that a write then based on).
+//!   The base is uncertain after a reset during a write (the clock bases on a read made
+//!   before it): every candidate (`World::bases`) must agree. `Behind` changes nothing
+//!   (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
 //!   out by readings that were not clearly behind (or a rebase target); **P6b** (`World::end_read`)
 //!   `health().counter_behind` is set; **P6c** (`World::judge`) such an
@@ -1676,8 +1677,17 @@ impl World {
                     .chain(new_bases.iter())
                     .map(|&b| place(b, a))
                     .collect();
-                places.iter().all(|p| p.unsigned_abs() >= 1 << 59)
-                    && places.windows(2).any(|w| (w[0] >= 0) != (w[1] >= 0))
+                let far = places.iter().all(|p| p.unsigned_abs() >= 1 << 59)
+                    && places.windows(2).any(|w| (w[0] >= 0) != (w[1] >= 0));
+                // (Or at any distance ahead of the new base, where every old one placed it far
+                // behind: its reading stood at the mark or its ceiling, and a write that based
+                // at or before its counter runs that counter's time on from the base's, past
+                // everything handed out when it closed — no reading handed out a time that
+                // counter reads. A new base just under 2^59 ticks before such an anchor made a
+                // reading in the handover, on the timeline within P2, "clearly behind":
+                // `found_an_anchor_behind_the_old_base_ahead_of_the_new`.)
+                let (old, new) = places.split_at(old_bases.len());
+                far || (old.iter().all(|&p| p <= -(1 << 59)) && new.iter().all(|&p| p >= 0))
             };
             // So is one set before a forward reset the clock took for time: a base after it
             // is that much ahead, and the clock judges a reading behind the base by running
@@ -7263,6 +7273,96 @@ fn found_a_glitch_from_a_counter_behind_a_rebased_base_falls_short() {
             Pass(1),
             Go,
             Go,
+        ],
+    });
+}
+
+/// P6a (model): an anchor the old base placed far behind (its reading stood at the mark's
+/// ceiling) and a new base places just ahead of itself. 1 kHz, a recalibration to 100 GHz
+/// stalled across a reset to 0 (its close read from before, B: bases B and 0); after resets,
+/// one to B + 2^62 + 2^41 — past the 2^62-tick deadline, behind as the clock places it —
+/// a reading stood at the ceiling, 4096 ns, and its counter became the anchor (placed
+/// 2^62 − 2^41 behind B, "a time at least that counter's" taken as handed out). A reset to
+/// B + 0.875 × 2^62 + 2^40, and 2^40 ticks later an `update` based there, just under 2^59
+/// ticks before the anchor (2^59 − 1 from the counter it read): on its timeline the anchor
+/// is ahead, a counter time nobody was handed out. A reading in that update's handover (4.03 × 10^16 ns, the forward reset's time, within P2)
+/// was "clearly behind" the anchor as the new base places both, and P6a held it to 4096 ns.
+/// The model drops an anchor that the new base places on the other side of it only where
+/// every base places it 2^59 or more away: this one was 1 tick short. Now it also drops one
+/// that every old base placed 2^59 or more behind and every new base places at or ahead of
+/// itself, at any distance: the write based at or before that counter runs its time on from
+/// the base's, past everything handed out when it closed. Promise 6 holds readings to "at
+/// most `MARK_GRANULE_NS` above the latest time handed out" only where their time "is below
+/// what the clock has already handed out", which this reading's was not. Shrunk from
+/// `PROPTEST_RNG_SEED=131 PROMISES=P6a SCHEDULES=100000` (resets_and_glitches; the seed's
+/// first failure, 100 GHz on 3 CPUs, an anchor 0.84 × 2^59 ahead of an update's base, is
+/// the same class).
+#[test]
+fn found_an_anchor_behind_the_old_base_ahead_of_the_new() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (1, 2729955340028894288),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Recalibrate(Rate::Exp(8000)),
+            Go,
+            Go,
+            Update,
+            Go,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Pass(1),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Read,
+            Reset(ResetTo::SinceBase(0)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(7341643557479537744)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(6765181705664486481)),
+            Go,
+            Go,
+            Pass(216),
+            Pass(808),
+            Go,
+            Read,
+            Update,
         ],
     });
 }
