@@ -33,8 +33,9 @@
 //! - **Glitches** (64-bit): one counter read far ahead — 2 ms at the slowest-ticking rate
 //!   given, 1 s, an hour, 2^40, 2^62 ticks, or any amount between — on any read, the
 //!   writers' included. One: no operation sees two (promise 7 is about one). Ahead of the
-//!   counter's front, where the counter was reset back (or of the last write's base, a
-//!   read it made before such a reset, where that is further ahead): promise 7 confirms
+//!   counter's front, where the counter was reset back (or of the most-ahead read on the
+//!   timeline, or of the last write's base, a read it made before such a reset, where that
+//!   is further ahead): promise 7 confirms
 //!   readings more than 1 ms past the latest time handed out, and a glitch from a counter
 //!   behind may land short of that (the clock takes it for time then, as its docs say).
 //! - **Stalls** at every protocol `Point`, every `ticks()` and every `bits()`.
@@ -764,6 +765,10 @@ struct World {
     bases: [u64; 4 + SEEN],
     /// Counter values read, for resets to an earlier one.
     past: Vec<u64>,
+    /// The most-ahead clean counter read, as the last write's base places it (64-bit): a
+    /// time that far on the timeline may have been handed out, so a glitch is made from here
+    /// too where the counter was reset back behind it.
+    high: u64,
     glitch: Option<u64>,
     /// The operation count when the last glitch fired: no glitch again until an outermost
     /// operation begins after it.
@@ -850,6 +855,7 @@ impl World {
             base_counter: start,
             bases: [start; 4 + SEEN],
             past: Vec::new(),
+            high: start,
             glitch: None,
             last_glitch_op: None,
             frames: Vec::new(),
@@ -1048,6 +1054,9 @@ impl World {
         let clean = self.counter_full(self.cpu_now());
         let glitch = self.take_glitch();
         if glitch.is_none() {
+            if place(self.base_counter, clean) > place(self.base_counter, self.high) {
+                self.high = clean;
+            }
             if self.past.len() < 256 {
                 self.past.push(clean);
             } else {
@@ -1055,12 +1064,13 @@ impl World {
                 self.past[i] = clean;
             }
         }
-        let (spread, thr, front, window, bases) = (
+        let (spread, thr, front, window, bases, high) = (
             self.spread,
             self.behind_threshold(),
             self.front,
             self.window,
             self.bases,
+            self.high,
         );
         let now = self.now;
         // A glitch is far ahead of the counter's front, not of a counter that was reset back:
@@ -1076,8 +1086,11 @@ impl World {
         // (`found_a_glitch_from_a_counter_behind_a_rebased_base_falls_short`). Its clean
         // reads only: a glitched read the clock did not base on (`bases[3]`), 2^61 ahead,
         // and a glitch 2^61 past it read as behind, from a counter that never stepped back.
+        // Nor of the most-ahead counter read on the timeline (`high`): a base 2^40 ticks
+        // behind it, after a reset back, made a glitch of 2^40 the time handed out there.
         let from = if glitch.is_some() {
-            std::iter::once(front)
+            [front, high]
+                .into_iter()
                 .chain(
                     bases
                         .iter()
@@ -7138,10 +7151,10 @@ fn found_a_reading_far_behind_the_base_at_the_front_stands_behind() {
 /// handed out"; this one is not, and the clock took it for time, as its docs say (as in
 /// `found_a_glitch_from_a_counter_behind_falls_short`, behind a front). The clock keeps its
 /// promises; P2 failed (277 µs past its bound) because the glitch was not far enough ahead. A
-/// glitch is now far ahead of the furthest-ahead of the front and of the last write's clean
-/// reads (`World::bases` without its glitched read) that the counter is behind by less than
-/// 2^61. Shrunk from `PROPTEST_RNG_SEED=129 PROMISES=P2 SCHEDULES=100000`
-/// (resets_and_glitches).
+/// glitch is now far ahead of the furthest-ahead of the front, the most-ahead clean read on
+/// the timeline and the last write's clean reads (`World::bases` without its glitched read)
+/// that the counter is behind by less than 2^61. Shrunk from `PROPTEST_RNG_SEED=129
+/// PROMISES=P2 SCHEDULES=100000` (resets_and_glitches).
 #[test]
 fn found_a_glitch_from_a_counter_behind_a_rebased_base_falls_short() {
     use Act::*;
@@ -7273,6 +7286,61 @@ fn found_a_glitch_from_a_counter_behind_a_rebased_base_falls_short() {
             Pass(1),
             Go,
             Go,
+        ],
+    });
+    // P6c (environment, the second version): 1 GHz, the last write based at 0x4000_4e20, a
+    // reading at 2^40 ticks past it (1 100 585 389 600 ns handed out), resets back to 0; an
+    // `update`'s glitched read, 2^40 from that base, was the very counter whose time was
+    // handed out, not 1 ms past it: the update took it (`Ok`) where its clean reads were
+    // clearly behind (P6c wants `Behind`). Glitches are made from the most-ahead clean read
+    // on the timeline too (shrunk from `PROPTEST_RNG_SEED=104 PROMISES=P6c`).
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Read,
+            Pass(1),
+            Update,
+            Go,
+            Start(Rate::Ppm(0)),
+            Recalibrate(Rate::Ppm(0)),
+            Go,
+            Pass(327),
+            Go,
+            Go,
+            Go,
+            Pass(503),
+            Go,
+            Pass(194),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::Any(2305843010287447772)),
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Pass(2),
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(3, 0),
+            Reset(ResetTo::BelowStart(0)),
+            Update,
         ],
     });
 }
