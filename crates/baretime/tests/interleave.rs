@@ -125,7 +125,7 @@
 //!   behind are left undecided (and such a reading, which may stand at the mark's ceiling,
 //!   leaves no anchor; nor does one that a new base 2^59 or more away places on the other
 //!   side of it than the old base did, or one set before a forward reset that a write then
-//!   based on). The base is uncertain after a reset during a write
+//!   based on, a running reading's too). The base is uncertain after a reset during a write
 //!   (the clock bases on a read made before it): every candidate (`World::bases`) must
 //!   agree. `Behind` changes nothing (promise 6): not the base, not the rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
@@ -620,6 +620,10 @@ struct Frame {
     run_start: u128,
     /// The anchor's counter when it began (P6), and the writes begun before it.
     anchor: Option<u64>,
+    /// The counter moved forward by a reset since that anchor was set (64-bit): as
+    /// `World::jumped_since_anchor`, for this frame's anchor, which a reading that ends
+    /// meanwhile does not move on (nor clear the flag of).
+    jumped: bool,
     writes_begun: u64,
     /// True time of its latest counter read.
     last_true: Option<u64>,
@@ -1268,6 +1272,9 @@ impl World {
             self.bound += ns_of(u128::from(moved), fast);
             self.jumps.push(self.step);
             self.jumped_since_anchor = true;
+            for fr in &mut self.frames {
+                fr.jumped = true;
+            }
         }
         // Ahead of the front, and not so far past the last write's base that the clock
         // (whose 64-bit deadline is 2^62 ticks past its base) may take it for behind.
@@ -1448,6 +1455,7 @@ impl World {
             true_start: self.now,
             run_start: self.run,
             anchor: self.anchor.map(|a| a.0),
+            jumped: self.jumped_since_anchor,
             writes_begun: self.writes_begun,
             last_true: None,
             reads: Reads::new(),
@@ -1669,8 +1677,11 @@ impl World {
             if self.anchor.is_some_and(|(a, _)| jumped || flips(a)) {
                 self.anchor = None;
             }
+            // (A running reading's anchor by its own flag: a reading that ended since the jump
+            // moved the world's anchor on and cleared the world's flag, not this frame's
+            // anchor, which is still the one from before the jump.)
             for fr in &mut self.frames {
-                if fr.anchor.is_some_and(|a| jumped || flips(a)) {
+                if fr.anchor.is_some_and(|a| jumped || fr.jumped || flips(a)) {
                     fr.anchor = None;
                 }
             }
@@ -7095,6 +7106,68 @@ fn found_a_reading_far_behind_the_base_at_the_front_stands_behind() {
             Reset(ResetTo::Earlier(16711)),
             Start(Rate::Ppm(0)),
             Read,
+        ],
+    });
+}
+
+/// P6a (model): the clock started at 2^64 − 1 (1 GHz) and rebased there; a reset to 2^62 +
+/// 1.8 × 10^12 ticks past that base, read 0.42 s later 2^62 + 2^41 past it (behind it, as the
+/// clock places counters: the reading stood at the mark's ceiling, 4096 ns), set the anchor
+/// there. A reset 4.04 × 10^18 ticks ahead of the base, which the clock took for time (P2's
+/// bound counts it); then a reading began, and while it was stalled a nested reading handed
+/// out the jumped time (moving the world's anchor on, and clearing the world's "jumped since
+/// the anchor") and an update based the timeline there. The stalled reading then read the new
+/// timeline 1.07 s of true time on and handed that out, rightly — but the model judged it by
+/// its own anchor, the one from before the jump, which the new base places 5.76 × 10^17 ticks
+/// ahead of itself: "clearly behind", 1.07 s above the latest time handed out. The rule that
+/// drops an anchor set before a forward reset that a write then based on (module docs, P6)
+/// held for the world's anchor only; a running reading's anchor now keeps its own flag.
+/// Shrunk from `PROPTEST_RNG_SEED=135 PROMISES=P6a SCHEDULES=300000` (resets_and_glitches:
+/// past the 100 000 schedules the survey runs).
+#[test]
+fn found_a_running_readings_anchor_from_before_a_jump() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000_000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Reset(ResetTo::Earlier(0)),
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Reset(ResetTo::Any(4611687797617590271)),
+            Pass(391),
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::SinceBase(57345)),
+            Go,
+            Read,
+            Read,
+            Update,
+            Pass(1),
         ],
     });
 }
