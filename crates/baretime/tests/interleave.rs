@@ -3418,6 +3418,16 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// least across the deadline (`found_a_glitch_ahead_of_a_read_behind_is_no_anchor`); the
 /// anchor is now the least as the clock places counters. Seeds 101..119 × 100 000: no
 /// P6a/P6b/P6c left (5 before), the rest unchanged (P3 8, P2 3, P6f 3).
+/// Sixth triage (w-t5), seeds 132..140: none failed in 100 000 schedules each at 0d175c2; in
+/// 300 000 each (200 000 past the survey's), P6f 3 (seeds 133, 137, 140), P6a 1 (135), P6b 1
+/// (137) -> P6f 3, the P6a and the P6b the model's anchor: a counter every old base placed
+/// 2^61 ticks or more behind (its reading stood at the mark's ceiling, or it was a glitched
+/// read the reading did not keep) that a write then based a timeline before, nearer than the
+/// 2^59 ticks the flip rule asked (`found_an_anchor_behind_the_old_base_ahead_of_the_new`:
+/// also seed 131's P6a), and a running reading's anchor from before a forward reset that a
+/// write based on, its flag cleared by a reading that ended meanwhile
+/// (`found_a_running_readings_anchor_from_before_a_jump`). Seeds 101, 105, 111, 115, 120..131 ×
+/// 100 000 after: P6f in 125 and 128, P2 in 129, as at 0d175c2 (131's P6a gone).
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
