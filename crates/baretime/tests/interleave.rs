@@ -3557,7 +3557,14 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// (`found_an_anchor_behind_the_old_base_ahead_of_the_new`). After (at ab787d6), seeds 120..131
 /// × 100 000: only seed 125's P6f (a reading at u64::MAX ns, as at 0d175c2: the saturating
 /// class of `found_a_reading_behind_after_a_rebase_near_the_top_saturates`); 101..105, 111,
-/// 115, 116, 118: none.
+/// 115, 116, 118: none. Seventh triage (w-t6, at fb4322e): seed 125's P6f (and P2, the same
+/// reading at u64::MAX ns) was the model, not the saturating clock bug: a lagging CPU's
+/// counter 2^62 − 1 past the base is time (promise 7) where the front's is past the deadline,
+/// and the model measured a reset's forward moves and P6f's window refresh from the front only
+/// (`found_a_lagging_cpus_counter_short_of_the_deadline_is_time`; now every CPU's counter);
+/// seed 147's P6a (at 4621c77) was the model, fixed by 3833d31
+/// (`found_an_anchor_past_the_deadline_then_a_reset_onto_the_timeline`). After, seeds 101,
+/// 105, 111, 115, 120..131 and 141..149 × 100 000: none.
 /// Ignored so that the default run guards everything else; run it with
 /// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
 #[test]
