@@ -793,7 +793,10 @@ enum Write {
 ///    below what was handed out (a reset back to a time nobody read since): a timeline
 ///    closes at or after its base, so a write from there would make time jump to the
 ///    base's. [`Clock::rebase`] continues from a time the caller gives (or the latest time
-///    handed out, if later), which then counts as handed out.
+///    handed out, if later), which then counts as handed out. From a counter behind, that
+///    time may be a ceiling's or a leading CPU's, up to [`MARK_GRANULE_NS`] and the CPUs' lag
+///    ahead of the rebasing CPU's counter: each reset back followed by such a rebase may move
+///    time on by that much.
 /// 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
 ///    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
 ///    further ahead reads as behind, promise 6) is confirmed by a second counter read, by

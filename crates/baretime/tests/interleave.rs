@@ -88,7 +88,8 @@
 //!   from what a write still running read, which it may base a timeline on, each CPU's
 //!   counter's (a lagging CPU's may be short of the deadline where the front is past it);
 //!   narrow: a whole wrap, which the clock cannot tell from time), raised to the target of
-//!   every `rebase`. An unstarted clock reads exactly 0.
+//!   every `rebase` (from a counter behind a backward reset's front, the latest time handed
+//!   out if later: promise 6). An unstarted clock reads exactly 0.
 //! - **P3 Stalls** (`check_catch_up`, `check_liveness`): between two `now()`s (the first
 //!   finished before the second began, and no write overlapped the first), time advances by
 //!   no more than true time did — a stalled writer's catch-up never exceeds the stall — (+
@@ -176,7 +177,9 @@
 //!
 //! `SCHEDULES` (env, default 1000 per width) sets how many schedules per width, `BITS` runs
 //! one width; `cargo xtask test` runs 100 000 per width (about 2.5 minutes for all twelve on
-//! a 2-core machine, in the dev profile; an optimized build is no faster). Warp mode runs
+//! a 2-core machine, in the dev profile; an optimized build is no faster), and 100 000 of the
+//! 64-bit resets and glitches (`resets_and_glitches_on_a_64_bit_counter`) at
+//! `PROPTEST_RNG_SEED=101`, so that its run is one anyone can repeat. Warp mode runs
 //! `WARP_SCHEDULES`, else `SCHEDULES`, else 5000.
 //!
 //! To look into a failure: `PROMISES=P1,P6a` fails (and shrinks) only on those promises
@@ -1550,6 +1553,16 @@ impl World {
                 Write::Rebase { at, .. } => {
                     self.rebases_running += 1;
                     self.bound = self.bound.max(u128::from(at));
+                    // A rebase from a counter behind (a backward reset it has not caught up
+                    // from) continues from the latest time handed out (promise 6: "`rebase`
+                    // continues from a time the caller gives (or the latest time handed out,
+                    // if later)"), which may be a reading at the ceiling or a leading CPU's:
+                    // that is its target, and P2 ("except where `rebase` asks for it") counts
+                    // from there. Each such reset and rebase may move time on by up to a
+                    // granule and the CPUs' spread, with no time passing.
+                    if self.window.is_some() {
+                        self.bound = self.bound.max(u128::from(self.latest_ns));
+                    }
                     self.anchor = None;
                     self.close_window();
                     // And for the operations running around it: a `now()` that overlaps a
@@ -3588,10 +3601,22 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// seed 147's P6a (at 4621c77) was the model, fixed by 3833d31
 /// (`found_an_anchor_past_the_deadline_then_a_reset_onto_the_timeline`). After, seeds
 /// 101..111, 115, 116, 118, 120..131 and 141..149 × 100 000: none.
-/// Ignored so that the default run guards everything else; run it with
-/// `cargo test --test interleave -- --ignored` (`PROMISES=none` for the survey).
+/// Eighth triage (w-t7, at a67879d): seed 157's P2, the only failure of seeds 150..157, was
+/// the model: a rebase from a counter behind continues from the latest time handed out (a
+/// ceiling's, or a leading CPU's), promise 6, and P2 counted only its `at`; each reset back and
+/// rebase on a lagging CPU moved time on by a granule and the spread
+/// (`found_a_rebase_from_a_counter_behind_continues_from_a_leading_cpu`). P2's bound is now
+/// raised to the latest time handed out at a rebase that begins while a backward reset's
+/// window is open; promise 6's docs say so. After, seeds 101, 105, 111, 115, 120..125, 128 and
+/// 150..157 × 100 000: none (125 and 128 pass at a67879d without this change too).
+/// Where it stands (70b0c92 with the eighth triage): no clock bug in the fifth to eighth
+/// triages, every failure they took (seeds 101..157) the model's or the environment's; seeds
+/// 158..163 then counted one P3 (seed 163, 128 ns past P3's allowance, not triaged) in
+/// 600 000. So the run is kept, not finished: `cargo xtask test` runs it at a fixed seed
+/// (`PROPTEST_RNG_SEED=101`, 100 000 schedules), the default run at a random one, and fresh
+/// seeds are surveyed by hand (`PROMISES=none`), each failure found becoming a `found_*`
+/// schedule.
 #[test]
-#[ignore = "promises 6 and 7 on 64-bit counters are not yet kept in every schedule"]
 fn resets_and_glitches_on_a_64_bit_counter() {
     let _alone = alone();
     RESETS_AND_GLITCHES_64.store(true, Ordering::Relaxed);
@@ -8081,6 +8106,83 @@ fn found_an_anchor_past_the_deadline_then_a_reset_onto_the_timeline() {
             Read,
             Update,
             Update,
+        ],
+    });
+}
+
+/// P2 (model): a rebase from a counter behind continues from the latest time handed out, a
+/// leading CPU's or a ceiling's, and repeated after resets back that moves time on with no time
+/// passing. 1 MHz, CPU 1's counter 17 ticks (17 µs) ahead of CPU 0's, the clock at 950 kHz
+/// (1053 ns a tick). CPU 1 reads 2 054 736 ns; a reset sends the counter 903 ticks back
+/// (past the lag); CPU 0 reads behind and stands at the ceiling, 2 058 832 (promise 6: "at most
+/// `MARK_GRANULE_NS` above the latest time handed out"); `rebase(0)` on CPU 0 continues from
+/// there at CPU 0's counter (promise 6: "`rebase` continues from a time the caller gives (or
+/// the latest time handed out, if later), which then counts as handed out"), and CPU 1, 17
+/// ticks on, reads 2 075 832. Once more (a reset 86 ticks back, the ceiling 2 079 928, a
+/// rebase from there): CPU 1 reads 2 096 928 ns at a true 2 038 949, 13.9 µs past P2's bound,
+/// which counted only `at` (0) as the rebase's target. Each reset back and rebase on the
+/// lagging CPU moves time on by up to a granule and the spread, as the docs allow; P2 ("except
+/// where `rebase` asks for it") now counts from the rebase's target as the docs give it, the
+/// latest time handed out where the counter is behind (a backward reset's window is open) —
+/// P6e still bounds the rebase's start by what was handed out. Shrunk from
+/// `PROPTEST_RNG_SEED=157 PROMISES=P2 SCHEDULES=100000` (resets_and_glitches; the survey's
+/// first failure was 3.1 µs over at ~1 MHz).
+#[test]
+fn found_a_rebase_from_a_counter_behind_continues_from_a_leading_cpu() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0, 20000],
+        order: vec![0, 0, 1, 0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Read,
+            Glitch(0, 0),
+            Read,
+            Rebase(At::Zero, Rate::Exp(0)),
+            Read,
+            Start(R0),
+            Go,
+            Go,
+            Read,
+            Pass(336),
+            Pass(653),
+            Go,
+            Go,
+            Update,
+            Read,
+            Read,
+            Glitch(0, 0),
+            Read,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Read,
+            Go,
+            Read,
+            Read,
+            Go,
+            Go,
+            Start(R0),
+            Start(R0),
+            Pass(642),
+            Read,
+            Pass(348),
+            Read,
+            Reset(ResetTo::PastLag(903)),
+            Read,
+            Read,
+            Rebase(At::Zero, R0),
+            Read,
+            Reset(ResetTo::PastLag(0)),
+            Read,
+            Rebase(At::Zero, R0),
+            Start(R0),
+            Read,
         ],
     });
 }
