@@ -3640,9 +3640,10 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// bases at a counter nobody read, which is no base candidate:
 /// `found_a_write_closing_at_the_mark_bases_where_nobody_read`, ignored, open). At cee027a,
 /// seeds 178..183 × 100 000: a P3 in seed 181 (time advanced a granule, 4096 ns, where true
-/// time advanced 25 ns) and a P6a/P6b in seed 183 (a reading clearly behind 300 µs above the
-/// latest time handed out, a glitched read at step 450), neither triaged; so seeds 163..183
-/// counted 3 failing schedules in 2.1 million.
+/// time advanced 25 ns, not triaged) and a P6a/P6b in seed 183, the environment (a glitch
+/// 2^61 past a counter the clock places behind wraps onto the clock's timeline within promise
+/// 7's 1 ms: `found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline`, ignored, open);
+/// so seeds 163..183 counted 3 failing schedules in 2.1 million, two of them diagnosed.
 /// Where it stands: no clock bug in the fifth to ninth triages, every failure they took
 /// (seeds 101..177) the model's or the environment's. The run is kept, not finished:
 /// `cargo xtask test` runs it at a fixed seed (`PROPTEST_RNG_SEED=101`, 100 000 schedules),
@@ -8366,6 +8367,71 @@ fn found_a_write_closing_at_the_mark_bases_where_nobody_read() {
             Read,
             Reset(ResetTo::BelowStart(16385)),
             Update,
+        ],
+    });
+}
+
+/// P6a, P6b, P2, P6f (the environment; seed 183, at cee027a; open): 1 MHz, started twice
+/// (`Started` the second time); the counter is reset to 0 and later to 0xe000…, which the
+/// clock places 2^62 or more past its base, behind. A glitch about 2^61 ahead of that counter
+/// (the environment makes glitches "far ahead" of the front) wraps round to 2452 ticks: on the
+/// clock's timeline, 2.452 ms, exactly 1 ms past the latest time handed out and 333 µs past
+/// true time. Promise 7 confirms only a reading *more* than 1 ms past the latest time handed
+/// out, so the clock took it for time, as its docs say. The glitch was not far ahead of where
+/// the clock stood: the environment should make glitches far ahead of the time handed out as
+/// the clock places counters, not only of the counter's front. (Allowing such a reading 1 ms
+/// in P6a and P6b only moved the failure to P2 and P6f.) Shrunk from
+/// `PROPTEST_RNG_SEED=183 PROMISES=P6a SCHEDULES=100000` (resets_and_glitches).
+#[test]
+#[ignore = "open (environment): a glitch far ahead of a counter behind lands within 1 ms of the time handed out"]
+fn found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (0, 6514063020738706792),
+        lags_ns: vec![20000],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::Any(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Pass(22),
+            Update,
+            Pass(369),
+            Read,
+            Update,
+            Pass(21),
+            Pass(80),
+            Read,
+            Pass(992),
+            Go,
+            Reset(ResetTo::Any(16140901064495857381)),
+            Pass(510),
+            Go,
+            Pass(172),
+            Go,
+            Glitch(5, 3265508225808648051),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
         ],
     });
 }
