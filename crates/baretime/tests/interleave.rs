@@ -3640,7 +3640,8 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// bases at a counter nobody read, which is no base candidate:
 /// `found_a_write_closing_at_the_mark_bases_where_nobody_read`, ignored, open). At cee027a,
 /// seeds 178..183 × 100 000: a P3 in seed 181 (time advanced a granule, 4096 ns, where true
-/// time advanced 25 ns, not triaged) and a P6a/P6b in seed 183, the environment (a glitch
+/// time advanced 25 ns, not triaged: `found_a_ceiling_after_a_reading_that_read_only_a_glitch`,
+/// ignored) and a P6a/P6b in seed 183, the environment (a glitch
 /// 2^61 past a counter the clock places behind wraps onto the clock's timeline within promise
 /// 7's 1 ms: `found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline`, ignored, open);
 /// so seeds 163..183 counted 3 failing schedules in 2.1 million, two of them diagnosed.
@@ -8432,6 +8433,91 @@ fn found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline() {
             Go,
             Start(Rate::Ppm(0)),
             Start(Rate::Ppm(0)),
+        ],
+    });
+}
+
+/// P3 (seed 181, at cee027a; open, not triaged): 1 kHz; resets below the start, a second
+/// `start`, glitched reads. A reading whose only read was a glitch handed out 995 ns; the next,
+/// 996 ns of true time later, read the counter at 1..2 ticks and stood at the mark's ceiling,
+/// 4096 ns: time advanced 3101 ns, past P3's allowance (true time + 1994). Promise 6 lets a
+/// reading behind stand a granule above the latest time handed out, and the model took this
+/// one for on the timeline: likely the model's base candidates again (as seed 177's), not yet
+/// checked. Shrunk from `PROPTEST_RNG_SEED=181 PROMISES=P3 SCHEDULES=100000`
+/// (resets_and_glitches).
+#[test]
+#[ignore = "open: seed 181's P3, a ceiling after a glitched reading, not triaged"]
+fn found_a_ceiling_after_a_reading_that_read_only_a_glitch() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Read,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Reset(ResetTo::BelowStart(0)),
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(25912)),
+            Update,
+            Go,
+            Go,
+            Start(Rate::Exp(3002)),
+            Go,
+            Go,
+            Glitch(0, 0),
+            Reset(ResetTo::Any(0)),
+            Read,
+            Go,
+            Read,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Update,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Read,
+            Read,
         ],
     });
 }
