@@ -518,6 +518,19 @@ struct Timebase {
 }
 
 impl Timebase {
+    /// This timeline, with the slowest rate used so far, which carries over to every
+    /// timeline (a fresh one too): its own, the one it follows (`tb`) and the slowest of both.
+    fn keeping_slowest(self, tb: &Timebase) -> Timebase {
+        Timebase {
+            slow: self
+                .slow
+                .max(tb.slow)
+                .max(mult(&tb.scale))
+                .max(mult(&self.scale)),
+            ..self
+        }
+    }
+
     fn load(w: &Words<WORDS>) -> Timebase {
         let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
             w;
@@ -1521,14 +1534,7 @@ impl<C: Counter> Clock<C> {
                         // published again (the close point only ended the old version).
                         _ => tb,
                     };
-                    let next = Timebase {
-                        slow: next
-                            .slow
-                            .max(tb.slow)
-                            .max(mult(&tb.scale))
-                            .max(mult(&next.scale)),
-                        ..next
-                    };
+                    let next = next.keeping_slowest(&tb);
                     self.publish(&geometry, &next);
                     return match what {
                         Write::Rebase(..) => {
@@ -1609,15 +1615,7 @@ impl<C: Counter> Clock<C> {
                 }
             }
         };
-        // The slowest rate used so far carries over to every timeline (a fresh one too).
-        let next = Timebase {
-            slow: next
-                .slow
-                .max(tb.slow)
-                .max(mult(&tb.scale))
-                .max(mult(&next.scale)),
-            ..next
-        };
+        let next = next.keeping_slowest(&tb);
         self.publish(&geometry, &next);
         if let (Write::Rebase(..), true) = (what, wide && next.prev_int == 0 && next.prev_frac == 0)
         {
