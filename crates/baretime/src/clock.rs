@@ -763,15 +763,16 @@ enum Write {
 ///    one under a running clock (rebase it) nor read one that lags between CPUs.
 /// 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
 ///    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
-///    (20 µs, or one tick where a tick is longer: below 50 kHz), except where
+///    (20 µs rounded up to whole ticks: less than 20 µs plus one tick), except where
 ///    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
 ///    the timeline (no jump, however often it is repeated). Nor does time fall behind the
 ///    counter: however many `update`s and `recalibrate`s run, however close together (every
 ///    tick of a 3-bit counter at 100 GHz), a reading is less than 2 ns below the counter's
 ///    ticks at the rates in force (each rate from its write's close point, a handover margin
-///    after the write read the counter), on every width and rate — no write loses the
-///    fraction of a nanosecond it closes on — except where time stands still by promises 3,
-///    5 and 6. (So a write may move a reading forward by that nanosecond while the counter
+///    after the write read the counter; each tick length kept to 2^-64 ns, which adds at
+///    most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and rate — no write
+///    loses the fraction of a nanosecond it closes on — except where time stands still by
+///    promises 3, 5 and 6. (So a write may move a reading forward by that nanosecond while the counter
 ///    stands: toward the counter's time, never past it.)
 /// 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
 ///    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
@@ -782,7 +783,8 @@ enum Write {
 /// 4. **Writers.** One writer at a time: a second gets [`ClockError::Busy`], which means only
 ///    that — another writer is active right now. A single writer is never refused: a write
 ///    that comes within a handover margin of the last waits for it to finish (writers may
-///    wait, at most a handover margin, 20 µs, of counter time; readers never).
+///    wait, at most a handover margin of counter time: 20 µs rounded up to whole ticks;
+///    readers never).
 /// 5. **Cadence.** A counter narrower than 64 bits — and on targets without 64-bit atomics
 ///    every counter, read modulo 2^32 there — needs [`Clock::update`] at least once per
 ///    [`Clock::update_interval`] (from the start of one call to the start of the next).
@@ -805,11 +807,17 @@ enum Write {
 ///    from a reading before the timeline's base by more than its handover, even one not
 ///    below what was handed out (a reset back to a time nobody read since): a timeline
 ///    closes at or after its base, so a write from there would make time jump to the
-///    base's. [`Clock::rebase`] continues from a time the caller gives (or the latest time
-///    handed out, if later), which then counts as handed out. From a counter behind, that
-///    time may be a ceiling's or a leading CPU's, up to [`MARK_GRANULE_NS`] and the CPUs' lag
-///    ahead of the rebasing CPU's counter: each reset back followed by such a rebase may move
-///    time on by that much.
+///    base's. The handover reaches back two handover margins in ticks of the faster of the
+///    timeline's rate and the one before it (a CPU lagging by a margin at either rate is not
+///    behind): after a recalibration to a rate R times slower, a reset back by less than
+///    that (up to 40 µs × R of the new rate's time) is judged only against what was handed
+///    out: where that is not above its time, the counter reads on the previous timeline, at
+///    its rate, until it reaches the base again (time moves that slowly meanwhile, never
+///    back, and is not flagged). [`Clock::rebase`] continues from a time the caller gives
+///    (or the latest time handed out, if later), which then counts as handed out. From a
+///    counter behind, that time may be a ceiling's or a leading CPU's, up to
+///    [`MARK_GRANULE_NS`] and the CPUs' lag ahead of the rebasing CPU's counter: each reset
+///    back followed by such a rebase may move time on by that much.
 /// 7. **A glitch is not the new time.** A 64-bit reading more than 1 ms past the latest
 ///    time handed out (and less than the 2^62-tick deadline past the timeline's base: one
 ///    further ahead reads as behind, promise 6) is confirmed by a second counter read, by
