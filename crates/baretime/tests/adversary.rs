@@ -754,16 +754,795 @@ proptest! {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Promises 1, 3 and 4 with stalls: other operations run inside the counter's `ticks()` and
+// `bits()` (as interrupts do on one CPU), nested up to three deep.
+// ---------------------------------------------------------------------------------------
+
+/// A counter whose calls may run other clock operations (a stall) before or after sampling.
+struct Nest {
+    pos: Cell<u64>,
+    bits: u32,
+    sample_after: bool,
+    hook: Cell<Option<&'static dyn Fn()>>,
+}
+
+impl Nest {
+    fn value(&self) -> u64 {
+        if self.bits >= 64 {
+            self.pos.get()
+        } else {
+            self.pos.get() & ((1 << self.bits) - 1)
+        }
+    }
+    fn stall(&self) {
+        if let Some(h) = self.hook.get() {
+            h();
+        }
+    }
+}
+
+impl Counter for Nest {
+    fn ticks(&self) -> u64 {
+        if self.sample_after {
+            self.stall();
+            self.value()
+        } else {
+            let v = self.value();
+            self.stall();
+            v
+        }
+    }
+    fn bits(&self) -> u32 {
+        self.stall();
+        self.bits
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Nop {
+    Now,
+    Update,
+    /// Recalibrate to the same rate (time keeps its rate: the model stays exact).
+    Recalibrate,
+    /// `rebase(Instant::ZERO, same rate)`: continues the timeline (promise 2).
+    RebaseZero,
+}
+
+struct World {
+    nest: &'static Nest,
+    clock: &'static Clock<&'static Nest>,
+    mhz: u64,
+    /// At each stall: advance the counter this many ticks, then maybe run an operation.
+    schedule: RefCell<Vec<(u64, Option<Nop>)>>,
+    depth: Cell<u32>,
+    /// Writes in progress, with the counter position each began at.
+    writes: RefCell<Vec<(u64, u64)>>,
+    next_id: Cell<u64>,
+    /// The largest time returned by a finished `now()`.
+    finished_max: Cell<u64>,
+    /// A write returned `Late`: time may have been lost (promise 5), lower bounds are off.
+    lost: Cell<bool>,
+    log: RefCell<Vec<String>>,
+    interval_ticks: u64,
+    rebases: Cell<u64>,
+}
+
+impl World {
+    fn e(&self, pos: u64) -> i128 {
+        units(pos, self.mhz)
+    }
+    /// A continuing rebase may drop up to a nanosecond (see
+    /// `finding_repeated_rebase_loses_time`): that much per rebase is not asserted here.
+    fn rebase_slack(&self) -> i128 {
+        i128::from(self.rebases.get()) * S
+    }
+    fn fail(&self, msg: String) -> ! {
+        panic!("{msg}\n{:#?}", self.log.borrow());
+    }
+    fn on_stall(&self) {
+        if self.depth.get() >= 4 {
+            return;
+        }
+        let next = self.schedule.borrow_mut().pop();
+        if let Some((adv, op)) = next {
+            let adv = adv.min(self.interval_ticks / 64);
+            self.nest.pos.set(self.nest.pos.get() + adv);
+            if let Some(op) = op {
+                self.run(op);
+            }
+        }
+    }
+    fn run(&self, op: Nop) {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.depth.set(self.depth.get() + 1);
+        let begin_pos = self.nest.pos.get();
+        let floor_before = self.finished_max.get();
+        let oldest_write = self.writes.borrow().iter().map(|w| w.1).min();
+        let other_writes = self.writes.borrow().len();
+        self.log.borrow_mut().push(format!("{:indent$}begin {id} {op:?} @{begin_pos}", "", indent = 2 * self.depth.get() as usize));
+        let is_write = !matches!(op, Nop::Now);
+        if is_write {
+            self.writes.borrow_mut().push((id, begin_pos));
+        }
+        let f = freq(self.mhz);
+        let result = match op {
+            Nop::Now => Ok(self.clock.now().as_nanos()),
+            Nop::Update => self.clock.update().map(|_| 0),
+            Nop::Recalibrate => self.clock.recalibrate(f).map(|_| 0),
+            Nop::RebaseZero => {
+                self.rebases.set(self.rebases.get() + 1);
+                self.clock.rebase(Instant::ZERO, f).map(|_| 0)
+            }
+        };
+        if is_write {
+            self.writes.borrow_mut().retain(|w| w.0 != id);
+        }
+        let end_pos = self.nest.pos.get();
+        self.log.borrow_mut().push(format!("{:indent$}end {id} {op:?} @{end_pos}: {result:?}", "", indent = 2 * self.depth.get() as usize));
+        self.depth.set(self.depth.get() - 1);
+        match result {
+            Err(ClockError::Busy) => {
+                // Promise 4: `Busy` means only that another writer is active right now.
+                let others = other_writes + self.writes.borrow().len();
+                if others == 0 {
+                    self.fail(format!("promise 4: write {id} got Busy with no other writer active"));
+                }
+            }
+            Err(ClockError::Late) => self.lost.set(true),
+            Err(e) => self.fail(format!("{op:?}: unexpected {e:?}")),
+            Ok(v) if matches!(op, Nop::Now) => {
+                if v < floor_before {
+                    self.fail(format!("promise 1: now() {id} = {v} below {floor_before}, returned before it began"));
+                }
+                let up = self.e(end_pos) + i128::from(MARK_GRANULE_NS + HANDOVER_NS + tick_ns(self.mhz)) * S;
+                if i128::from(v) * S > up {
+                    self.fail(format!("promise 2: now() {id} = {v} ahead of the counter's time {}", up / S));
+                }
+                // Promise 3: a time read within its call; while a writer was stalled between
+                // closing and publishing, no earlier than where that writer read the counter.
+                let from = oldest_write.map_or(begin_pos, |w| w.min(begin_pos));
+                if !self.lost.get() && i128::from(v) * S <= self.e(from) - 2 * S - self.rebase_slack() {
+                    self.fail(format!("promise 3: now() {id} = {v} below the counter's time {} when it (or a stalled writer) began", self.e(from) / S));
+                }
+                self.finished_max.set(self.finished_max.get().max(v));
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+fn run_nested(bits: u32, mhz: u64, sample_after: bool, tops: &[Nop], schedule: Vec<(u64, Option<Nop>)>) {
+    let nest: &'static Nest = Box::leak(Box::new(Nest { pos: Cell::new(0), bits, sample_after, hook: Cell::new(None) }));
+    let clock: &'static Clock<&'static Nest> = Box::leak(Box::new(Clock::new(nest, freq(mhz))));
+    let interval_ticks = ticks_within(clock.update_interval().as_nanos() as u64, mhz);
+    let world: &'static World = Box::leak(Box::new(World {
+        nest,
+        clock,
+        mhz,
+        schedule: RefCell::new(schedule),
+        depth: Cell::new(0),
+        writes: RefCell::new(Vec::new()),
+        next_id: Cell::new(0),
+        finished_max: Cell::new(0),
+        lost: Cell::new(false),
+        log: RefCell::new(vec![format!("bits {bits} mhz {mhz} sample_after {sample_after} interval {interval_ticks} ticks")]),
+        interval_ticks,
+        rebases: Cell::new(0),
+    }));
+    let hook: &'static dyn Fn() = Box::leak(Box::new(move || world.on_stall()));
+    nest.hook.set(Some(hook));
+    for &op in tops {
+        world.run(op);
+        // Between top-level operations nothing is stalled: time is the counter's (promise 2:
+        // less than 2 ns below it), unless an update was late.
+        nest.hook.set(None);
+        let v = clock.now().as_nanos();
+        nest.hook.set(Some(hook));
+        let e = world.e(nest.pos.get());
+        if !world.lost.get() && i128::from(v) * S <= e - 2 * S - world.rebase_slack() {
+            world.fail(format!("promise 2/3: at rest, now() = {v} is 2 ns or more below the counter's time {}", e / S));
+        }
+        if v < world.finished_max.get() {
+            world.fail(format!("promise 1: at rest, now() = {v} below {}", world.finished_max.get()));
+        }
+        world.finished_max.set(v);
+        // Keep a narrow counter's cadence: an update at rest once the counter has run a
+        // quarter of the interval.
+        nest.hook.set(None);
+        let _ = clock.update();
+        nest.hook.set(Some(hook));
+    }
+}
+
+fn nop() -> impl Strategy<Value = Nop> {
+    prop_oneof![3 => Just(Nop::Now), 2 => Just(Nop::Update), 1 => Just(Nop::Recalibrate), 1 => Just(Nop::RebaseZero)]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Stalls anywhere: at every counter call a schedule may advance the counter and run
+    /// another operation (reads and writes, nested up to four deep). Promise 1 (a `now()` that
+    /// finished before another began returns no more), promise 3 (a time read within its
+    /// call, or where a stalled writer read the counter; at rest no time lost), promise 4
+    /// (`Busy` only while another writer is active) and promise 2 (never ahead).
+    #[test]
+    fn nested_stalls(
+        bits in prop_oneof![Just(64u32), 10u32..40],
+        mhz in prop_oneof![Just(1_000_000_000u64), Just(1_000_000_000_000), Just(100_000_000_000_000), rate()],
+        sample_after in any::<bool>(),
+        tops in prop::collection::vec(nop(), 1..12),
+        schedule in prop::collection::vec(
+            (prop_oneof![Just(0u64), 0u64..4, 0u64..100_000, 0u64..10_000_000_000], proptest::option::of(nop())),
+            0..60,
+        ),
+    ) {
+        run_nested(bits, mhz, sample_after, &tops, schedule);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Threads: promise 1 across CPUs that share one counter, with a writer recalibrating by large
+// ratios, updating and rebasing, and readers through `Clock`, `MonotonicClock` and
+// `CoarseClock`.
+// ---------------------------------------------------------------------------------------
+
+/// A counter shared by every thread: one atomic that every read advances.
+struct Shared {
+    ticks: AtomicU64,
+    bits: u32,
+    step: u64,
+}
+
+impl Counter for Shared {
+    fn ticks(&self) -> u64 {
+        let v = self.ticks.fetch_add(self.step, Ordering::SeqCst) + self.step;
+        if self.bits >= 64 {
+            v
+        } else {
+            v & ((1 << self.bits) - 1)
+        }
+    }
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+}
+
+fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
+    let counter = Shared { ticks: AtomicU64::new(1 << 20), bits, step };
+    let clock = Clock::new(&counter, freq(rates[0]));
+    let guard = MonotonicClock::new(&clock);
+    let coarse = CoarseClock::new();
+    let latest = AtomicU64::new(0);
+    let guarded = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let reads = AtomicU64::new(0);
+    let busy = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                let mut own_coarse = 0;
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // Promise 1: every now() that finished before this one began.
+                    let before = latest.load(Ordering::SeqCst);
+                    let v = clock.now().as_nanos();
+                    assert!(v >= before, "promise 1 across threads: {v} after {before}");
+                    latest.fetch_max(v, Ordering::SeqCst);
+                    let gb = guarded.load(Ordering::SeqCst);
+                    let g = guard.now().as_nanos();
+                    assert!(g >= gb, "MonotonicClock: {g} after {gb}");
+                    guarded.fetch_max(g, Ordering::SeqCst);
+                    let c = coarse.now().as_nanos();
+                    assert!(c >= own_coarse, "CoarseClock promise 1");
+                    own_coarse = c;
+                    let after = clock.now().as_nanos();
+                    assert!(c <= after, "CoarseClock promise 2: {c} ahead of the clock's {after}");
+                    n += 1;
+                }
+                reads.fetch_add(n, Ordering::Relaxed);
+            });
+        }
+        s.spawn(|| {
+            let mut i = 0usize;
+            while !stop.load(Ordering::Relaxed) {
+                let r = match i % 5 {
+                    0 | 1 => clock.update(),
+                    2 | 3 => clock.recalibrate(freq(rates[(i / 5) % rates.len()])),
+                    _ => clock.rebase(Instant::ZERO, freq(rates[(i / 5) % rates.len()])),
+                };
+                coarse.refresh(&clock);
+                match r {
+                    Ok(()) | Err(ClockError::Late) => {}
+                    Err(ClockError::Busy) => {
+                        busy.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => panic!("writer: {e:?}"),
+                }
+                i += 1;
+            }
+        });
+        std::thread::sleep(std::time::Duration::from_millis(millis));
+        stop.store(true, Ordering::Relaxed);
+    });
+    assert!(reads.load(Ordering::Relaxed) > 1000);
+    // Promise 4: one writer thread is never refused.
+    assert_eq!(busy.load(Ordering::Relaxed), 0, "promise 4: a single writer got Busy");
+}
+
 #[test]
-fn scratch() {
+fn threads_64bit_large_ratios() {
+    threaded(64, 7, &[1_000_000_000_000, 100_000_000_000_000, 1_000_000, 2_000_000_000_000, 999_999_999_999], 700);
+}
+
+#[test]
+fn threads_16bit() {
+    threaded(16, 1, &[1_000_000_000, 2_000_000_000, 1_000_000_000, 500_000_000], 700);
+}
+
+// ---------------------------------------------------------------------------------------
+// Delay: never short, through what its docs allow — a thread that migrates between two CPUs
+// whose counters disagree (once the wait has begun on the leading one), counter resets that
+// never come back, narrow counters.
+// ---------------------------------------------------------------------------------------
+
+/// Runs `wait_ticks(n)` on a counter of `bits` bits whose true time advances by the
+/// schedule's steps; each read is taken on the leading CPU or on one `lag` ticks behind (the
+/// schedule's choice), except the first reads up to and including the first change, which are
+/// on the leading one. Returns (true ticks from the first change to the end, reads).
+fn delay_two_lines(bits: u32, n: u64, lag: u64, steps: &[(bool, u64)]) -> (u64, u64) {
+    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let t = Cell::new(1_000_000u64);
+    let reads = Cell::new(0u64);
+    let first: Cell<Option<u64>> = Cell::new(None);
+    let changed_at: Cell<Option<u64>> = Cell::new(None);
+    let counter = FnCounter::new(
+        || {
+            let i = reads.get();
+            reads.set(i + 1);
+            assert!(i < 5_000_000, "the wait did not end");
+            let (low, dt) = steps[(i as usize) % steps.len()];
+            t.set(t.get() + dt);
+            let lead = t.get() & mask;
+            let v = match changed_at.get() {
+                None => {
+                    // Up to the first change: the leading CPU.
+                    match first.get() {
+                        None => first.set(Some(lead)),
+                        Some(f) if f != lead => changed_at.set(Some(t.get())),
+                        Some(_) => {}
+                    }
+                    lead
+                }
+                Some(_) if low => t.get().wrapping_sub(lag) & mask,
+                Some(_) => lead,
+            };
+            v
+        },
+        bits,
+    );
+    let delay = Delay::new(&counter, freq(1_000_000_000_000));
+    delay.wait_ticks(n);
+    (t.get() - changed_at.get().unwrap_or(t.get()), reads.get())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// A wait that migrates between two CPUs (one `lag` ticks behind) any number of times is
+    /// never short: "progress is counted only past the readings the counter stepped back
+    /// from ... The climb back is never progress" (issue case 5).
+    #[test]
+    fn delay_two_cpus_64(
+        n in 1u64..5_000,
+        lag in prop_oneof![1u64..10, 1u64..10_000, 1u64..1 << 40],
+        steps in prop::collection::vec((any::<bool>(), prop_oneof![Just(0u64), 0u64..3, 0u64..100]), 1..40),
+    ) {
+        prop_assume!(steps.iter().any(|s| s.1 > 0));
+        let (waited, _) = delay_two_lines(64, n, lag, &steps);
+        prop_assert!(waited >= n, "waited {} true ticks for {}", waited, n);
+    }
+
+    /// The same on a 16-bit counter (the CPUs less than half a wrap apart, each step less
+    /// than half a wrap).
+    #[test]
+    fn delay_two_cpus_16(
+        n in 1u64..200_000,
+        lag in 1u64..31_000,
+        steps in prop::collection::vec((any::<bool>(), prop_oneof![Just(0u64), 0u64..3, 0u64..1000]), 1..40),
+    ) {
+        prop_assume!(steps.iter().any(|s| s.1 > 0));
+        let (waited, _) = delay_two_lines(16, n, lag, &steps);
+        prop_assert!(waited >= n, "waited {} true ticks for {}", waited, n);
+    }
+
+    /// Resets back that never come back up (each lands below everything read before): the
+    /// wait still ends, and counts only true time.
+    #[test]
+    fn delay_resets(
+        n in 1u64..5_000,
+        resets in prop::collection::vec((1u64..200, 1u64..1_000_000), 0..6),
+        step in 1u64..50,
+    ) {
+        let t = Cell::new(0u64); // true ticks since the first read
+        let base = Cell::new(1u64 << 40); // where the counter reads true time 0
+        let reads = Cell::new(0u64);
+        let plan = RefCell::new(resets.clone());
+        let changed = Cell::new(None);
+        let first = Cell::new(None);
+        let counter = FnCounter::new(|| {
+            reads.set(reads.get() + 1);
+            assert!(reads.get() < 1_000_000, "the wait did not end");
+            t.set(t.get() + step);
+            if changed.get().is_some() {
+                let mut p = plan.borrow_mut();
+                if let Some(&(at, back)) = p.first() {
+                    if reads.get() % at == 0 {
+                        p.remove(0);
+                        // Below everything read so far.
+                        base.set(base.get() - t.get() - back);
+                    }
+                }
+            }
+            let v = base.get() + t.get();
+            match first.get() {
+                None => first.set(Some(v)),
+                Some(f) if f != v && changed.get().is_none() => changed.set(Some(t.get())),
+                _ => {}
+            }
+            v
+        }, 64);
+        Delay::new(&counter, freq(1_000_000_000)).wait_ticks(n);
+        let waited = t.get() - changed.get().unwrap();
+        prop_assert!(waited >= n, "waited {} for {}", waited, n);
+    }
+}
+
+/// Issue case 5 as it was reported, and `Clock::delay()` before `start()`: a wait before the
+/// clock is started counts ticks at `Frequency::MAX_HZ`, so it is never short whatever the
+/// counter's rate; and `update_interval()` then is the shortest (at the fastest rate).
+#[test]
+fn delay_cases_and_before_start() {
+    // A 16-bit counter at 1 MHz: one read 2000 ticks low in a 25 ms wait.
+    let t = Cell::new(0u64);
+    let reads = Cell::new(0u64);
+    let counter = FnCounter::new(
+        || {
+            reads.set(reads.get() + 1);
+            t.set(t.get() + 1);
+            if reads.get() == 5 {
+                t.get().wrapping_sub(2000) & 0xffff
+            } else {
+                t.get() & 0xffff
+            }
+        },
+        16,
+    );
+    Delay::new(&counter, freq(1_000_000_000)).wait_ns(25_000_000);
+    assert!(t.get() >= 25_000, "a 25 ms wait ended after {} ticks", t.get());
+
+    // Before start.
+    let ticks = Cell::new(0u64);
+    let counter = FnCounter::new(|| { ticks.set(ticks.get() + 1); ticks.get() }, 64);
+    let clock = Clock::uninit(&counter);
+    clock.delay().wait_ns(1_000);
+    // 1 µs at 100 GHz: 100 000 ticks at least (whatever the counter's real rate).
+    assert!(ticks.get() >= 100_000, "{}", ticks.get());
+    for bits in [8u32, 16, 24, 32, 48, 64] {
+        let c = Clock::uninit(FnCounter::new(|| 0, bits));
+        let before = c.update_interval();
+        assert!(before > core::time::Duration::ZERO || bits < 12, "{bits}: {before:?}");
+        for mhz in [1_000_000u64, 1_000_000_000_000, 100_000_000_000_000] {
+            let started = Clock::new(FnCounter::new(|| 0, bits), freq(mhz));
+            assert!(before <= started.update_interval(), "{bits} bits: {before:?} before start, {:?} at {mhz} mHz", started.update_interval());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// ExtendedTimer: a reader interrupted anywhere by the wrap interrupt (and by time passing)
+// returns a count it read — the true count at some moment inside its call.
+// ---------------------------------------------------------------------------------------
+
+/// A narrow timer with a software-cleared wrap flag (a peripheral's status flag), whose
+/// calls may be interrupted: time passes and the wrap interrupt runs, as the schedule says.
+struct SimTimer {
+    bits: u32,
+    /// True time in ticks.
+    t: Cell<u64>,
+    flag: Cell<bool>,
+    in_irq: Cell<bool>,
+    hook: Cell<Option<&'static dyn Fn()>>,
+}
+
+impl SimTimer {
+    fn stall(&self) {
+        if !self.in_irq.get() {
+            if let Some(h) = self.hook.get() {
+                h();
+            }
+        }
+    }
+}
+
+impl NarrowTimer for SimTimer {
+    fn count(&self) -> u32 {
+        self.stall();
+        let v = (self.t.get() & ((1u64 << self.bits) - 1)) as u32;
+        self.stall();
+        v
+    }
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+    fn wrap_pending(&self) -> bool {
+        self.stall();
+        let f = self.flag.get();
+        self.stall();
+        f
+    }
+    fn clear_wrap(&self) {
+        self.flag.set(false);
+    }
+}
+
+struct TimerWorld {
+    sim: &'static SimTimer,
+    ext: &'static ExtendedTimer<&'static SimTimer>,
+    schedule: RefCell<Vec<(u64, bool)>>,
+}
+
+impl TimerWorld {
+    fn irq(&self) {
+        if self.sim.flag.get() {
+            self.sim.in_irq.set(true);
+            self.ext.on_wrap();
+            self.sim.in_irq.set(false);
+        }
+    }
+    /// Time passes by `d` ticks; the wrap interrupt runs before a second wrap (the cadence
+    /// rule), and the hardware sets the flag at each wrap.
+    fn pass(&self, d: u64) {
+        let wrap = 1u64 << self.sim.bits;
+        let mut d = d.min(8 * wrap); // a few wraps at most (each with its interrupt)
+        while d > 0 {
+            let to_wrap = wrap - (self.sim.t.get() % wrap);
+            if d < to_wrap {
+                self.sim.t.set(self.sim.t.get() + d);
+                return;
+            }
+            if self.sim.flag.get() {
+                self.irq(); // the interrupt must finish before the timer wraps again
+            }
+            self.sim.t.set(self.sim.t.get() + to_wrap);
+            self.sim.flag.set(true);
+            d -= to_wrap;
+        }
+    }
+    fn on_stall(&self) {
+        let next = self.schedule.borrow_mut().pop();
+        if let Some((d, run_irq)) = next {
+            self.pass(d);
+            if run_irq {
+                self.irq();
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Every `ticks()` returns the true count at some moment inside its call, whatever
+    /// interrupts it, and counts never go back ("Each case is exact ... a reader stalled for any
+    /// time between its reads ... still returns a count it read, or starts over").
+    #[test]
+    fn extended_timer_exact(
+        bits in 1u32..=32,
+        start in any::<u32>(),
+        schedule in prop::collection::vec((prop_oneof![Just(0u64), 0u64..3, 0u64..1 << 33], any::<bool>()), 0..200),
+        reads in 1usize..30,
+    ) {
+        let sim: &'static SimTimer = Box::leak(Box::new(SimTimer {
+            bits,
+            t: Cell::new(u64::from(start) & ((1u64 << bits) - 1)),
+            flag: Cell::new(false),
+            in_irq: Cell::new(false),
+            hook: Cell::new(None),
+        }));
+        let ext: &'static ExtendedTimer<&'static SimTimer> = Box::leak(Box::new(ExtendedTimer::new(sim)));
+        let world: &'static TimerWorld = Box::leak(Box::new(TimerWorld { sim, ext, schedule: RefCell::new(schedule) }));
+        let hook: &'static dyn Fn() = Box::leak(Box::new(move || world.on_stall()));
+        sim.hook.set(Some(hook));
+        let width = (bits + 31).min(64);
+        let mask = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+        let mut last = 0u64;
+        for _ in 0..reads {
+            let before = sim.t.get();
+            let v = ext.ticks();
+            let after = sim.t.get();
+            prop_assert!(after <= mask);
+            prop_assert!(before <= v && v <= after, "read {} outside [{}, {}] (bits {})", v, before, after, bits);
+            prop_assert!(v >= last, "back: {} after {}", v, last);
+            last = v;
+            world.on_stall();
+        }
+        prop_assert_eq!(ext.bits(), width);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Findings: promises the crate does not keep, each shrunk to a deterministic case. Run with
+// `cargo test -p baretime --features std --test adversary -- --ignored`.
+// ---------------------------------------------------------------------------------------
+
+/// Promise 1: "A [`Clock::now`] that finished before another began ... never returns more than
+/// it — through recalibrations, updates, rebases, late updates, and counter resets. ... A
+/// narrow counter is taken to be one global counter that never steps back: a step back reads
+/// as time that went round the wrap (promise 5)". Promise 5: "A late update is detected: time
+/// stands still from the deadline until the next write, which returns [`ClockError::Late`]".
+///
+/// A 16-bit counter at 1 MHz, updated at tick 1000; `now()` at tick 33 000 reads 33 ms. The
+/// next update is missed and the counter is read again at tick 990 — 65 526 ticks after that
+/// update (less than a whole wrap), 33 526 after the last reading: `now()` returns 0.99 ms,
+/// **32 ms back**; `update()` returns `Ok` and `late_updates` stays 0. Any late reading within
+/// two handover margins (and two ticks) before a whole wrap past the base is taken for one
+/// in the handover: 42 ticks at 1 MHz, up to 1/8 of the wrap on a fast narrow counter (131 070
+/// of 2^20 ticks at 100 GHz). Without the earlier read, the whole wrap is lost silently.
+#[test]
+#[ignore = "finding: a late update within two handover margins before a whole wrap sends time back by up to half a wrap, undetected"]
+fn finding_late_by_almost_a_wrap_goes_back() {
     let hand = Hand::new(0, 16);
     let clock = Clock::new(&hand, freq(1_000_000_000)); // 1 MHz, 16 bits
-    hand.value.set(1000);
-    assert_eq!(clock.update(), Ok(())); // base at 1020
+    hand.value.set(1_000);
+    assert_eq!(clock.update(), Ok(()));
     hand.value.set(33_000);
     let a = clock.now();
-    hand.value.set(1_000); // 33 536 ticks later: past the deadline (an update was missed)
+    assert_eq!(a.as_nanos(), 33_000_000);
+    hand.value.set(990); // 65 526 ticks after the update: past the deadline, short of a wrap
     let b = clock.now();
-    let u = clock.update();
-    println!("now {a:?} then {b:?}; update {u:?} {:?}", clock.health());
+    let update = clock.update();
+    let health = clock.health();
+    assert!(b >= a, "promise 1: now() {b:?} after {a:?}");
+    assert_eq!(update, Err(ClockError::Late), "promise 5: a late update is detected");
+    assert_eq!(health.late_updates, 1);
 }
+
+/// Promise 2: "Nor does time fall behind the counter: however many `update`s and
+/// `recalibrate`s run ... a reading is less than 2 ns below the counter's ticks at the rates
+/// in force (each rate from its write's close point, a handover margin after the write read
+/// the counter)". Promise 5: updates spaced by exactly `update_interval()`, "from the start of
+/// one call to the start of the next", are never late.
+///
+/// A 16-bit counter at 1 MHz: `update()` 10 µs after the start (inside the start's handover:
+/// it returns `Ok` and does nothing), then `recalibrate(2 MHz)` exactly `update_interval()`
+/// (32 745 ticks) later. It is not late, but the new rate takes over 13 ticks after the
+/// write read the counter instead of a handover margin (20 µs): 1000 ticks later the clock
+/// reads 33 261 000 ns where the counter's time at the rates in force is 33 265 000 ns —
+/// **4 µs below**, for good (9 µs with the first update 20 µs after the start; up to a
+/// handover margin for a large ratio).
+#[test]
+#[ignore = "finding: a recalibrate exactly update_interval() after an update that did nothing applies its rate early: time falls up to a handover margin behind the counter"]
+fn finding_recalibrate_after_an_update_that_did_nothing() {
+    let hand = Hand::new(0, 16);
+    let clock = Clock::new(&hand, freq(1_000_000_000)); // 1 MHz
+    let interval = clock.update_interval().as_nanos() as u64 / 1_000; // in ticks
+    assert_eq!(interval, 32_745);
+    hand.value.set(10);
+    assert_eq!(clock.update(), Ok(()));
+    hand.value.set(10 + interval);
+    assert_eq!(clock.recalibrate(freq(2_000_000_000)), Ok(()));
+    hand.value.set(10 + interval + 1_000);
+    let now = clock.now().as_nanos();
+    // 32 755 ticks, 20 of them past the write's reading, at 1 MHz; then 980 at 2 MHz.
+    let counter_time = (10 + interval + 20) * 1_000 + 980 * 500;
+    assert_eq!(counter_time, 33_265_000);
+    assert!(now + 2 > counter_time, "promise 2: now() {now} is {} ns below the counter's time {counter_time}", counter_time - now);
+}
+
+/// Promise 6: "So do `update` and `recalibrate` [return `Behind` and change nothing] from a
+/// reading before the timeline's base by more than its handover, even one not below what was
+/// handed out (a reset back to a time nobody read since)". `ClockError::Behind`: "or before
+/// the timeline's base by more than its handover".
+///
+/// A 64-bit clock at 100 GHz recalibrated to 1 kHz at 0.1 s; nobody reads it; the counter is
+/// reset 3 000 000 ticks back (3000 s at the rate in force, 30 µs at the old one). `update()`
+/// returns `Ok` (expected `Behind`), `counter_behind` stays false, and time then crawls at the
+/// old rate's tick per new tick: one second of counter (1000 ticks) moves it by 10 ns. The
+/// clock judges a reading before the base by the faster rate and lets LAG_NS and two
+/// handovers pass (40 µs at 100 GHz); the docs say one handover, at no stated rate.
+#[test]
+#[ignore = "finding: after a slowing recalibration, a write from a counter reset far before the base is accepted and time stands still, unflagged"]
+fn finding_update_before_base_accepted() {
+    let hand = Hand::new(0, 64);
+    let clock = Clock::new(&hand, freq(100_000_000_000_000));
+    let tw = 10_000_000_000u64; // 0.1 s at 100 GHz
+    hand.value.set(tw);
+    assert_eq!(clock.recalibrate(freq(1_000_000)), Ok(()));
+    hand.value.set(tw + 10);
+    hand.value.set(tw - 3_000_000); // reset back: 3000 s at 1 kHz
+    let update = clock.update();
+    let a = clock.now();
+    hand.add(1_000); // a second at 1 kHz
+    let b = clock.now();
+    let health = clock.health();
+    assert!(b - a >= core::time::Duration::from_millis(999) || health.counter_behind, "time stood still ({a:?} then {b:?}) over a second of counter, unflagged");
+    assert_eq!(update, Err(ClockError::Behind), "promise 6: a write from before the base");
+}
+
+/// Promise 2: "no reading is ahead of the counter's time by more than [`MARK_GRANULE_NS`]
+/// plus a handover margin (20 µs, or one tick where a tick is longer: below 50 kHz), except
+/// where [`Clock::rebase`] asks for it." `rebase`: "Starts a new timeline at `at` ... from the
+/// counter's value now".
+///
+/// At 54.368599 kHz (a tick of 18.39 µs) the clock reads 55 178 ns at tick 3;
+/// `rebase(55 179 ns)` — 1 ns past it — makes it read 91 964 ns at tick 3: 36 785 ns past
+/// what was asked, more than the 4 096 + 20 000 ns allowed. The handover margin is 20 µs
+/// rounded up to whole ticks (two ticks here), and a rebase to a time past the clock's starts
+/// from where the old timeline's margin ends. At 100 GHz → 77.66 kHz the excess is 25.75 µs.
+#[test]
+#[ignore = "finding: rebase(at) just past the clock's time jumps a whole tick-rounded margin past at, beyond the stated bound (50-120 kHz)"]
+fn finding_rebase_jumps_past_stated_margin() {
+    let hand = Hand::new(0, 64);
+    let clock = Clock::new(&hand, freq(54_368_599));
+    hand.value.set(3);
+    let now = clock.now().as_nanos();
+    assert_eq!(now, 55_178);
+    let at = now + 1;
+    assert_eq!(clock.rebase(Instant::from_nanos(at), freq(54_368_599)), Ok(()));
+    let after = clock.now().as_nanos();
+    assert!(after <= at + MARK_GRANULE_NS + HANDOVER_NS, "promise 2: {after} is {} ns past the rebase's {at}", after - at);
+}
+
+/// Promise 2: "A rebase to a time at or before the clock's continues the timeline (no jump,
+/// however often it is repeated)" (and "no write loses the fraction of a nanosecond it closes
+/// on"). Rebases that continue the timeline lose time when they come within a handover margin
+/// of each other: `rebase(Instant::ZERO)` every 1000 ticks at 100 GHz, 300 times, on a counter
+/// that moves only between them, leaves the clock 150 ns behind the counter (1500 ns after
+/// 3000); with a counter that moves 1000 ticks per read, 31 ns after 3000. Updates and
+/// recalibrations at the same spacing lose under 2 ns. (Whether the 2 ns bound covers
+/// rebases is not said: the sentence lists `update`s and `recalibrate`s.)
+#[test]
+#[ignore = "finding: repeated continuing rebases within a handover of each other lose up to ~0.5 ns each"]
+fn finding_repeated_rebase_loses_time() {
+    let mhz = 100_000_000_000_000u64;
+    let hand = Hand::new(0, 64);
+    let clock = Clock::new(&hand, freq(mhz));
+    for _ in 0..300 {
+        hand.add(1_000);
+        assert_eq!(clock.rebase(Instant::ZERO, freq(mhz)), Ok(()));
+    }
+    let now = clock.now().as_nanos();
+    let counter_time = (units(hand.value.get(), mhz) / S) as u64;
+    assert_eq!(counter_time, 3_000);
+    assert!(now + 2 > counter_time, "now() {now} is {} ns below the counter's time {counter_time}", counter_time - now);
+}
+
+/// Promise 2: "a reading is less than 2 ns below the counter's ticks at the rates in force".
+/// A 59-bit counter at 100 GHz updated every `update_interval()` (2^58 ticks less a margin):
+/// after six updates the clock reads 17 293 822 568 982 700 ns where the counter's time is
+/// 17 293 822 568 982 702.01 ns — 2.01 ns below. The conversion's own error (README: "error
+/// ≤ 1 ns + 3 × 10⁻¹⁸ of the value") is not in the promise's 2 ns. A docs nit.
+#[test]
+#[ignore = "finding: the 2 ns bound omits Scale's 3e-18 relative error (2.01 ns observed)"]
+fn finding_two_ns_bound_omits_the_scale_error() {
+    let mhz = 100_000_000_000_000u64;
+    let hand = Hand::new(0, 59);
+    let clock = Clock::new(&hand, freq(mhz));
+    let interval = ticks_within(clock.update_interval().as_nanos() as u64, mhz);
+    hand.add(1);
+    let mut pos = 1u64;
+    for _ in 0..6 {
+        assert_eq!(clock.update(), Ok(()));
+        hand.add(interval);
+        pos += interval;
+    }
+    let now = i128::from(clock.now().as_nanos()) * S;
+    let exact = units(pos, mhz);
+    assert!(now > exact - 2 * S, "now() is {} ns below the counter's time", (exact - now) as f64 / S as f64);
+}
+
+#[test]
+fn scratch() {}
