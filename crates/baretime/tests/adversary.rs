@@ -1156,7 +1156,7 @@ fn nop() -> impl Strategy<Value = Nop> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Stalls anywhere: at every counter call a schedule may advance the counter and run
     /// another operation (reads and writes, nested up to four deep). Promise 1 (a `now()` that
@@ -1233,7 +1233,22 @@ impl Counter for Shared {
     }
 }
 
-fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
+/// What a threaded run saw: reads, and `now()` calls that returned less than a time already
+/// returned by one that finished before they began (promise 1), the largest such step back
+/// and one example.
+#[derive(Debug, Default)]
+#[allow(dead_code)] // `max_back_ns` and `example` are read through `Debug`, in failure messages
+struct Threaded {
+    reads: u64,
+    back: u64,
+    max_back_ns: u64,
+    example: Option<(u64, u64)>,
+}
+
+/// Two reader threads and one writer thread (writes chosen by `mode`: bit 0 `update`, bit 1
+/// `recalibrate` through `rates`, bit 2 `rebase(Instant::ZERO, rate)`) on one shared counter that
+/// every read advances by `step`, for `millis` ms.
+fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64, mode: u32) -> Threaded {
     let counter = Shared {
         ticks: AtomicU64::new(1 << 20),
         bits,
@@ -1247,6 +1262,9 @@ fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
     let stop = AtomicBool::new(false);
     let reads = AtomicU64::new(0);
     let busy = AtomicU64::new(0);
+    let back = AtomicU64::new(0);
+    let max_back = AtomicU64::new(0);
+    let example = std::sync::Mutex::new(None);
     std::thread::scope(|s| {
         for _ in 0..2 {
             s.spawn(|| {
@@ -1256,7 +1274,11 @@ fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
                     // Promise 1: every now() that finished before this one began.
                     let before = latest.load(Ordering::SeqCst);
                     let v = clock.now().as_nanos();
-                    assert!(v >= before, "promise 1 across threads: {v} after {before}");
+                    if v < before {
+                        back.fetch_add(1, Ordering::Relaxed);
+                        max_back.fetch_max(before - v, Ordering::Relaxed);
+                        example.lock().unwrap().get_or_insert((before, v));
+                    }
                     latest.fetch_max(v, Ordering::SeqCst);
                     let gb = guarded.load(Ordering::SeqCst);
                     let g = guard.now().as_nanos();
@@ -1266,8 +1288,10 @@ fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
                     assert!(c >= own_coarse, "CoarseClock promise 1");
                     own_coarse = c;
                     let after = clock.now().as_nanos();
+                    // CoarseClock promise 2 (never ahead of the clock it is refreshed from),
+                    // up to what the clock's own steps back allow.
                     assert!(
-                        c <= after,
+                        c <= after.max(latest.load(Ordering::SeqCst)),
                         "CoarseClock promise 2: {c} ahead of the clock's {after}"
                     );
                     n += 1;
@@ -1278,10 +1302,14 @@ fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
         s.spawn(|| {
             let mut i = 0usize;
             while !stop.load(Ordering::Relaxed) {
+                // Per five turns: two updates, two recalibrations, a rebase (those `mode`
+                // enables); the rate changes every five turns.
+                let rate = freq(rates[(i / 5) % rates.len()]);
                 let r = match i % 5 {
-                    0 | 1 => clock.update(),
-                    2 | 3 => clock.recalibrate(freq(rates[(i / 5) % rates.len()])),
-                    _ => clock.rebase(Instant::ZERO, freq(rates[(i / 5) % rates.len()])),
+                    0 | 1 if mode & 1 != 0 => clock.update(),
+                    2 | 3 if mode & 2 != 0 => clock.recalibrate(rate),
+                    4 if mode & 4 != 0 => clock.rebase(Instant::ZERO, rate),
+                    _ => Ok(()),
                 };
                 coarse.refresh(&clock);
                 match r {
@@ -1297,39 +1325,87 @@ fn threaded(bits: u32, step: u64, rates: &[u64], millis: u64) {
         std::thread::sleep(std::time::Duration::from_millis(millis));
         stop.store(true, Ordering::Relaxed);
     });
-    assert!(reads.load(Ordering::Relaxed) > 1000);
     // Promise 4: one writer thread is never refused.
     assert_eq!(
         busy.load(Ordering::Relaxed),
         0,
         "promise 4: a single writer got Busy"
     );
+    let example = *example.lock().unwrap();
+    Threaded {
+        reads: reads.load(Ordering::Relaxed),
+        back: back.load(Ordering::Relaxed),
+        max_back_ns: max_back.load(Ordering::Relaxed),
+        example,
+    }
 }
 
+const WIDE_RATES: [u64; 5] = [
+    1_000_000_000_000,
+    100_000_000_000_000,
+    1_000_000,
+    2_000_000_000_000,
+    999_999_999_999,
+];
+
+/// 64-bit, a writer updating and recalibrating by ratios up to 10^8 (1 kHz..100 GHz).
 #[test]
-fn threads_64bit_large_ratios() {
-    threaded(
-        64,
-        7,
-        &[
-            1_000_000_000_000,
-            100_000_000_000_000,
-            1_000_000,
-            2_000_000_000_000,
-            999_999_999_999,
-        ],
-        700,
-    );
+fn threads_64bit_update_recalibrate() {
+    let r = threaded(64, 7, &WIDE_RATES, 600, 0b011);
+    assert!(r.reads > 1000, "{r:?}");
+    assert_eq!(r.back, 0, "promise 1 across threads: {r:?}");
 }
 
+/// 64-bit, a writer updating and rebasing (continuing the timeline).
 #[test]
-fn threads_16bit() {
-    threaded(
-        16,
-        1,
-        &[1_000_000_000, 2_000_000_000, 1_000_000_000, 500_000_000],
-        700,
-    );
+fn threads_64bit_update_rebase() {
+    let r = threaded(64, 7, &WIDE_RATES, 600, 0b101);
+    assert!(r.reads > 1000, "{r:?}");
+    assert_eq!(r.back, 0, "promise 1 across threads: {r:?}");
+}
+
+/// 32-bit, a writer doing everything: the wrap (2^32 reads) is never reached.
+#[test]
+fn threads_32bit() {
+    let rates = [1_000_000_000, 2_000_000_000, 1_000_000_000, 500_000_000];
+    let r = threaded(32, 1, &rates, 600, 0b111);
+    assert!(r.reads > 1000, "{r:?}");
+    assert_eq!(r.back, 0, "promise 1 across threads: {r:?}");
+}
+
+/// Promise 1: "A [`Clock::now`] that finished before another began (on one CPU, or on CPUs
+/// whose counters agree to within [`LAG_NS`]) never returns more than it — through
+/// recalibrations, updates, rebases ... The one exception ... where a 64-bit counter itself
+/// steps back". One 64-bit counter shared by all threads (a `fetch_add` per read: it never
+/// steps back), two reader threads, one writer alternating `recalibrate` (rates 1 kHz..100 GHz)
+/// and `rebase(Instant::ZERO)`: a `now()` returns 1 ns less than one that finished before it
+/// began, within a few hundred ms on this 2-vCPU AMD EPYC KVM guest (e.g. 17 172 587 419 after
+/// 17 172 587 420; with `update` and `recalibrate`, or `update` and `rebase`, none in the same
+/// time). No single-threaded sequence or stall at a counter call reproduced it.
+#[test]
+#[ignore = "finding: a concurrent recalibrate + rebase(ZERO) writer lets a reader on another thread go back 1 ns (64-bit, counter never steps back)"]
+fn finding_threads_64bit_recalibrate_rebase_back_1ns() {
+    for _ in 0..10 {
+        let r = threaded(64, 7, &WIDE_RATES, 500, 0b110);
+        assert_eq!(r.back, 0, "promise 1 across threads: {r:?}");
+    }
+}
+
+/// Promises 1 and 3 ("A reader stalled anywhere returns a time read within its call") and 5,
+/// across threads: a 16-bit counter at 1 MHz shared by all threads (every read advances it a
+/// tick), two reader threads, one writer calling only `update()` in a loop. When the writer
+/// thread is descheduled for about a wrap (65 536 reads, a few ms on a loaded 2-vCPU guest),
+/// a reader returns a time about half a wrap below one already returned: e.g. 15 227 673 000
+/// ns after 15 259 971 000 (32.3 ms back). Probably
+/// `finding_late_by_almost_a_wrap_goes_back`'s zone, reached by a reader that read the clock's
+/// state before another reader latched the late timeline.
+#[test]
+#[ignore = "finding: 16-bit counter, one writer updating in a loop, readers on other threads: now() goes back ~half a wrap when the writer is descheduled"]
+fn finding_threads_16bit_back_half_a_wrap() {
+    for _ in 0..10 {
+        let r = threaded(16, 1, &[1_000_000_000], 500, 0b001);
+        assert_eq!(r.back, 0, "promise 1 across threads: {r:?}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1842,4 +1918,226 @@ fn finding_two_ns_bound_omits_the_scale_error() {
         "now() is {} ns below the counter's time",
         (exact - now) as f64 / S as f64
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Promises 1, 2 and 6 on two CPUs whose 64-bit counters agree to within LAG_NS: one thread
+// that migrates between them (reads and writes on either), the lag changing over time.
+// ---------------------------------------------------------------------------------------
+
+#[derive(Clone, Debug)]
+enum Lop {
+    Advance(u64),
+    Read(bool),
+    Update(bool),
+    /// Recalibrate on a CPU to a rate within 2x of the first one (per mille of it, 500..2000).
+    Recalibrate(bool, u64),
+    RebaseZero(bool),
+    /// The lagging CPU's lag, in ns of the slowest rate used (below LAG_NS).
+    Lag(u64),
+}
+
+fn lop() -> impl Strategy<Value = Lop> {
+    prop_oneof![
+        3 => prop_oneof![0u64..2_000, 0u64..100_000, 0u64..10_000_000].prop_map(Lop::Advance),
+        5 => any::<bool>().prop_map(Lop::Read),
+        2 => any::<bool>().prop_map(Lop::Update),
+        2 => (any::<bool>(), 500u64..=2000).prop_map(|(b, r)| Lop::Recalibrate(b, r)),
+        1 => any::<bool>().prop_map(Lop::RebaseZero),
+        1 => (0u64..LAG_NS - 1_000).prop_map(Lop::Lag),
+    ]
+}
+
+fn run_two_cpus(mhz0: u64, ops: &[Lop]) {
+    let a = Cell::new(1u64 << 40); // the leading CPU's counter
+    let lag = Cell::new(0u64); // the other's lag, ticks
+    let on_b = Cell::new(false);
+    let counter = FnCounter::new(
+        || {
+            if on_b.get() {
+                a.get() - lag.get()
+            } else {
+                a.get()
+            }
+        },
+        64,
+    );
+    let clock = Clock::new(&counter, freq(mhz0));
+    let slowest = mhz0 / 2;
+    let mut mhz = mhz0;
+    // The leading counter's time at the rates in force: bounds, 2^-32 ns.
+    let (mut e_lo, mut e_hi) = (0i128, 0i128);
+    let mut h = 0u64;
+    let mut rebases = 0i128;
+    let mut last_write: Option<u64> = None;
+    let mut log = vec![format!("mhz0 {mhz0}")];
+    let settle = margin_ticks(mhz0 * 2).1 + 1; // a margin at the fastest rate allowed
+    let adv = |d: u64, mhz: u64, e_lo: &mut i128, e_hi: &mut i128| {
+        a.set(a.get() + d);
+        *e_lo += units(d, mhz);
+        *e_hi += units(d, mhz) + 1;
+    };
+    adv(settle, mhz, &mut e_lo, &mut e_hi);
+    for op in ops {
+        log.push(format!("{op:?} a={} lag={}", a.get(), lag.get()));
+        match *op {
+            Lop::Advance(ns) => adv(ticks_for(ns, mhz), mhz, &mut e_lo, &mut e_hi),
+            Lop::Lag(ns) => lag.set(ticks_for(ns, slowest).saturating_sub(1)),
+            Lop::Read(b) => {
+                on_b.set(b);
+                let r = clock.now().as_nanos();
+                on_b.set(false);
+                log.push(format!("  now() = {r}"));
+                assert!(
+                    r + MARK_GRANULE_NS >= h,
+                    "promise 1: {r} after {h}\n{log:#?}"
+                );
+                let up = e_hi + i128::from(MARK_GRANULE_NS + HANDOVER_NS + tick_ns(slowest)) * S;
+                assert!(
+                    i128::from(r) * S <= up,
+                    "promise 2: {r} ahead of the leading counter's time {}\n{log:#?}",
+                    up / S
+                );
+                if !b {
+                    assert!(
+                        i128::from(r) * S > e_lo - 2 * S - rebases * S,
+                        "promise 2: {r} below the leading counter's time {}\n{log:#?}",
+                        e_lo / S
+                    );
+                }
+                assert!(!clock.health().counter_behind, "promise 6: a CPU lagging by less than LAG_NS is not a counter behind\n{log:#?}");
+                h = h.max(r);
+            }
+            Lop::Update(b) | Lop::Recalibrate(b, _) | Lop::RebaseZero(b) => {
+                let new = match *op {
+                    Lop::Recalibrate(_, pm) => mhz0 / 1000 * pm,
+                    _ => mhz,
+                };
+                on_b.set(b);
+                let r = match *op {
+                    Lop::Update(_) => clock.update(),
+                    Lop::Recalibrate(..) => clock.recalibrate(freq(new)),
+                    _ => {
+                        rebases += 1;
+                        clock.rebase(Instant::ZERO, freq(new))
+                    }
+                };
+                on_b.set(false);
+                log.push(format!("  -> {r:?}"));
+                assert_ne!(r, Err(ClockError::Busy), "promise 4\n{log:#?}");
+                // A write from the lagging CPU may find the counter before the base of a
+                // write made less than its lag and a handover ago (promise 6); otherwise Ok.
+                let recent = last_write.is_some_and(|w| a.get() < w + lag.get() + 2 * settle);
+                if r == Err(ClockError::Behind) {
+                    assert!(
+                        b && recent,
+                        "a write on CPUs within LAG_NS refused\n{log:#?}"
+                    );
+                    continue;
+                }
+                assert_eq!(r, Ok(()), "{log:#?}");
+                last_write = Some(a.get());
+                // The new rate from a close point anywhere from the lagging reading to a
+                // margin after the leading one; let it pass.
+                let back = if b { lag.get() } else { 0 };
+                let k = settle;
+                let c_late = units(k, mhz) + units(0, new);
+                let c_early = units(k, new) - units(back, mhz) + units(back, new);
+                e_lo += c_late.min(c_early) - units(k, mhz) - 1;
+                e_hi += c_late.max(c_early) - units(k, mhz) + 1;
+                adv(k, mhz, &mut e_lo, &mut e_hi);
+                mhz = new;
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Two CPUs whose 64-bit counters agree to within LAG_NS (one thread migrating between
+    /// them, reads and writes on either, recalibrations within 2x): promise 1 (at most a
+    /// granule back), promise 2 (never ahead of the leading counter by more than a granule and
+    /// a margin; on the leading CPU less than 2 ns below it), promise 6 (never a counter
+    /// behind), promise 4 (never Busy).
+    #[test]
+    fn two_cpus_within_lag(
+        mhz0 in prop_oneof![Just(1_000_000_000_000u64), Just(2_400_000_000_000), Just(100_000_000_000), 100_000_000_000u64..50_000_000_000_000],
+        ops in prop::collection::vec(lop(), 1..40),
+    ) {
+        run_two_cpus(mhz0, &ops);
+    }
+}
+
+/// Writes inside the previous write's handover (issue cases 4 and 8): a write that comes
+/// within a handover margin of the last waits at most a margin of counter time, is never
+/// refused, and `rebase(at = now())` then continues from `at` (promise 2: never more than a
+/// granule and a margin past it). On a counter that moves one tick per read, at rates from
+/// 1 kHz to 100 GHz and recalibrations by 1/16x to 16x.
+#[test]
+fn writes_inside_the_handover() {
+    for mhz in [
+        1_000_000u64,
+        48_000_000,
+        1_000_000_000,
+        1_000_000_000_000,
+        3_000_000_000_000,
+        100_000_000_000_000,
+    ] {
+        for ratio in [1u64, 2, 16] {
+            for slower in [false, true] {
+                let new = if slower {
+                    (mhz / ratio).max(1_000_000)
+                } else {
+                    (mhz * ratio).min(100_000_000_000_000)
+                };
+                let (_, mh) = margin_ticks(mhz.min(new));
+                for k in [0u64, 1, 2, mh / 4, mh / 2, mh.saturating_sub(2), mh, mh + 2] {
+                    for second in 0..3 {
+                        let ticks = Cell::new(1u64 << 30);
+                        let counter = FnCounter::new(
+                            || {
+                                ticks.set(ticks.get() + 1);
+                                ticks.get()
+                            },
+                            64,
+                        );
+                        let clock = Clock::new(&counter, freq(mhz));
+                        ticks.set(ticks.get() + ticks_for(1_000_000, mhz));
+                        assert_eq!(clock.recalibrate(freq(new)), Ok(()));
+                        ticks.set(ticks.get() + k);
+                        let at = clock.now();
+                        let before = ticks.get();
+                        let r = match second {
+                            0 => clock.rebase(at, freq(new)),
+                            1 => clock.update(),
+                            _ => clock.recalibrate(freq(mhz)),
+                        };
+                        let waited = ticks.get() - before;
+                        assert_eq!(
+                            r,
+                            Ok(()),
+                            "promise 4: {mhz} -> {new} mHz, write {second} {k} ticks after"
+                        );
+                        // Writers wait at most a handover margin of counter time (and the
+                        // reads a write makes besides).
+                        let margin = margin_ticks(mhz.max(new)).1;
+                        assert!(
+                            waited <= margin + 64,
+                            "promise 4: waited {waited} ticks, margin {margin}"
+                        );
+                        let after = clock.now();
+                        let allowed = MARK_GRANULE_NS
+                            + HANDOVER_NS
+                            + tick_ns(mhz.min(new))
+                            + (units(waited + 2, mhz.min(new)) / S) as u64;
+                        assert!(
+                            after >= at && (after - at).as_nanos() as u64 <= allowed,
+                            "promise 2: {mhz} -> {new} mHz, write {second} {k} ticks after: {at:?} then {after:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
