@@ -2141,3 +2141,122 @@ fn writes_inside_the_handover() {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// "No panics on bad input": any width (0 and past 64 are clamped), a counter returning
+    /// anything (even values past its width, against the contract), any rate, any call in any
+    /// order, `Instant` and `Delay` arithmetic at the extremes.
+    #[test]
+    fn never_panics(
+        bits in 0u32..70,
+        values in prop::collection::vec(any::<u64>(), 1..30),
+        calls in prop::collection::vec((0u8..9, any::<u64>(), rate()), 1..40),
+        uninit in any::<bool>(),
+    ) {
+        let i = Cell::new(0usize);
+        let counter = FnCounter::new(|| { i.set(i.get() + 1); values[i.get() % values.len()] }, bits);
+        let clock = if uninit { Clock::uninit(&counter) } else { Clock::new(&counter, freq(1_000_000_000_000)) };
+        for &(c, x, f) in &calls {
+            match c {
+                0 => { let _ = clock.now(); }
+                1 => { let _ = clock.update(); }
+                2 => { let _ = clock.recalibrate(freq(f)); }
+                3 => { let _ = clock.rebase(Instant::from_nanos(x), freq(f)); }
+                4 => { let _ = clock.start(freq(f)); }
+                5 => { let _ = clock.deadline(Instant::from_nanos(x)).map(|d| clock.check(d)); }
+                6 => {
+                    let a = clock.raw();
+                    let b = clock.raw();
+                    let _ = clock.delta(a, b);
+                    let _ = clock.update_interval();
+                    let _ = clock.health();
+                }
+                7 => {
+                    let t = Instant::from_nanos(x);
+                    let d = core::time::Duration::from_nanos(f);
+                    let _ = (t + d, t - d, t - Instant::from_nanos(f), t.checked_add(d), t.checked_sub(d), t.to_string());
+                }
+                _ => {
+                    let s = clock.scale();
+                    let _ = (s.ns_to_ticks_ceil(x), s.ticks_to_ns(x), s.checked_ticks_to_ns(x));
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// `Deadline` / `Clock::check`: "0 early wakes is the check's promise": a wake at the
+    /// armed tick (or anywhere) says `Fired` only when `now()` is at or past the instant, and
+    /// re-arming from what it returns reaches the instant, through recalibrations by any
+    /// ratio, updates and rebases between arming and the wake, on 16-, 32- and 64-bit counters.
+    #[test]
+    fn deadline_never_early(
+        bits in prop_oneof![Just(16u32), Just(32), Just(64)],
+        mhz in rate(),
+        ahead_ns in prop_oneof![0u64..1_000, 0u64..1_000_000, 0u64..10_000_000_000],
+        writes in prop::collection::vec((0u8..3, rate(), any::<bool>()), 0..4),
+        early in 0u64..3,
+    ) {
+        let hand = Hand::new(1 << 10, bits);
+        let clock = Clock::new(&hand, freq(mhz));
+        hand.add(ticks_for(1_000_000, mhz).min(1 << (bits - 2)));
+        // At most 20 update intervals ahead: a re-arm per half interval ("at most
+        // ⌈remaining / H⌉ of these") keeps the loop short.
+        let iv = clock.update_interval().as_nanos() as u64;
+        let ahead_ns = ahead_ns % iv.saturating_mul(20).saturating_add(1);
+        let mut bound = 2 * ahead_ns / (iv / 2).max(1) + 100;
+        let at = clock.now() + core::time::Duration::from_nanos(ahead_ns);
+        let mut deadline = clock.deadline(at).unwrap();
+        let mut rearms = 0;
+        let mut writes = writes.into_iter();
+        loop {
+            // Something happens between arming and the wake.
+            if let Some((w, f, back)) = writes.next() {
+                let _ = match w {
+                    0 => clock.update(),
+                    1 => clock.recalibrate(freq(f)),
+                    _ => clock.rebase(if back { Instant::ZERO } else { clock.now() }, freq(f)),
+                };
+                // The rate changed: so did the interval, and the re-arms the rest may take.
+                let remaining = at.saturating_duration_since(clock.now()).as_nanos() as u64;
+                let half = (clock.update_interval().as_nanos() as u64 / 2).max(1);
+                bound = rearms + 2 * remaining / half + 100;
+                deadline = match clock.check(deadline) {
+                    baretime::Wake::Fired => {
+                        prop_assert!(clock.now() >= at);
+                        break;
+                    }
+                    baretime::Wake::Rearm(d) => d,
+                };
+            }
+            // The timer fires at the armed tick, or a little early ("Early is allowed").
+            // (Only forward: a narrow counter never steps back.)
+            let target = deadline.ticks().wrapping_sub(early) & hand.mask();
+            let fwd = target.wrapping_sub(hand.value.get()) & hand.mask();
+            hand.add(if fwd > 0 && fwd <= hand.mask() / 2 { fwd } else { 1 });
+            // The wake handler keeps a narrow counter's cadence ("a wake handler is also a
+            // good place for `Clock::update`: a deadline is never armed more than half an
+            // update interval ahead").
+            if bits < 64 {
+                let _ = clock.update();
+            }
+            match clock.check(deadline) {
+                baretime::Wake::Fired => {
+                    let now = clock.now();
+                    prop_assert!(now >= at, "Fired at {:?} before {:?}", now, at);
+                    break;
+                }
+                baretime::Wake::Rearm(d) => {
+                    deadline = d;
+                    rearms += 1;
+                    prop_assert!(rearms < bound, "not fired after {} re-arms", rearms);
+                }
+            }
+        }
+    }
+}
