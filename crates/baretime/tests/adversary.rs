@@ -1737,6 +1737,7 @@ proptest! {
 /// two handover margins (and two ticks) before a whole wrap past the base is taken for one
 /// in the handover: 42 ticks at 1 MHz, up to 1/8 of the wrap on a fast narrow counter (131 070
 /// of 2^20 ticks at 100 GHz). Without the earlier read, the whole wrap is lost silently.
+/// The README's own counter: see `finding_late_by_almost_a_wrap_goes_back_dwt`.
 #[test]
 #[ignore = "finding: a late update within two handover margins before a whole wrap sends time back by up to half a wrap, undetected"]
 fn finding_late_by_almost_a_wrap_goes_back() {
@@ -1758,6 +1759,32 @@ fn finding_late_by_almost_a_wrap_goes_back() {
         "promise 5: a late update is detected"
     );
     assert_eq!(health.late_updates, 1);
+}
+
+/// `finding_late_by_almost_a_wrap_goes_back` on the README's quick-start counter, a 32-bit
+/// DWT at 400 MHz: `now()` reads 5.368 609 120 s (2^31 − 40 000 ticks after the start), the
+/// update due every 5.368 s is missed, and 15 000 ticks (37.5 µs) short of a whole wrap past
+/// the last update `now()` reads 0 ns — **5.37 s back** — and `update()` returns `Ok`. (A
+/// 24-bit counter at 25 MHz: 335.5 ms back.)
+#[test]
+#[ignore = "finding: a late update within two handover margins before a whole wrap sends time back by up to half a wrap, undetected"]
+fn finding_late_by_almost_a_wrap_goes_back_dwt() {
+    let hand = Hand::new(0, 32);
+    let clock = Clock::new(&hand, freq(400_000_000_000)); // 400 MHz
+    hand.value.set(1_000);
+    assert_eq!(clock.update(), Ok(()));
+    hand.value.set((1 << 31) - 40_000);
+    let a = clock.now();
+    hand.value
+        .set((1_000 + (1u64 << 32) - 15_000) & 0xffff_ffff);
+    let b = clock.now();
+    let update = clock.update();
+    assert!(b >= a, "promise 1: now() {b:?} after {a:?}");
+    assert_eq!(
+        update,
+        Err(ClockError::Late),
+        "promise 5: a late update is detected"
+    );
 }
 
 /// Promise 2: "Nor does time fall behind the counter: however many `update`s and
