@@ -1156,7 +1156,7 @@ fn nop() -> impl Strategy<Value = Nop> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 600, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Stalls anywhere: at every counter call a schedule may advance the counter and run
     /// another operation (reads and writes, nested up to four deep). Promise 1 (a `now()` that
