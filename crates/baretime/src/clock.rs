@@ -827,7 +827,10 @@ enum Write {
 ///    glitched read (a counter erratum's read that hit its retry bound, a bad TSC_ADJUST on
 ///    one read) never becomes the time, and nothing has to be waited out. Two glitched reads
 ///    in a row do become it; time then stands still until the counter catches up (the
-///    clock cannot tell them from time that passed while nobody read it).
+///    clock cannot tell them from time that passed while nobody read it). So does one read
+///    ahead by 1 ms or less, which the clock cannot tell from time either: time moves on by
+///    that much, then stands still (as behind it, promise 6: flagged, writes return
+///    [`ClockError::Behind`]) until the counter catches up, at most that 1 ms.
 ///
 /// The promises are for counters of 3 bits or more: a 1- or 2-bit counter's handover
 /// margin is half its wrap, and no timeline fits beside it (the clock runs, never panics,
