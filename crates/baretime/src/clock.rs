@@ -606,9 +606,15 @@ impl Timebase {
     /// reading in the handover could be a nanosecond further below one after the base, and a
     /// CPU lagging by just under `LAG_NS` was taken for a counter behind).
     fn before_base(&self, width: Width, t: u64) -> u64 {
+        self.before_base_carried(width, t).0
+    }
+
+    /// [`Timebase::before_base`] and the fraction of a nanosecond its floor drops (in 2^-64
+    /// ns): what a timeline based at `t` carries on.
+    fn before_base_carried(&self, width: Width, t: u64) -> (u64, u64) {
         let p = width.delta(self.prev_ticks, t);
         if p > width.delta(self.prev_ticks, self.base_ticks) {
-            self.prev_ns
+            (self.prev_ns, self.prev_carry)
         } else {
             carried(
                 self.prev_ns,
@@ -617,7 +623,6 @@ impl Timebase {
                 self.prev_int,
                 self.prev_frac,
             )
-            .0
         }
     }
 
@@ -1583,21 +1588,40 @@ impl<C: Counter> Clock<C> {
                     // A rebase to a time ahead of the clock's time now starts afresh there, or
                     // at the close point if that is later (the jump it asks for); one to a
                     // time at or before now continues the timeline as a recalibration does
-                    // (no jump).
-                    // So does one from a reading still in the last write's handover (a
-                    // counter that did not move): continuing would keep the old rate over the
-                    // handover's ticks.
+                    // (no jump, and no fraction of a nanosecond lost: promise 2).
                     Write::Rebase(at, _) if at > tb.at(d) => {
                         Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
                     }
                     // A counter still in the last write's handover after the wait (one that
-                    // does not move, so no reader has read past it): afresh at the new rate
-                    // from that reading, at the time it reads on the old timeline — no jump,
-                    // and no handover at the old rate.
+                    // hardly moves, or one reset back into the handover, which the rebase is
+                    // to cure: continuing would run the old rate up to the base): afresh at
+                    // the new rate from a reading made now, at the old timeline's time there
+                    // with its carry (the old version's readers read that far; the floor's
+                    // fraction dropped lost up to a nanosecond per rebase, promise 2, and a
+                    // reader of the old version that read the counter after this reading
+                    // returned a nanosecond more than one of the new version later, promise
+                    // 1), at the mark if later, at `at` if later still — no jump, and no
+                    // handover at the old rate. Once the counter has reached the base (it
+                    // moved since the close), from the close point's time, where the old
+                    // version's readers stand.
                     Write::Rebase(at, _) if before != 0 && in_handover => {
                         let t = fresh_reading();
-                        let now = tb.before_base(width, t).max(self.mark.load());
-                        Timebase::fresh(t, at.max(now), scale, reach)
+                        let ahead = width.delta(t, tb.base_ticks);
+                        let (now, frac) = if ahead != 0 && ahead <= tb.hand {
+                            tb.before_base_carried(width, t)
+                        } else {
+                            carried
+                        };
+                        let fresh =
+                            Timebase::fresh(t, at.max(now).max(self.mark.load()), scale, reach);
+                        if fresh.base_ns == now {
+                            Timebase {
+                                base_frac: frac,
+                                ..fresh
+                            }
+                        } else {
+                            fresh
+                        }
                     }
                     // Closed at its base (the counter had not reached it, and no reader had):
                     // the same timeline at the new rate, its handover unchanged.

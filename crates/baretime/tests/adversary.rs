@@ -1912,7 +1912,6 @@ fn a_rebase_just_past_the_clock_lands_within_a_granule_and_a_tick_rounded_margin
 /// recalibrations at the same spacing lose under 2 ns. (Whether the 2 ns bound covers
 /// rebases is not said: the sentence lists `update`s and `recalibrate`s.)
 #[test]
-#[ignore = "finding: repeated continuing rebases within a handover of each other lose up to ~0.5 ns each"]
 fn finding_repeated_rebase_loses_time() {
     let mhz = 100_000_000_000_000u64;
     let hand = Hand::new(0, 64);

@@ -1796,3 +1796,205 @@ fn case12_one_glitched_read_is_not_the_new_time() {
         report("case 12", tried, &failures);
     });
 }
+
+// ---------------------------------------------------------------------------------------
+// Issue 14 adversary findings: rebases from a counter still in the last write's handover.
+// ---------------------------------------------------------------------------------------
+
+/// A 64-bit counter that advances `step` ticks per read and, at read number `at`, first jumps
+/// `jump` ticks and then runs `nested` (a reader on another CPU, say, between two of the
+/// caller's reads).
+struct Jumpy {
+    now: Cell<u64>,
+    step: u64,
+    reads: Cell<u64>,
+    at: Cell<u64>,
+    jump: Cell<u64>,
+    nested: RefCell<Option<Box<dyn FnOnce()>>>,
+}
+
+impl Counter for Jumpy {
+    fn ticks(&self) -> u64 {
+        let n = self.reads.get();
+        self.reads.set(n + 1);
+        if self.at.get() == n {
+            self.now.set(self.now.get() + self.jump.get());
+            let nested = self.nested.borrow_mut().take();
+            if let Some(nested) = nested {
+                nested();
+            }
+        }
+        let v = self.now.get();
+        self.now.set(v + self.step);
+        v
+    }
+    fn bits(&self) -> u32 {
+        64
+    }
+}
+
+/// The rebase's reads, as `handover_rebase_run` reports them: the first, and one past the
+/// last.
+type Reads = (u64, u64);
+
+/// One run: a clock at `h0` mHz on a counter moving 7 ticks per read, recalibrated twice to
+/// 100 GHz (the second within the first's handover: the handover then reaches 2 × 10^6 ticks
+/// back, more than a writer's wait covers), then `rebase(Instant::ZERO, h1)` from the counter
+/// still in that handover. At read number `fire` (if any) the counter jumps `jump` ticks and,
+/// if `nested`, a `now()` runs there. Every `now()` is checked against all that finished
+/// before it began (promise 1): `Err` says which went back. With the rebase's reads.
+fn handover_rebase_run(
+    h0: u64,
+    h1: u64,
+    fire: Option<u64>,
+    jump: u64,
+    nested: bool,
+) -> (Result<(), String>, Reads) {
+    let fast = hz(100_000_000_000);
+    let rate = |mhz| {
+        Frequency::from_millihz(mhz, baretime::Source::User, baretime::Accuracy::Exact)
+            .expect("in range")
+    };
+    let counter: &'static Jumpy = Box::leak(Box::new(Jumpy {
+        now: Cell::new(1 << 20),
+        step: 7,
+        reads: Cell::new(0),
+        at: Cell::new(fire.unwrap_or(u64::MAX)),
+        jump: Cell::new(jump),
+        nested: RefCell::new(None),
+    }));
+    let clock: &'static Clock<&'static Jumpy> = Box::leak(Box::new(Clock::new(counter, rate(h0))));
+    let latest: Rc<Cell<u64>> = Rc::new(Cell::new(0));
+    let back: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
+    let check = {
+        let (latest, back) = (latest.clone(), back.clone());
+        move |what: &str| {
+            let before = latest.get();
+            let v = clock.now().as_nanos();
+            if v < before && back.borrow().is_none() {
+                *back.borrow_mut() = Some(format!("{what} now() = {v} ns after {before} ns"));
+            }
+            latest.set(before.max(v));
+        }
+    };
+    if nested {
+        let check = check.clone();
+        *counter.nested.borrow_mut() = Some(Box::new(move || check("a nested (another CPU's)")));
+    }
+    check("the first");
+    assert_eq!(clock.recalibrate(fast), Ok(()));
+    check("a");
+    assert_eq!(clock.recalibrate(fast), Ok(()));
+    check("a");
+    let first = counter.reads.get();
+    assert_eq!(clock.rebase(Instant::ZERO, rate(h1)), Ok(()));
+    let end = counter.reads.get();
+    check("the next");
+    check("a later");
+    let result = match back.borrow().clone() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    };
+    (result, (first, end))
+}
+
+/// Issue 14 adversary, `finding_threads_64bit_recalibrate_rebase_back_1ns` (promise 1), the
+/// part this clock keeps: a rebase from a counter still in the last write's handover starts
+/// a fresh timeline from a reading made after its close. When the counter reached the base
+/// between the close and that reading, the fresh timeline started at the previous
+/// timeline's base time (the reading looked like one before it) or the mark: time went back
+/// (1148 ns to 0 ns at 100 GHz; 1 ns at 1 kHz). Now it starts at the close point's time.
+/// Every read of the rebase gets the jump past the base in turn.
+#[test]
+fn finding_rebase_from_the_handover_after_the_counter_passed_the_base_never_goes_back() {
+    watchdog("rebase from the handover", WATCHDOG_S, || {
+        let mut failures = Vec::new();
+        let mut tried = 0;
+        let rates = [
+            1_000_000u64,
+            999_999_999_999,
+            1_000_000_000_000,
+            3_000_000_000_000,
+            100_000_000_000_000,
+        ];
+        for h0 in rates {
+            for h1 in rates {
+                let (dry, (first, end)) = handover_rebase_run(h0, h1, None, 0, false);
+                assert_eq!(dry, Ok(()), "{h0} mHz -> {h1} mHz with nothing fired");
+                for n in end.saturating_sub(12).max(first)..end {
+                    for jump in [60_000u64, 3_000_000, 30_000_000] {
+                        tried += 1;
+                        if let (Err(e), _) = handover_rebase_run(h0, h1, Some(n), jump, false) {
+                            failures.push((
+                                format!("{h0} mHz -> 100 GHz x2 -> rebase at {h1} mHz"),
+                                format!(
+                                    "the counter jumped {jump} ticks at the rebase's read {} of {}: {e}",
+                                    n - first,
+                                    end - first
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        report("rebase from the handover", tried, &failures);
+    });
+}
+
+/// Issue 14 adversary, `finding_repeated_rebase_loses_time` (promise 2: "A rebase to a time at
+/// or before the clock's continues the timeline (no jump, however often it is repeated)" and
+/// "no write loses the fraction of a nanosecond it closes on"): `rebase(Instant::ZERO)`
+/// repeated from a counter still in the last write's handover started each fresh timeline at
+/// the old one's time floored, dropping up to a nanosecond each (300 rebases 1000 ticks
+/// apart at 100 GHz: 150 ns behind). Now the fraction is carried on, as a recalibration
+/// carries it: after any number of them the clock is less than 2 ns below the counter's time.
+#[test]
+fn finding_repeated_rebases_from_the_handover_lose_no_time() {
+    watchdog("repeated rebases", WATCHDOG_S, || {
+        let mut failures = Vec::new();
+        let mut tried = 0;
+        for h in [
+            100_000_000_000u64,
+            19_200_000_000,
+            3_000_000_000,
+            1_000_000_007,
+            24_000_000,
+        ] {
+            let f = hz(h);
+            let margin = ticks_ceil(HANDOVER_NS, f);
+            // Steps well inside one handover margin, and the counter standing still.
+            for step in [margin / 2000 + 1, margin / 7 + 3, margin / 3 + 1] {
+                tried += 1;
+                let hand = Hand::new(64, 1 << 30, 0);
+                let clock = Clock::new(&hand, f);
+                let epoch = hand.get();
+                for i in 0..300u32 {
+                    hand.add(step);
+                    let r = clock.rebase(Instant::ZERO, f);
+                    if r != Ok(()) {
+                        failures.push((format!("{h} Hz"), format!("rebase {i} -> {r:?}")));
+                        break;
+                    }
+                }
+                let now = clock.now().as_nanos();
+                let ticks = hand.get() - epoch;
+                // Less than 2 ns below: (now + 2) ns > ticks / f, exactly.
+                let ok = u128::from(now + 2) * u128::from(f.as_millihz())
+                    > u128::from(ticks) * 1_000_000_000_000;
+                if !ok {
+                    failures.push((
+                        format!("{h} Hz"),
+                        format!(
+                            "300 rebase(0) {step} ticks apart: now() = {now} ns, the counter's \
+                             time {} ns ({} ns below)",
+                            ns_floor(ticks, f),
+                            ns_floor(ticks, f) - now
+                        ),
+                    ));
+                }
+            }
+        }
+        report("repeated rebases", tried, &failures);
+    });
+}
