@@ -771,14 +771,14 @@ enum Write {
 ///    (20 µs rounded up to whole ticks: less than 20 µs plus one tick), except where
 ///    [`Clock::rebase`] asks for it. A rebase to a time at or before the clock's continues
 ///    the timeline (no jump, however often it is repeated). Nor does time fall behind the
-///    counter: however many `update`s and `recalibrate`s run, however close together (every
-///    tick of a 3-bit counter at 100 GHz), a reading is less than 2 ns below the counter's
-///    ticks at the rates in force (each rate from its write's close point, a handover margin
-///    after the write read the counter; each tick length kept to 2^-64 ns, which adds at
-///    most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and rate — no write
-///    loses the fraction of a nanosecond it closes on — except where time stands still by
-///    promises 3, 5 and 6. (So a write may move a reading forward by that nanosecond while the counter
-///    stands: toward the counter's time, never past it.)
+///    counter: however many `update`s, `recalibrate`s and such rebases run, however close
+///    together (every tick of a 3-bit counter at 100 GHz), a reading is less than 2 ns below
+///    the counter's ticks at the rates in force (each rate from its write's close point, a
+///    handover margin after the write read the counter; each tick length kept to 2^-64 ns,
+///    which adds at most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and
+///    rate — no write loses the fraction of a nanosecond it closes on — except where time
+///    stands still by promises 3, 5 and 6. (So a write may move a reading forward by that
+///    nanosecond while the counter stands: toward the counter's time, never past it.)
 /// 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
 ///    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
 ///    than the stall: while a writer is between closing the old timeline and publishing the
@@ -1490,6 +1490,8 @@ impl<C: Counter> Clock<C> {
         let margin = margin.min(geometry.margin(&scale));
         // A fresh timeline starts from a counter reading made now (confirmed, promise 7).
         let fresh_reading = || self.confirm_fresh(width, self.read_after_fence(&geometry));
+        // The time a rebase from the handover starts at (which counts as handed out).
+        let mut rebased_to = None;
         let next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
@@ -1594,33 +1596,57 @@ impl<C: Counter> Clock<C> {
                     }
                     // A counter still in the last write's handover after the wait (one that
                     // hardly moves, or one reset back into the handover, which the rebase is
-                    // to cure: continuing would run the old rate up to the base): afresh at
-                    // the new rate from a reading made now, at the old timeline's time there
-                    // with its carry (the old version's readers read that far; the floor's
-                    // fraction dropped lost up to a nanosecond per rebase, promise 2, and a
-                    // reader of the old version that read the counter after this reading
-                    // returned a nanosecond more than one of the new version later, promise
-                    // 1), at the mark if later, at `at` if later still — no jump, and no
-                    // handover at the old rate. Once the counter has reached the base (it
-                    // moved since the close), from the close point's time, where the old
-                    // version's readers stand.
+                    // to cure: continuing would run the old rate up to the base): the new rate
+                    // from a reading made now, at the old timeline's time there with its
+                    // carry (the old version's readers read that far: they do not stop at
+                    // the close, which is at or after the base, and may read the counter
+                    // after this reading), at the mark if later, at `at` if later still — no
+                    // jump, no fraction of a nanosecond lost (promise 2), no handover at the
+                    // old rate. Once the counter has reached the base (it moved since the
+                    // close), from the close point's time, where those readers stand (taking
+                    // the reading for one before the previous base started at that base's
+                    // time, or the mark: back).
+                    //
+                    // At the rate the handover's copy runs at, the base stays where it is and
+                    // the copy runs on from that reading (where the counter stood still
+                    // before the previous base, it runs from the reading): a reader of the old
+                    // version reads what one of the new version reads there. A fresh timeline
+                    // from the reading read up to 1 ns less (its fast path does not add the
+                    // carry) than a reader of the old version that read the counter just after
+                    // that reading: back (promise 1). At another rate the handover would run
+                    // the new rate for up to the old handover's ticks, so the fresh timeline
+                    // it is; such a reader may then read up to 1 ns plus the rates' difference
+                    // over the ticks it read past the reading more than later readers.
                     Write::Rebase(at, _) if before != 0 && in_handover => {
                         let t = fresh_reading();
                         let ahead = width.delta(t, tb.base_ticks);
-                        let (now, frac) = if ahead != 0 && ahead <= tb.hand {
+                        let in_copy = ahead != 0 && ahead <= tb.hand;
+                        let (now, carry) = if in_copy {
                             tb.before_base_carried(width, t)
                         } else {
                             carried
                         };
-                        let fresh =
-                            Timebase::fresh(t, at.max(now).max(self.mark.load()), scale, reach);
-                        if fresh.base_ns == now {
+                        let start = at.max(now).max(self.mark.load());
+                        let carry = if start == now { carry } else { 0 };
+                        let (int, frac) = mult(&scale);
+                        if in_copy && (int, frac) == (tb.prev_int, tb.prev_frac) {
+                            let (base_ns, base_frac) =
+                                self::carried(start, carry, ahead, int, frac);
+                            rebased_to = Some(start);
                             Timebase {
-                                base_frac: frac,
-                                ..fresh
+                                scale,
+                                base_ns,
+                                base_frac,
+                                prev_ticks: t,
+                                prev_ns: start,
+                                prev_carry: carry,
+                                ..tb
                             }
                         } else {
-                            fresh
+                            Timebase {
+                                base_frac: carry,
+                                ..Timebase::fresh(t, start, scale, reach)
+                            }
                         }
                     }
                     // Closed at its base (the counter had not reached it, and no reader had):
@@ -1652,6 +1678,11 @@ impl<C: Counter> Clock<C> {
         };
         let next = next.keeping_slowest(&tb);
         self.publish(&geometry, &next);
+        if let (true, Some(ns)) = (wide, rebased_to) {
+            // A rebase from the handover: its time there counts as handed out, as a fresh
+            // timeline's start does (below).
+            self.raise_mark(ns);
+        }
         if let (Write::Rebase(..), true) = (what, wide && next.prev_int == 0 && next.prev_frac == 0)
         {
             // A fresh timeline from a rebase starts at the time the caller gave (promise 6):

@@ -1840,10 +1840,12 @@ type Reads = (u64, u64);
 /// One run: a clock at `h0` mHz on a counter moving 7 ticks per read, recalibrated twice to
 /// 100 GHz (the second within the first's handover: the handover then reaches 2 × 10^6 ticks
 /// back, more than a writer's wait covers), then `rebase(Instant::ZERO, h1)` from the counter
-/// still in that handover. At read number `fire` (if any) the counter jumps `jump` ticks and,
-/// if `nested`, a `now()` runs there. Every `now()` is checked against all that finished
-/// before it began (promise 1): `Err` says which went back. With the rebase's reads.
+/// still in that handover, `extra` reads (`now()`) after the second. At read number `fire`
+/// (if any) the counter jumps `jump` ticks and, if `nested`, a `now()` runs there. Every
+/// `now()` is checked against all that finished before it began (promise 1): `Err` says
+/// which went back. With the rebase's reads.
 fn handover_rebase_run(
+    extra: u64,
     h0: u64,
     h1: u64,
     fire: Option<u64>,
@@ -1886,6 +1888,9 @@ fn handover_rebase_run(
     check("a");
     assert_eq!(clock.recalibrate(fast), Ok(()));
     check("a");
+    for _ in 0..extra {
+        check("a");
+    }
     let first = counter.reads.get();
     assert_eq!(clock.rebase(Instant::ZERO, rate(h1)), Ok(()));
     let end = counter.reads.get();
@@ -1919,12 +1924,13 @@ fn finding_rebase_from_the_handover_after_the_counter_passed_the_base_never_goes
         ];
         for h0 in rates {
             for h1 in rates {
-                let (dry, (first, end)) = handover_rebase_run(h0, h1, None, 0, false);
+                let (dry, (first, end)) = handover_rebase_run(0, h0, h1, None, 0, false);
                 assert_eq!(dry, Ok(()), "{h0} mHz -> {h1} mHz with nothing fired");
                 for n in end.saturating_sub(12).max(first)..end {
                     for jump in [60_000u64, 3_000_000, 30_000_000] {
                         tried += 1;
-                        if let (Err(e), _) = handover_rebase_run(h0, h1, Some(n), jump, false) {
+                        let run = handover_rebase_run(0, h0, h1, Some(n), jump, false);
+                        if let (Err(e), _) = run {
                             failures.push((
                                 format!("{h0} mHz -> 100 GHz x2 -> rebase at {h1} mHz"),
                                 format!(
@@ -1997,4 +2003,47 @@ fn finding_repeated_rebases_from_the_handover_lose_no_time() {
         }
         report("repeated rebases", tried, &failures);
     });
+}
+
+/// Issue 14 adversary, `finding_threads_64bit_recalibrate_rebase_back_1ns` (promise 1),
+/// deterministically: a `now()` on another CPU runs inside each of the last reads of a
+/// `rebase(Instant::ZERO)` made from a counter still in the last write's handover (at the
+/// rate in force: 100 GHz after 100 GHz), then `now()` runs twice after it. That reader reads
+/// the old version and the counter after the rebase's own reading, on the old timeline's copy
+/// in the handover, with its carry; the fresh timeline the rebase started there read up to
+/// 1 ns less (its fast path does not add the carry): 21 189 ns after 21 190 ns.
+#[test]
+fn finding_rebase_from_the_handover_with_a_reader_on_another_cpu_never_goes_back() {
+    watchdog(
+        "rebase from the handover, nested reader",
+        WATCHDOG_S,
+        || {
+            let mut failures = Vec::new();
+            let mut tried = 0;
+            // The rate in force throughout (100 GHz): the carry is all that differs. The rebase 0
+            // to 24 reads (of 7 ticks, 0.07 ns) later, for fractions of a nanosecond of every size.
+            let h1 = 100_000_000_000_000u64;
+            for h0 in [999_999_999_999u64, 1_000_000_000_000, 3_000_000_000_000, h1] {
+                for extra in 0..25u64 {
+                    let (dry, (first, end)) = handover_rebase_run(extra, h0, h1, None, 0, false);
+                    assert_eq!(dry, Ok(()), "{h0} mHz -> {h1} mHz with nothing fired");
+                    for n in end.saturating_sub(8).max(first)..end {
+                        tried += 1;
+                        if let (Err(e), _) = handover_rebase_run(extra, h0, h1, Some(n), 0, true) {
+                            failures.push((
+                                format!("{h0} mHz -> 100 GHz x3 (the last a rebase)"),
+                                format!(
+                                "{extra} reads later: a now() inside the rebase's read {} of {}: \
+                                 {e}",
+                                n - first,
+                                end - first
+                            ),
+                            ));
+                        }
+                    }
+                }
+            }
+            report("rebase from the handover, nested reader", tried, &failures);
+        },
+    );
 }
