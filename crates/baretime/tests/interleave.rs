@@ -100,7 +100,8 @@
 //!   where the first stood behind at the mark's ceiling; where it stood behind, from the
 //!   latest reading before it that did not, or from the epoch; it stood behind where a read
 //!   was behind the counter's front, or every read 2^61 ticks or more behind every base the
-//!   last write may have taken, as the clock places counters). And where no writer ran
+//!   last write may have taken, as the clock places counters; nor from a reading below one
+//!   that overlapped it and ended before the second began: from that one). And where no writer ran
 //!   between them and the counter never stepped back (64-bit, and narrow cadence
 //!   schedules), by at least the ticks that passed (less spread) at the slowest-ticking
 //!   rate: time stands still only while a writer is stalled.
@@ -2477,9 +2478,21 @@ fn check_catch_up(w: &World) -> Result<(), TestCaseError> {
                         <= ns + u128::from(MARK_GRANULE_NS) + b.run_end.saturating_sub(run) + slack
                 })
             };
+            // Nor from a reading that returned less than one it overlapped had handed out
+            // before b began (no order between overlapping readings, promise 1): P3 holds
+            // from that one (its own pair with b). A reading that straddled a step back,
+            // judged against a mark it loaded before a reading of a forward jump raised it,
+            // returned its time from after the step, below the jump's; b, after it, stood at
+            // the ceiling a granule above the jump's time, as promise 6 says
+            // (`found_a_ceiling_above_a_jump_after_a_reading_below_it`).
+            let below_overlapping = w
+                .readings
+                .iter()
+                .any(|r| r.start < a.end && r.end > a.start && r.end < b.start && r.ns > a.ns);
             if u128::from(b.ns - a.ns) <= elapsed + slack
                 || from_straddled
                 || from_handed_out
+                || below_overlapping
                 || any_in(&w.jumps, a.start, b.end)
                 || (stood_behind && w.jumps.iter().any(|&j| j < b.end))
                 || rebase_in(w, a.start, b.end)
@@ -8636,6 +8649,101 @@ fn found_a_rebase_closing_at_the_ceiling_runs_old_ticks_at_the_new_rate() {
             Reset(ResetTo::NearTop(0)),
             Go,
             Go,
+        ],
+    });
+}
+
+/// P3 (the model; seed 206, at e2ab5c6, failing at efedc25 too): 1 MHz; the counter reset to
+/// 2^62 − 451 (behind), then forward to 1026 on the timeline: a reading there hands out
+/// 1048000 ns. A reading `a` that began before that one and overlapped it read the counter
+/// after a reset back to 2^64 − 2 and 47 ticks on, judged it against the mark it had loaded
+/// before the jump raised it, and returned 69000 ns (no order between overlapping readings,
+/// promise 1). The next reading `b`, 47 ticks too, stood at the ceiling, 1052096 ns: a granule
+/// above the latest time handed out, as promise 6 says. P3 measured b's advance from a (983 µs
+/// against 49 µs of true time). Fixed in `check_catch_up`: P3 holds from the reading that
+/// handed out more than a, overlapping it, before b began (its pair with b). Shrunk from
+/// `PROPTEST_RNG_SEED=206 PROMISES=P3 SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_ceiling_above_a_jump_after_a_reading_below_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1_000_000,
+        start: (2, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Rebase(At::Latest(1), Rate::Ppm(0)),
+            Read,
+            Update,
+            Update,
+            Go,
+            Go,
+            Update,
+            Update,
+            Go,
+            Update,
+            Go,
+            Go,
+            Pass(26),
+            Go,
+            Update,
+            Go,
+            Go,
+            Read,
+            Go,
+            Update,
+            Read,
+            Go,
+            Read,
+            Go,
+            Update,
+            Update,
+            Read,
+            Update,
+            Go,
+            Update,
+            Read,
+            Read,
+            Read,
+            Read,
+            Go,
+            Go,
+            Reset(ResetTo::Any(4611686018427387453)),
+            Go,
+            Go,
+            Pass(509),
+            Update,
+            Read,
+            Glitch(0, 0),
+            Update,
+            Read,
+            Go,
+            Go,
+            Read,
+            Go,
+            Read,
+            Go,
+            Update,
+            Go,
+            Go,
+            Pass(1),
+            Start(Rate::Ppm(0)),
+            Start(Rate::Ppm(0)),
+            Go,
+            Reset(ResetTo::Any(1026)),
+            Read,
+            Go,
+            Read,
+            Reset(ResetTo::Earlier(2009)),
+            Pass(50),
+            Go,
+            Read,
+            Go,
+            Go,
+            Read,
         ],
     });
 }
