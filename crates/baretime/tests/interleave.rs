@@ -132,7 +132,9 @@
 //!   side of it than the old base did, or at or ahead of it where the old base placed it
 //!   2^59 or more behind, or one set before a forward reset that a write then based on, a
 //!   running reading's too). The base is uncertain after a reset during a write (the clock
-//!   bases on a read made before it, or on a helper's close point): every candidate
+//!   bases on a read made before it, or on a helper's close point; a close read behind what
+//!   was handed out closes where the timeline reaches the mark's ceiling, a counter nobody
+//!   read, `World::ceiling_points`): every candidate
 //!   (`World::bases`) must agree. `Behind` changes nothing (promise 6): not the base, not the
 //!   rate. Then:
 //!   **P6a** (`check_behind`) it stands at most `MARK_GRANULE_NS` above the latest time handed
@@ -668,13 +670,27 @@ struct Frame {
     /// most). Its close point may be one of theirs plus a margin, and the timeline it
     /// publishes based there.
     helped: Vec<u64>,
+    /// A write: where the timeline may reach the mark's ceiling when it (or a helper during
+    /// it) proposed a close point (`World::ceiling_points`, taken at every counter read of
+    /// the write or of a helper, the latest `CEILED` kept): a close read behind what was
+    /// handed out closes there, plus the margin, and the timeline it publishes is based there.
+    ceiled: Vec<u64>,
+    /// Its latest counter read may be behind what was handed out, as the clock judges it:
+    /// behind the counter's front or the anchor, or before (or near the deadline past) a base
+    /// the last write may have taken. A close point proposed from it may be where the
+    /// timeline reaches the mark's ceiling (`World::note_ceiling`). (The operation's own, not
+    /// the world's: the operations run at that read's point read the counter too.)
+    read_behind: bool,
 }
+
+/// How many ceiling points a write keeps (`Frame::ceiled`).
+const CEILED: usize = 4;
 
 /// How many helpers' counter reads a write keeps.
 const HELPED: usize = 3;
 
 /// How many candidate bases the model keeps (`World::bases`).
-const BASES: usize = 4 + SEEN + 2 * HELPED;
+const BASES: usize = 4 + SEEN + 2 * HELPED + CEILED;
 
 /// One finished `now()`.
 #[derive(Clone, Copy, Debug)]
@@ -836,6 +852,12 @@ struct World {
     /// P2's bound: `run`, plus forward resets, raised to every rebase target.
     bound: u128,
     latest_ns: u64,
+    /// The latest clean counter read of the last two readings that handed out a time above
+    /// every earlier one, on the timeline (the latest first; since the last `start` or
+    /// published `rebase`, which raises the mark to its own base): a reading raises the
+    /// high-water mark only to a time past every earlier one but a granule, and the mark's
+    /// ceiling is a granule past it (`World::ceiling_points`).
+    records: [Option<u64>; 2],
     /// P6's anchor (see the module docs): a counter value, and the time its reading returned.
     anchor: Option<(u64, u64)>,
     /// Since a backward reset the counter has not caught up from: P2's bound then.
@@ -916,6 +938,7 @@ impl World {
             run: 0,
             bound: 0,
             latest_ns: 0,
+            records: [None; 2],
             anchor: None,
             window: None,
             start_begun: false,
@@ -1124,6 +1147,7 @@ impl World {
             self.high,
         );
         let now = self.now;
+        let anchor = self.anchor.map(|a| a.0);
         // A glitch is far ahead of the counter's front, not of a counter that was reset back:
         // promise 7 is about a reading more than 1 ms past the latest time handed out, and 2 ms
         // past a counter 1.1 ms behind is less than 1 ms past it, where the docs confirm
@@ -1161,8 +1185,26 @@ impl World {
         } else {
             clean
         };
+        let read = from.wrapping_add(glitch.unwrap_or(0));
+        let before_base = |v: u64| {
+            bases
+                .iter()
+                .any(|&b| place(b, v) < 0 || near_deadline(b, v))
+        };
+        let read_behind = before_base(read)
+            || (glitch.is_none()
+                && (behind(front, clean) > spread
+                    || anchor.is_some_and(|a| {
+                        bases
+                            .iter()
+                            .map(|&b| behind_on(b, a, clean))
+                            .min()
+                            .unwrap_or(0)
+                            > spread
+                    })));
         if let Some(f) = self.frames.last_mut() {
             f.last_true = Some(now);
+            f.read_behind = read_behind;
             let r = &mut f.reads;
             if let Some(g) = glitch {
                 r.glitched += 1;
@@ -1257,6 +1299,48 @@ impl World {
             );
         }
         self.width.value(from.wrapping_add(glitch.unwrap_or(0)))
+    }
+
+    /// Where the timeline may reach the mark's ceiling, plus a margin: the close point a
+    /// reading behind what was handed out proposes (`Clock::propose`, `ceiling_offset`:
+    /// `ns_to_ticks_ceil(mark + MARK_GRANULE_NS - base_ns) + margin` past the base), where
+    /// the write that takes it bases its timeline — a counter nobody read (promise 6; seed
+    /// 177, `found_a_write_closing_at_the_mark_bases_where_nobody_read`). The mark is the time
+    /// a reading on the timeline handed out, past every earlier one: the latest such
+    /// reading's counter, or the one before it where the latest stood at the ceiling, and a
+    /// granule and a margin on from each.
+    fn ceiling_points(&self) -> impl Iterator<Item = u64> {
+        let hz = self.rates.current.unwrap_or(self.hz);
+        let on = sat(ticks_of(u128::from(MARK_GRANULE_NS), hz)) + self.margin_bound();
+        self.records
+            .into_iter()
+            .flatten()
+            .flat_map(move |t| [t, t.wrapping_add(on)])
+    }
+
+    /// After a counter read of a write, or of a helper (a `now()` that found the timeline
+    /// closing), and the acts at its point: the close point it may propose from there is
+    /// where the timeline reaches the mark's ceiling as it stands now (no point comes between
+    /// that read and the proposal), which every write running keeps.
+    fn note_ceiling(&mut self) {
+        let proposes = self
+            .frames
+            .last()
+            .is_some_and(|f| (f.what.is_some() || f.helping) && f.read_behind);
+        if !proposes || self.bits != 64 {
+            return;
+        }
+        let points: Vec<u64> = self.ceiling_points().collect();
+        for fr in self.frames.iter_mut().filter(|fr| fr.what.is_some()) {
+            for &p in &points {
+                if !fr.ceiled.contains(&p) {
+                    if fr.ceiled.len() == CEILED {
+                        fr.ceiled.remove(0);
+                    }
+                    fr.ceiled.push(p);
+                }
+            }
+        }
     }
 
     fn take_glitch(&mut self) -> Option<u64> {
@@ -1619,6 +1703,8 @@ impl World {
             opened: false,
             helping: false,
             helped: Vec::new(),
+            ceiled: Vec::new(),
+            read_behind: false,
         });
         self.ops
     }
@@ -1676,6 +1762,16 @@ impl World {
             eprintln!("reading {r:?}");
         }
         self.readings.push(r);
+        // (Not one that may have stood at the mark or its ceiling, its counter behind: it
+        // raised nothing, and its counter says nothing of where the timeline is.)
+        let on = f.reads.clean > 0
+            && f.reads.on_timeline
+            && !f.reads.behind_front
+            && !f.reads.glitch_behind
+            && !r.behind_base;
+        if ns > self.latest_ns && on {
+            self.records = [Some(f.reads.last), self.records[0]];
+        }
         self.latest_ns = self.latest_ns.max(ns);
         if self.warp {
             return false;
@@ -1820,7 +1916,16 @@ impl World {
             for (b, r) in bases[4 + SEEN..].iter_mut().zip(helped) {
                 *b = r;
             }
+            // (And where the timeline reached the mark's ceiling when it, or a helper during it,
+            // proposed a close point: a close read behind what was handed out closes there, a
+            // margin on, and the timeline runs from there.)
+            for (b, &r) in bases[4 + SEEN + 2 * HELPED..].iter_mut().zip(&f.ceiled) {
+                *b = r;
+            }
             self.bases = bases;
+            if trace() {
+                eprintln!("bases {:x?} ceiled {:x?}", self.bases, f.ceiled);
+            }
             // An anchor the new base places on the other side of it than the old one did is
             // dropped (for the readings running too): behind the old base, its reading stood
             // at the mark's ceiling, not at its counter's time, and a base 2^62 or more ahead
@@ -1882,10 +1987,14 @@ impl World {
                     self.started = Some(self.step);
                     self.start_counter = self.counter_full(0);
                     fresh(self);
+                    self.records = [None; 2];
                 }
                 Write::Rebase { .. } => {
                     fresh(self);
                     self.anchor = None;
+                    // (A rebase raises the mark to where its timeline starts: the ceiling is a
+                    // granule past its base, which its own reads are candidates for.)
+                    self.records = [None; 2];
                 }
                 _ => {}
             }
@@ -2011,6 +2120,7 @@ impl Counter for Sim {
     fn ticks(&self) -> u64 {
         let v = with(|w| w.read_counter());
         point();
+        with(|w| w.note_ceiling());
         v
     }
     fn bits(&self) -> u32 {
@@ -8303,14 +8413,23 @@ fn found_a_write_stalled_across_resets_to_0_and_back_holds_the_old_rate() {
 /// were the update's own reads; from those a later counter, 2^30 − 1, was on the timeline and
 /// became the anchor, while the clock placed it behind (it stood at the ceiling). After a
 /// reset to 2^62 + 2^48 past B0 — 1.59 × 10^18 past the real base, time — an `update`
-/// returned `Ok`, and the model wanted `Behind`. Open: the fix is for the model to take the
-/// counter of the reading that handed out the latest time, and a granule past it, for base
-/// candidates; tried (the last two such readings, 8 candidates more), it kept this schedule
-/// but seed 177's survey then failed another (a P6a at a saturated reading), not yet looked
-/// into. Shrunk from `PROPTEST_RNG_SEED=177 PROMISES=P6c SCHEDULES=100000`
+/// returned `Ok`, and the model wanted `Behind`. The clock's rule (`Clock::propose` and
+/// `ceiling_offset`, for the writer's close read and a helper's alike): a read behind the mark
+/// proposes `ns_to_ticks_ceil(mark + MARK_GRANULE_NS − base_ns) + margin` past the base, the
+/// mark as it stands at the proposal (no hook comes between the last counter read and it).
+/// The mark is a time a reading on the timeline handed out, past every earlier one but a
+/// granule, so that point is a granule (in ticks) and a margin past the counter of the latest
+/// reading that handed out a new highest time — not one that may have stood at the ceiling
+/// (behind the front or the anchor, glitched behind a base), whose counter says nothing of
+/// the timeline (as a candidate it broke
+/// `found_an_anchor_behind_the_old_base_ahead_of_the_new`), and none from before the last
+/// `start` or `rebase`, which raises the mark to its own base. The model now keeps the last
+/// two such readings' counters (`World::records`) and, at every counter read of a write or a
+/// helper that may be behind (`Frame::read_behind`), where the timeline reaches the ceiling
+/// from them, a granule and a margin on (`World::ceiling_points`); the write's latest four
+/// are base candidates. Shrunk from `PROPTEST_RNG_SEED=177 PROMISES=P6c SCHEDULES=100000`
 /// (resets_and_glitches).
 #[test]
-#[ignore = "open (model): a write closing at the mark bases where nobody read; not a base candidate"]
 fn found_a_write_closing_at_the_mark_bases_where_nobody_read() {
     use Act::*;
     assert_kept_with_resets(Case {
