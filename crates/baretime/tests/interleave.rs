@@ -147,7 +147,9 @@
 //!   again or a write re-bases, no reading behind both the counter's front and the last
 //!   write's base passes the P2 bound as it stood at the reset (+ P2's tolerance and a
 //!   granule; the latest reset from, or to, a counter (any CPU's) on the timeline of a base the last
-//!   write may have taken: the clock may have handed that time out). **P6e** (`check_rebase`) after `rebase(at)`: no reading below `at` (less a
+//!   write may have taken: the clock may have handed that time out; or the latest time a
+//!   reading out of the window handed out during its call: it stands at that mark's ceiling,
+//!   a time read within its call, promise 3). **P6e** (`check_rebase`) after `rebase(at)`: no reading below `at` (less a
 //!   granule where CPUs disagree); time runs again (P3's lower bound, from `at`, less a
 //!   handover margin: a rebase to a past time continues as a recalibration, the margin's
 //!   ticks at the old rate); after a
@@ -1797,9 +1799,24 @@ impl World {
             return false;
         }
         if let Frozen::At(b) = f.reads.frozen {
+            // Or the latest time a reading that ended during this one's call, and read the
+            // counter out of the window, handed out: the clock may have raised the mark to it,
+            // and this reading, its read behind, stands at that mark's ceiling (a time read
+            // within its call, promise 3; a granule above the latest time handed out, promise
+            // 6). The counter may have caught up with the clock's base, not the model's front
+            // (a start whose reads straddle a reset back bases on the later).
+            let during = self
+                .readings
+                .iter()
+                .filter(|x| x.end > f.start && x.end < self.step)
+                .filter(|x| !matches!(x.reads.frozen, Frozen::At(_)))
+                .map(|x| u128::from(x.ns))
+                .max()
+                .unwrap_or(0);
             // P2's bound then, P2's tolerance, and the ceiling's granule above that.
-            let limit =
-                b + u128::from(2 * MARK_GRANULE_NS + HANDOVER_NS + spread_ns + 2 * tick_ns) + 2;
+            let limit = b.max(during)
+                + u128::from(2 * MARK_GRANULE_NS + HANDOVER_NS + spread_ns + 2 * tick_ns)
+                + 2;
             if u128::from(ns) > limit {
                 self.fail(
                     "P6f",
@@ -8749,6 +8766,63 @@ fn found_a_glitch_behind_a_glitched_start_base_lands_short_of_1_ms() {
             Go,
             Read,
             Go,
+        ],
+    });
+}
+
+/// P6f (model; seed 201, fresh, failing at efedc25 too): 1 GHz, one CPU. The
+/// `start` reads the counter at 2^40 + 997 801, which is reset to 0 before its confirming
+/// read: the later read, 0, is the earlier as the clock places counters, and the timeline
+/// starts there, while the model's front stays on the first read, 2^40 ahead. A reset to just
+/// behind 0: readings stand at the ceiling, 4096 ns, and P6f's window opens at P2's bound then,
+/// 0. A reading reads the counter behind and stalls; 3.5 s pass, the counter runs through
+/// 2^64 onto the clock's timeline (past its base — not past the model's front, so the window
+/// stays open), and a reading there hands out 3 515 561 900 ns, raising the mark. The stalled
+/// reading settles with its read behind and stands at that mark's ceiling, 3 515 565 996: a
+/// time read within its call (promise 3), a granule above the latest time handed out (promise
+/// 6). P6f held it to the window's bound at the reset. Now P6f's bound is also the latest time
+/// a reading out of the window (not itself held by it) handed out during the call. Shrunk from
+/// `PROPTEST_RNG_SEED=201 PROMISES=P6f SCHEDULES=100000` (resets_and_glitches).
+#[test]
+fn found_a_stalled_reading_behind_stands_at_a_mark_raised_during_it() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000000,
+        start: (0, 3915212),
+        lags_ns: vec![20000],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 1,
+        acts: vec![
+            Pass(313),
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::PastLag(0)),
+            Update,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Read,
+            Read,
+            Read,
+            Read,
+            Read,
+            Go,
+            Pass(1),
+            Read,
         ],
     });
 }
