@@ -688,7 +688,7 @@ struct Frame {
 }
 
 /// How many ceiling points a write keeps (`Frame::ceiled`).
-const CEILED: usize = 4;
+const CEILED: usize = 8;
 
 /// How many helpers' counter reads a write keeps.
 const HELPED: usize = 3;
@@ -1325,13 +1325,27 @@ impl World {
     /// a reading on the timeline handed out, past every earlier one: the latest such
     /// reading's counter, or the one before it where the latest stood at the ceiling, and a
     /// granule and a margin on from each.
+    /// Where no reading on the timeline has handed out a new highest time since the last
+    /// `start` or `rebase` (the mark at or below its base's time), it reaches the ceiling
+    /// within a granule of its base: the last write's base (its counter as it ended, its least
+    /// and most reads), and a granule and a margin on — the first no later than the clock's
+    /// point (the margin is a tick at least), so that P2 counts a forward reset from there in
+    /// full (seed 206, `found_a_rebase_closing_at_the_ceiling_before_its_read`).
     fn ceiling_points(&self) -> impl Iterator<Item = u64> {
         let hz = self.rates.current.unwrap_or(self.hz);
-        let on = sat(ticks_of(u128::from(MARK_GRANULE_NS), hz)) + self.margin_bound();
+        let granule = sat(ticks_of(u128::from(MARK_GRANULE_NS), hz));
+        let on = granule + self.margin_bound();
+        let from_base = self.records[0]
+            .is_none()
+            .then_some([self.bases[0], self.bases[1], self.bases[2]])
+            .into_iter()
+            .flatten()
+            .flat_map(move |b| [b, b.wrapping_add(on)]);
         self.records
             .into_iter()
             .flatten()
             .flat_map(move |t| [t, t.wrapping_add(on)])
+            .chain(from_base)
     }
 
     /// After a counter read of a write, or of a helper (a `now()` that found the timeline
@@ -8902,6 +8916,59 @@ fn found_a_reading_at_the_mark_then_the_ceiling() {
             Rebase(At::Zero, Rate::Exp(0)),
             Read,
             Read,
+        ],
+    });
+}
+
+/// P2 (model; seed 206, fresh, failing at efedc25 too): 24 MHz, started at S, 2.57 × 10^9
+/// ticks short of 2^64. A `rebase` to 0 at 1 kHz reads S + 286; the counter is reset 2^62 back
+/// (past the deadline: behind), readings stand at the ceiling, 4096 ns, and the rebase's close
+/// read, behind, proposes where the timeline reaches the ceiling: S + 99 ticks, plus the margin
+/// (1 tick at 1 kHz), S + 100 — 186 ticks before its own read, within the `reach` a close point
+/// may lag a write's reading by (a helper on a CPU that lags), so the rebase (to a past time)
+/// continues as a recalibration from there. No reading had handed out a time on that timeline,
+/// so no candidate came from the model's records (seed 177's fix), and the rebase's reads,
+/// S + 286 the nearest, were the only base candidates. A reset to 2^64 − 1 is 2.566 × 10^9
+/// ticks past the clock's base, time (promise 7), at 1 kHz: 186 ms more than P2 counted from
+/// S + 286. The forward move counts from the last write's base (P2), which here is a ceiling
+/// point nobody read: with no record since the last `start` or `rebase`, the model now takes
+/// the last write's base, and a granule and a margin on, for ceiling points too. (The 186 ticks
+/// had passed at 24 MHz before the rebase read the counter, and run at 1 kHz after: only a
+/// forward reset brings the counter back onto that timeline, which P2 counts as time from the
+/// base.) Shrunk from `PROPTEST_RNG_SEED=206 PROMISES=P2 SCHEDULES=100000`
+/// (resets_and_glitches).
+#[test]
+fn found_a_rebase_closing_at_the_ceiling_before_its_read() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 24000000,
+        start: (2, 43052487866843136),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Glitch(0, 0),
+            Go,
+            Pass(609),
+            Rebase(At::Zero, Rate::Exp(0)),
+            Glitch(0, 0),
+            Glitch(0, 0),
+            Reset(ResetTo::BelowStart(16384)),
+            Read,
+            Go,
+            Read,
+            Read,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Go,
+            Read,
+            Reset(ResetTo::NearTop(0)),
+            Go,
+            Go,
+            Go,
         ],
     });
 }
