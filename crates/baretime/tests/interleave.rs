@@ -3806,8 +3806,28 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// 2^61 past a counter the clock places behind wraps onto the clock's timeline within promise
 /// 7's 1 ms: `found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline`, ignored, open);
 /// so seeds 163..183 counted 3 failing schedules in 2.1 million, two of them diagnosed.
-/// Where it stands: no clock bug in the fifth to ninth triages, every failure they took
-/// (seeds 101..177) the model's or the environment's. The run is kept, not finished:
+/// Tenth (w-u2, at efedc25), every one the model's or the environment's: seed 177's P6c — a
+/// close read behind the mark closes where the timeline reaches the mark's ceiling, plus a
+/// margin, a counter nobody read, where the write bases; that point is now a base candidate
+/// (`World::ceiling_points`: a granule and a margin past the latest readings on the timeline
+/// that handed out a new highest time, or past the last write's base where none has since the
+/// last `start` or `rebase`); seed 181's P3, the environment — a `start` based on its glitched
+/// confirming read (a reset back between its reads), which no glitch was made from, so one from
+/// the counter behind it landed within 1 ms of the time handed out and was the time
+/// (`found_a_ceiling_after_a_reading_that_read_only_a_glitch`,
+/// `found_a_glitch_behind_a_glitched_start_base_lands_short_of_1_ms`). Fresh seeds 196..207 ×
+/// 100 000 then failed three schedules, each failing at efedc25 too: seed 201's P6f (a stalled
+/// reading behind stands at the ceiling of a mark raised during its call:
+/// `found_a_stalled_reading_behind_stands_at_a_mark_raised_during_it`), seed 203's P3 (a
+/// lagging CPU's reading at the ceiling after the leading CPU's at the mark, a step back as in
+/// P1: `found_a_reading_at_the_mark_then_the_ceiling`), seed 206's P2 (a rebase closing at the
+/// ceiling before its own read, with no reading on the timeline yet:
+/// `found_a_rebase_closing_at_the_ceiling_before_its_read`). After, seeds 101, 114, 119, 129,
+/// 157, 163..183 and 196..207 × 100 000 (`PROMISES=none`): none failed but seed 183, its known
+/// P6a/P6b (the environment, open,
+/// `found_a_glitch_2_61_past_a_counter_behind_lands_on_the_timeline`).
+/// Where it stands: no clock bug in the fifth to tenth triages, every failure they took
+/// (seeds 101..207) the model's or the environment's. The run is kept, not finished:
 /// `cargo xtask test` runs it at a fixed seed (`PROPTEST_RNG_SEED=101`, 100 000 schedules),
 /// the default run at a random one, and fresh seeds are surveyed by hand (`PROMISES=none`),
 /// each failure found becoming a `found_*` schedule.
