@@ -1975,3 +1975,69 @@ fn narrow_a_write_an_interval_after_an_update_with_nothing_to_do() {
         report("narrow cadence", tried, &failures);
     });
 }
+
+/// Promise 5's condition for a missed update: on counters of 8 to 32 bits, an `update()`,
+/// then none for up to three wraps while `now()` is read every half `update_interval()`
+/// (from anywhere after the update, every offset into the step): time never goes back, and
+/// the next `update()` is `Late`. (Read less often, a reading a wrap later can land in the
+/// last write's handover and read as before the deadline:
+/// `finding_late_by_almost_a_wrap_goes_back`.)
+#[test]
+fn narrow_a_missed_update_is_detected_when_read_every_half_interval() {
+    watchdog("narrow late", WATCHDOG_S, || {
+        let mut failures = Vec::new();
+        let mut tried = 0;
+        for bits in [8u32, 12, 16, 24, 32] {
+            for h in [1_000_000u64, 32_768, 1_000_000_000] {
+                let f = hz(h);
+                if ns_floor(1u64 << bits, f) < 1_000_000 {
+                    continue;
+                }
+                let wrap = 1u64 << bits;
+                for offset_eighths in 0..8u64 {
+                    for wraps in 1..=3u64 {
+                        tried += 1;
+                        let hand = Hand::new(bits, 5, 0);
+                        let clock = Clock::new(&hand, f);
+                        hand.add(wrap / 3);
+                        let first = clock.update();
+                        let half = ticks_floor(clock.update_interval().as_nanos() as u64, f) / 2;
+                        hand.add(half * offset_eighths / 8);
+                        let mut last = clock.now().as_nanos();
+                        let mut bad = None;
+                        let mut moved = 0;
+                        while moved < wraps * wrap && bad.is_none() {
+                            hand.add(half);
+                            moved += half;
+                            let t = clock.now().as_nanos();
+                            if t < last {
+                                bad = Some(format!("now() {} after {}", show(t), show(last)));
+                            }
+                            last = last.max(t);
+                        }
+                        let r = clock.update();
+                        let late = clock.health().late_updates;
+                        if first != Ok(()) || r != Err(ClockError::Late) || late != 1 {
+                            bad.get_or_insert(format!(
+                                "the update returned {r:?}, late_updates {late}"
+                            ));
+                        }
+                        if let Some(b) = bad {
+                            failures.push((
+                                format!("{bits} bits"),
+                                format!(
+                                    "{bits}-bit counter at {}, read every {half} ticks (from {}/8 \
+                                     of that), {wraps} wraps without an update: {b}",
+                                    show_hz(f),
+                                    offset_eighths
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(tried > 100, "{tried}");
+        report("narrow late", tried, &failures);
+    });
+}
