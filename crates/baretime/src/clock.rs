@@ -776,9 +776,10 @@ enum Write {
 ///    resets. The exceptions, and their bounds: where a 64-bit counter itself steps back (a
 ///    reset, a CPU whose counter lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs)
 ///    below one already handed out, never more; where a narrow counter's update is missed
-///    and the clock is not read as often as promise 5 says, by less than a wrap period. A narrow counter is taken to be one global counter that never steps
-///    back: a step back reads as time that went round the wrap (promise 5), so do not reset
-///    one under a running clock (rebase it) nor read one that lags between CPUs.
+///    and the clock is not read as often as promise 5 says, by less than a wrap period. A
+///    narrow counter is taken to be one global counter that never steps back: a step back
+///    reads as time that went round the wrap (promise 5), so do not reset one under a
+///    running clock (rebase it) nor read one that lags between CPUs.
 /// 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
 ///    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
 ///    (20 µs, or one tick where a tick is longer: below 50 kHz), except where
@@ -1398,10 +1399,10 @@ impl<C: Counter> Clock<C> {
     /// handover was not over when it was called (the counter had not passed that write's close
     /// point, at most a handover margin, 20 µs, after it; it waits for the counter to get
     /// there). An update that finds the counter past the base re-bases, however recent the
-    /// base: the next is then due an interval from this one's start. `Busy` means another writer is active
-    /// right now (harmless: that writer re-bases). `Late` means this call came more than
-    /// [`Clock::update_interval`] after the last write: time stood still from the deadline
-    /// until now (it runs again). `Behind`: see [`ClockError::Behind`].
+    /// base: the next is then due an interval from this one's start. `Busy` means another
+    /// writer is active right now (harmless: that writer re-bases). `Late` means this call
+    /// came more than [`Clock::update_interval`] after the last write: time stood still from
+    /// the deadline until now (it runs again). `Behind`: see [`ClockError::Behind`].
     pub fn update(&self) -> Result<(), ClockError> {
         self.write(Write::Update)
     }
@@ -1571,8 +1572,8 @@ impl<C: Counter> Clock<C> {
                 // reading — which passed before the write, at the old rate — at the new one
                 // (a forward jump before the reset, read again later: ahead by the ratio,
                 // promise 2: "each rate from its write's close point: a handover margin after
-                // a counter read made during the write"). The write is from a counter behind (promise
-                // 6): an update or a recalibration keeps the old rate and says `Behind`; a
+                // a counter read made during the write"). The write is from a counter behind
+                // (promise 6): an update or a recalibration keeps the old rate and says `Behind`; a
                 // rebase starts afresh from a reading made now, at the mark's ceiling or
                 // later.
                 // (Beyond `reach` and a margin: a helper on a CPU whose counter lags proposes
