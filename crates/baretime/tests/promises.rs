@@ -1879,6 +1879,50 @@ fn narrow_a_latch_before_a_stalled_writer_closes_holds() {
     );
 }
 
+/// The same stall, with a reader that comes round a wrap later into the handover before the
+/// base while the stalled writer's close is announced (after the latch): it read the
+/// handover's time (the start's, 0) below the deadline's that readers had returned (the
+/// interleaving test, 8 bits at 1 MHz: 37 µs back). It helps the close to the deadline and
+/// stands there.
+#[test]
+fn narrow_a_reading_in_the_handover_of_a_latched_timeline_stands_at_its_end() {
+    baretime::__test_hook::set(Some(at_point));
+    let hand: &'static Hand = Box::leak(Box::new(Hand::new(16, 0, 0)));
+    let clock: &'static Clock<&'static Hand> = Box::leak(Box::new(Clock::new(hand, hz(1_000_000))));
+    hand.set(30_000);
+    let seen = Rc::new(Cell::new(0u64));
+    let seen2 = seen.clone();
+    AT_POINT.set(Some((
+        baretime::__HookPoint::WriteJudged,
+        Box::new(move || {
+            hand.set(40_000); // past the deadline: latched
+            seen2.set(clock.now().as_nanos());
+            let seen3 = seen2.clone();
+            AT_POINT.set(Some((
+                baretime::__HookPoint::WriteClosing,
+                Box::new(move || {
+                    hand.set(65_536 - 5); // a wrap later, 5 ticks before the base
+                    let t = clock.now().as_nanos();
+                    assert!(
+                        t >= seen3.get(),
+                        "promise 1: now() = {} in the handover of a latched timeline after {}",
+                        show(t),
+                        show(seen3.get())
+                    );
+                }),
+            )));
+        }),
+    )));
+    let r = clock.update();
+    assert!(
+        AT_POINT.with(|s| s.borrow().is_none()),
+        "the writer did not reach WriteClosing"
+    );
+    assert_eq!(seen.get(), 32_767_000);
+    assert_eq!(r, Err(ClockError::Late));
+    assert!(clock.now().as_nanos() >= seen.get());
+}
+
 /// Promises 2 and 5 after an `update` that found nothing to do: on counters of 8 to 32 bits,
 /// an `update()` 1 tick to a margin less a tick after the start (the start's handover), then
 /// an `update()` or a `recalibrate()` exactly `update_interval()` later whose counter moves
