@@ -140,7 +140,9 @@
 //!   the deadline's time saw the end open after its latch, before the close was announced,
 //!   and the closer sees that latch (`SeqCst` on both sides). Before, a close read a wrap
 //!   later closed the latched timeline below the time its readers had returned: half a wrap
-//!   back.
+//!   back. A narrow reading in the handover before a latched version's base is one a wrap
+//!   later too: it stands at the end (helping a close announced after the latch to the
+//!   deadline first), never at the handover's time.
 //! - What no one can see: a wrap during which nobody reads the counter *and finishes* (a
 //!   reader stalled between its counter read and its latch has not said what it saw) loses
 //!   a wrap. The late zone — from the deadline to the handover before the base a wrap later
