@@ -132,9 +132,28 @@
 //! - A reader whose answer depends on the timeline's end (anything past the fast path)
 //!   accepts it only if its version was still the current one when it finished; otherwise
 //!   it reads again.
+//! - A latch holds against a writer stalled since it judged its reading (it read the counter
+//!   on time; a reader then latched the timeline at its open end, the deadline, and the
+//!   counter came round): the writer, and any helper, looks at the latch *after* the close is
+//!   announced and then proposes the deadline; a latching reader looks at the end again
+//!   after its latch (and any reader looks at the latch before the end), so one that returned
+//!   the deadline's time saw the end open after its latch, before the close was announced,
+//!   and the closer sees that latch (`SeqCst` on both sides). Before, a close read a wrap
+//!   later closed the latched timeline below the time its readers had returned: half a wrap
+//!   back. A narrow reading in the handover before a latched version's base is one a wrap
+//!   later too: it stands at the end (helping a close announced after the latch to the
+//!   deadline first), never at the handover's time.
 //! - What no one can see: a wrap during which nobody reads the counter *and finishes* (a
 //!   reader stalled between its counter read and its latch has not said what it saw) loses
-//!   a wrap. Call [`Clock::update`] at least once per [`Clock::update_interval`].
+//!   a wrap. The late zone — from the deadline to the handover before the base a wrap later
+//!   (at most `3 × reach / 2` ticks: three margins at the larger rate's, at most 3/16 of the
+//!   wrap) — is at least 5/16 of the wrap long, so a clock read at least once per quarter
+//!   wrap (half of [`Clock::update_interval`]) sees every missed update (promise 5). Call
+//!   [`Clock::update`] at least once per [`Clock::update_interval`]. An `update` does nothing
+//!   only when its first reading had not passed the base (the last write's handover was not
+//!   over): one that did nothing a few ticks past the base left it up to a margin before the
+//!   call, and the next update an interval later found the deadline that much nearer (its
+//!   close clamped short of a margin after its read, or late, promises 2 and 5).
 //!
 //! ## Targets without 64-bit atomics
 //!
@@ -760,12 +779,14 @@ enum Write {
 ///
 /// 1. **Order.** A [`Clock::now`] that finished before another began (on one CPU, or on
 ///    CPUs whose counters agree to within [`LAG_NS`]) never returns more than it — through
-///    recalibrations, updates, rebases, late updates, and counter resets. The one exception,
-///    and its bound: where a 64-bit counter itself steps back (a reset, a CPU whose counter
-///    lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs) below one already handed
-///    out, never more. A narrow counter is taken to be one global counter that never steps
-///    back: a step back reads as time that went round the wrap (promise 5), so do not reset
-///    one under a running clock (rebase it) nor read one that lags between CPUs.
+///    recalibrations, updates, rebases, late updates (read as promise 5 says), and counter
+///    resets. The exceptions, and their bounds: where a 64-bit counter itself steps back (a
+///    reset, a CPU whose counter lags), a time may read up to [`MARK_GRANULE_NS`] (4.1 µs)
+///    below one already handed out, never more; where a narrow counter's update is missed
+///    and the clock is not read as often as promise 5 says, by less than a wrap period. A
+///    narrow counter is taken to be one global counter that never steps back: a step back
+///    reads as time that went round the wrap (promise 5), so do not reset one under a
+///    running clock (rebase it) nor read one that lags between CPUs.
 /// 2. **No jump.** Time moves with the counter at the rate in force: no reading is ahead of
 ///    the counter's time by more than [`MARK_GRANULE_NS`] plus a handover margin
 ///    (20 µs rounded up to whole ticks: less than 20 µs plus one tick), except where
@@ -773,12 +794,15 @@ enum Write {
 ///    the timeline (no jump, however often it is repeated). Nor does time fall behind the
 ///    counter: however many `update`s, `recalibrate`s and such rebases run, however close
 ///    together (every tick of a 3-bit counter at 100 GHz), a reading is less than 2 ns below
-///    the counter's ticks at the rates in force (each rate from its write's close point, a
-///    handover margin after the write read the counter; each tick length kept to 2^-64 ns,
-///    which adds at most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and
-///    rate — no write loses the fraction of a nanosecond it closes on — except where time
-///    stands still by promises 3, 5 and 6. (So a write may move a reading forward by that
-///    nanosecond while the counter stands: toward the counter's time, never past it.)
+///    the counter's ticks at the rates in force (each rate from its write's close point: a
+///    handover margin after a counter read made during the write — the writer's own, or that
+///    of a reader that found the old timeline closing — or, where that would be later, the
+///    timeline's deadline (a write more than an interval after the base), or the base itself
+///    where the counter had not reached it; each tick length kept to 2^-64 ns, which adds at
+///    most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and rate — no write
+///    loses the fraction of a nanosecond it closes on — except where time stands still by
+///    promises 3, 5 and 6. (So a write may move a reading forward by that nanosecond while
+///    the counter stands: toward the counter's time, never past it.)
 /// 3. **Stalls.** Readers never lock and never wait. A writer stalled anywhere (an
 ///    interrupt, an SMI, a vCPU preemption) costs at most time standing still, for no longer
 ///    than the stall: while a writer is between closing the old timeline and publishing the
@@ -795,9 +819,18 @@ enum Write {
 ///    [`Clock::update_interval`] (from the start of one call to the start of the next).
 ///    Updates spaced by exactly that, each finishing within a handover margin of its
 ///    start, are never late (an update interrupted for longer between its counter reads can
-///    be). A late update is detected: time stands
-///    still from the deadline until the next write, which returns [`ClockError::Late`] and
-///    starts again from there ([`ClockHealth::late_updates`] counts them).
+///    be). A late update is detected — time stands still from the deadline until the next
+///    write, which returns [`ClockError::Late`] and starts again from there
+///    ([`ClockHealth::late_updates`] counts them) — provided the clock is read at least once
+///    per half [`Clock::update_interval`] (a quarter of the wrap) while an update is overdue:
+///    by [`Clock::now`] (or anything built on it) or a write, a call that finishes (one stalled
+///    between its counter read and its return has not said what it saw). The clock sees the
+///    counter only modulo its wrap, and only when it is read: with updates on time this needs
+///    nothing more, but an update missed with nobody reading past the deadline is not
+///    detected — a reading up to a wrap later is taken for one before the deadline (or in the
+///    last write's handover), a whole wrap is lost for each one missed, `update` returns `Ok`,
+///    and a reading may be below one handed out before by less than a wrap period (at the
+///    slower of the last two rates in force).
 /// 6. **A counter behind the clock** (64-bit: a TSC reset by suspend to RAM, a counter
 ///    reprogrammed by firmware, a CPU lagging by more than [`LAG_NS`]): a reading whose time
 ///    is below what the clock has already handed out — on any timeline, the current one or
@@ -1163,12 +1196,18 @@ impl<C: Counter> Clock<C> {
         let gate = self.gate(version.slot);
         let wide = width == Width::FULL;
         loop {
-            let end = gate.end.load(Ordering::Acquire);
+            // The latch before the end, both `SeqCst`: a latched timeline's end is returned
+            // only as it stood after the latch was seen, so that a close announced after this
+            // load sees the latch too (`close`) and proposes the deadline — loaded the other
+            // way round, an open end (the deadline) read before a writer stalled since it
+            // judged its reading announced its close, and a latch seen after it, returned the
+            // deadline's time, and that writer's close read a wrap later closed the timeline
+            // below it (half a wrap back, 16-bit counter, threads).
+            let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+            let end = gate.end.load(Ordering::SeqCst);
             let d = width.delta(tb.base_ticks, t);
             let zone = geometry.zone(d);
-            if end & CLOSING == 0
-                && gate.latched.load(Ordering::Acquire) == version.number.wrapping_add(1)
-            {
+            if end & CLOSING == 0 && latched {
                 return Some(tb.at(end));
             }
             if wide && end == REBASING {
@@ -1188,7 +1227,13 @@ impl<C: Counter> Clock<C> {
                     }
                     return Some(tb.before_base(width, t));
                 }
-                if width.delta(t, tb.base_ticks) <= tb.hand {
+                // Not where this version is latched: a reading past its deadline was seen, so
+                // this one came round a wrap later (it stands at the end, below; with a close
+                // announced after the latch, it helps it to the deadline first). A writer
+                // stalled between judging its reading and closing let a reader here read the
+                // handover while the end was closing (the interleaving test, 8 bits: 37 µs
+                // back).
+                if width.delta(t, tb.base_ticks) <= tb.hand && !latched {
                     // The previous version was latched past its deadline: the counter has
                     // passed this version's base (which is at or before that deadline), so
                     // this is a narrow counter come round a wrap later, not a reading from
@@ -1220,7 +1265,14 @@ impl<C: Counter> Clock<C> {
                     0 => geometry.margin(&tb.scale),
                     m => m.min(geometry.margin(&tb.scale)),
                 };
-                let proposal = self.propose(&geometry, &tb, t2, margin, mark);
+                // A latch made before the close was announced (seen after it, as `close` does):
+                // its readers stood at the deadline.
+                let proposal =
+                    if gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1) {
+                        geometry.deadline
+                    } else {
+                        self.propose(&geometry, &tb, t2, margin, mark)
+                    };
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
@@ -1238,11 +1290,16 @@ impl<C: Counter> Clock<C> {
                 // still there.
                 return Some(tb.at(d.min(end)));
             }
-            // Past the deadline: stand still at the end, and latch so that a counter coming
-            // round again cannot take time back.
+            // Past the deadline: latch so that a counter coming round again cannot take time
+            // back, then stand still at the end as it stands after the latch (looked at again:
+            // a close announced meanwhile may not have seen the latch, and decides it).
             hook(Point::ReadLatch);
             self.latch(version);
-            return Some(tb.at(end));
+            if gate.latched.load(Ordering::SeqCst) != version.number.wrapping_add(1) {
+                // The slot holds a later version (latched at its own number): this read is
+                // rejected (read again), and must not wait here for a latch of its own.
+                return Some(tb.base_ns);
+            }
         }
     }
 
@@ -1362,11 +1419,14 @@ impl<C: Counter> Clock<C> {
     /// needs it at least once per [`Clock::update_interval`] (from a periodic tick, say);
     /// 64-bit counters never do.
     ///
-    /// Returns `Ok` when it re-based, and also when there is nothing to do (the last
-    /// publication is less than a handover margin, 20 µs, old). `Busy` means another writer is active
-    /// right now (harmless: that writer re-bases). `Late` means this call came more than
-    /// [`Clock::update_interval`] after the last write: time stood still from the deadline
-    /// until now (it runs again). `Behind`: see [`ClockError::Behind`].
+    /// Returns `Ok` when it re-based, and also when there is nothing to do: the last write's
+    /// handover was not over when it was called (the counter had not passed that write's close
+    /// point, at most a handover margin, 20 µs, after it; it waits for the counter to get
+    /// there). An update that finds the counter past the base re-bases, however recent the
+    /// base: the next is then due an interval from this one's start. `Busy` means another
+    /// writer is active right now (harmless: that writer re-bases). `Late` means this call
+    /// came more than [`Clock::update_interval`] after the last write: time stood still from
+    /// the deadline until now (it runs again). `Behind`: see [`ClockError::Behind`].
     pub fn update(&self) -> Result<(), ClockError> {
         self.write(Write::Update)
     }
@@ -1422,7 +1482,7 @@ impl<C: Counter> Clock<C> {
         let margin = geometry.margin(&tb.scale);
         // The mark before the reading (as readers load it): what was handed out before.
         let mark = self.mark.load();
-        let (t, stuck) = self.read_past_handover(&tb, width, mark);
+        let (t, stuck, passed) = self.read_past_handover(&tb, width, mark);
         let d = width.delta(tb.base_ticks, t);
         let before = width.delta(t, tb.base_ticks);
         let in_handover = before <= tb.hand;
@@ -1470,8 +1530,15 @@ impl<C: Counter> Clock<C> {
             return Err(ClockError::Behind);
         }
         if let (Write::Update, Zone::Valid) = (what, zone) {
-            if d < margin {
-                // Nothing to do: the last publication is less than a margin old.
+            if d < margin && !passed {
+                // Nothing to do: the last write's handover was not over when this call began
+                // (its first reading had not passed the base), so the base is no earlier than
+                // this call's start, and the next update is due an interval from there.
+                // (One whose first reading had passed the base writes, however recent the
+                // base: doing nothing left the base up to a margin before this call, and the
+                // next update an interval after it found the deadline a margin nearer — its
+                // close clamped short of a margin after its read, and a write that took a few
+                // ticks between its reads was late, promises 2 and 5.)
                 return Ok(());
             }
         }
@@ -1521,6 +1588,7 @@ impl<C: Counter> Clock<C> {
                 Timebase::fresh(fresh_reading(), at, scale, reach)
             }
             Zone::Valid => {
+                hook(Point::WriteJudged);
                 let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
                 let end_ns = tb.at(c);
                 // A 64-bit close point more than a margin before this write's own reading:
@@ -1529,9 +1597,9 @@ impl<C: Counter> Clock<C> {
                 // there at the new rate would run the ticks between `c` and this write's
                 // reading — which passed before the write, at the old rate — at the new one
                 // (a forward jump before the reset, read again later: ahead by the ratio,
-                // promise 2: "each rate from its write's close point, a handover margin after
-                // the write read the counter"). The write is from a counter behind (promise
-                // 6): an update or a recalibration keeps the old rate and says `Behind`; a
+                // promise 2: "each rate from its write's close point: a handover margin after
+                // a counter read made during the write"). The write is from a counter behind
+                // (promise 6): an update or a recalibration keeps the old rate and says `Behind`; a
                 // rebase starts afresh from a reading made now, at the mark's ceiling or
                 // later.
                 // (Beyond `reach` and a margin: a helper on a CPU whose counter lags proposes
@@ -1706,19 +1774,22 @@ impl<C: Counter> Clock<C> {
     /// calling twice in a row is never refused. A counter that does not move within
     /// [`HANDOVER_WAIT_READS`] reads is taken as it is.
     ///
-    /// With the reading, whether the wait ran out (the counter stuck before the base).
-    fn read_past_handover(&self, tb: &Timebase, width: Width, mark: u64) -> (u64, bool) {
+    /// With the reading, whether the wait ran out (the counter stuck before the base), and
+    /// whether the first reading had passed the base (not at it, not in the handover before
+    /// it).
+    fn read_past_handover(&self, tb: &Timebase, width: Width, mark: u64) -> (u64, bool, bool) {
         let mut t = width.value(self.counter.ticks());
         hook(Point::WriteRead);
         t = self.confirm(width, tb, t, mark);
+        let passed = width.delta(t, tb.base_ticks) > tb.hand;
         let mut reads = 0u32;
         loop {
             let before = width.delta(t, tb.base_ticks);
             if before == 0 || before > tb.hand {
-                return (t, false);
+                return (t, false, passed);
             }
             if reads >= HANDOVER_WAIT_READS {
-                return (t, true);
+                return (t, true, passed);
             }
             spin_loop();
             reads = reads.saturating_add(1);
@@ -1802,6 +1873,12 @@ impl<C: Counter> Clock<C> {
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
         let t = self.confirm(geometry.width, tb, t, self.mark.load());
+        // Loaded after the close was announced (`SeqCst`, as the latch and a latching reader's
+        // second look at the end): a reader that latched the timeline before it and returned
+        // its end (open: the deadline) is seen here, however long this writer was stalled
+        // since it judged its reading; the close point is then the deadline, where those
+        // readers stood, never a reading a wrap later.
+        let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
         let before = geometry.width.delta(t, tb.base_ticks);
         // A counter that did not reach the base while the writer waited, and still has not:
         // no reader has passed the base (their readings came before this one), so the
@@ -1810,7 +1887,9 @@ impl<C: Counter> Clock<C> {
             && before != 0
             && before <= tb.hand
             && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
-        let proposal = if still_stuck {
+        let proposal = if latched {
+            geometry.deadline
+        } else if still_stuck {
             0
         } else {
             self.propose(geometry, tb, t, margin, self.mark.load())
@@ -1824,8 +1903,9 @@ impl<C: Counter> Clock<C> {
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
-        let late = (geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
-            && geometry.width.delta(t, tb.base_ticks) > tb.hand)
+        let late = latched
+            || (geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
+                && geometry.width.delta(t, tb.base_ticks) > tb.hand)
             || gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
         if late {
             self.latch(version);

@@ -441,6 +441,9 @@ pub enum Point {
     WriteLocked,
     /// Writer: after its counter read, before closing the current timeline.
     WriteRead,
+    /// Writer: judged its reading against the current timeline (not latched, not late), about
+    /// to close it.
+    WriteJudged,
     /// Writer: announced the close, before reading the counter for its proposal.
     WriteClosing,
     /// Writer: after the close is decided, before publishing.

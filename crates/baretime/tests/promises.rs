@@ -128,7 +128,7 @@ fn watchdog(what: &str, secs: u64, body: impl FnOnce() + Send + 'static) {
 struct Hand {
     /// The true count, before masking to `bits`.
     now: Cell<u64>,
-    step: u64,
+    step: Cell<u64>,
     bits: u32,
     reads: Cell<u64>,
     glitch: Cell<Option<(u64, u64)>>,
@@ -138,7 +138,7 @@ impl Hand {
     fn new(bits: u32, start: u64, step: u64) -> Hand {
         Hand {
             now: Cell::new(start),
-            step,
+            step: Cell::new(step),
             bits,
             reads: Cell::new(0),
             glitch: Cell::new(None),
@@ -164,7 +164,7 @@ impl Counter for Hand {
         let n = self.reads.get();
         self.reads.set(n + 1);
         let v = self.now.get();
-        self.now.set(v.wrapping_add(self.step));
+        self.now.set(v.wrapping_add(self.step.get()));
         let v = match self.glitch.get() {
             Some((at, ahead)) if at == n => {
                 self.glitch.set(None);
@@ -2046,4 +2046,293 @@ fn finding_rebase_from_the_handover_with_a_reader_on_another_cpu_never_goes_back
             report("rebase from the handover, nested reader", tried, &failures);
         },
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// Narrow counters: a latch that a stalled writer's close must not undo, and the cadence
+// after an `update` that had nothing to do (adversary findings, issue 14).
+// ---------------------------------------------------------------------------------------
+
+thread_local! {
+    /// What the test hook runs, once, at the protocol point it names (this thread only: the
+    /// hook is process-wide, the other tests' threads find nothing here).
+    static AT_POINT: RefCell<Option<(baretime::__HookPoint, Nested)>> = const { RefCell::new(None) };
+}
+
+fn at_point(p: baretime::__HookPoint) {
+    let due = AT_POINT.with(|s| {
+        let mut s = s.borrow_mut();
+        match &*s {
+            Some((at, _)) if *at == p => s.take(),
+            _ => None,
+        }
+    });
+    if let Some((_, nested)) = due {
+        nested();
+    }
+}
+
+/// Promises 1 and 5 across a writer stalled between judging its reading and closing the
+/// timeline (a preemption there): a 16-bit counter at 1 MHz, an `update()` reads the counter
+/// at 30 000 ticks (on time) and is stalled right after; meanwhile readers read the counter
+/// past the deadline (40 000: they latch the timeline and read its deadline, 32.767 ms) and
+/// a wrap later again (500). The writer then closes: its close read (500) proposed 520 and
+/// closed the latched timeline there, below the deadline the readers had read, and the next
+/// timeline started from it: `now()` went back by 32.2 ms (`finding_threads_16bit_back_half_a_wrap`,
+/// seen on threads). The update is late (`Late`), and time stands still at the deadline
+/// until it, never below.
+#[test]
+fn narrow_a_latch_before_a_stalled_writer_closes_holds() {
+    baretime::__test_hook::set(Some(at_point));
+    let hand: &'static Hand = Box::leak(Box::new(Hand::new(16, 0, 0)));
+    let clock: &'static Clock<&'static Hand> = Box::leak(Box::new(Clock::new(hand, hz(1_000_000))));
+    hand.set(30_000);
+    let before = clock.now().as_nanos();
+    assert_eq!(before, 30_000_000);
+    let seen = Rc::new(Cell::new(0u64));
+    let seen2 = seen.clone();
+    AT_POINT.set(Some((
+        baretime::__HookPoint::WriteJudged,
+        Box::new(move || {
+            hand.set(40_000); // past the deadline (32 767 ticks past the base)
+            let a = clock.now().as_nanos();
+            hand.set(65_536 + 500); // a wrap later: 500
+            let b = clock.now().as_nanos();
+            seen2.set(a.max(b));
+        }),
+    )));
+    let r = clock.update();
+    assert!(
+        AT_POINT.with(|s| s.borrow().is_none()),
+        "the writer did not reach WriteJudged"
+    );
+    let latched = seen.get();
+    assert_eq!(latched, 32_767_000, "readers past the deadline stand at it");
+    let after = clock.now().as_nanos();
+    assert!(
+        after >= latched,
+        "promise 1: now() = {} after the readers read {} (back by {})",
+        show(after),
+        show(latched),
+        show(latched - after)
+    );
+    assert_eq!(
+        r,
+        Err(ClockError::Late),
+        "promise 5: the late update is detected"
+    );
+    assert_eq!(clock.health().late_updates, 1);
+    hand.add(1_000);
+    assert_eq!(
+        clock.now().as_nanos(),
+        latched + 1_000_000,
+        "time runs on from the deadline"
+    );
+}
+
+/// The same stall, with a reader that comes round a wrap later into the handover before the
+/// base while the stalled writer's close is announced (after the latch): it read the
+/// handover's time (the start's, 0) below the deadline's that readers had returned (the
+/// interleaving test, 8 bits at 1 MHz: 37 µs back). It helps the close to the deadline and
+/// stands there.
+#[test]
+fn narrow_a_reading_in_the_handover_of_a_latched_timeline_stands_at_its_end() {
+    baretime::__test_hook::set(Some(at_point));
+    let hand: &'static Hand = Box::leak(Box::new(Hand::new(16, 0, 0)));
+    let clock: &'static Clock<&'static Hand> = Box::leak(Box::new(Clock::new(hand, hz(1_000_000))));
+    hand.set(30_000);
+    let seen = Rc::new(Cell::new(0u64));
+    let seen2 = seen.clone();
+    AT_POINT.set(Some((
+        baretime::__HookPoint::WriteJudged,
+        Box::new(move || {
+            hand.set(40_000); // past the deadline: latched
+            seen2.set(clock.now().as_nanos());
+            let seen3 = seen2.clone();
+            AT_POINT.set(Some((
+                baretime::__HookPoint::WriteClosing,
+                Box::new(move || {
+                    hand.set(65_536 - 5); // a wrap later, 5 ticks before the base
+                    let t = clock.now().as_nanos();
+                    assert!(
+                        t >= seen3.get(),
+                        "promise 1: now() = {} in the handover of a latched timeline after {}",
+                        show(t),
+                        show(seen3.get())
+                    );
+                }),
+            )));
+        }),
+    )));
+    let r = clock.update();
+    assert!(
+        AT_POINT.with(|s| s.borrow().is_none()),
+        "the writer did not reach WriteClosing"
+    );
+    assert_eq!(seen.get(), 32_767_000);
+    assert_eq!(r, Err(ClockError::Late));
+    assert!(clock.now().as_nanos() >= seen.get());
+}
+
+/// Promises 2 and 5 after an `update` that found nothing to do: on counters of 8 to 32 bits,
+/// an `update()` 1 tick to a margin less a tick after the start (the start's handover), then
+/// an `update()` or a `recalibrate()` exactly `update_interval()` later whose counter moves
+/// `step` ticks per read (a write finishing within a handover margin of its start). Before,
+/// the first did nothing at all (the timeline's base stayed at the start): the second's close
+/// came short of a margin after its read (the deadline clamps it: 16 bits at 1 MHz,
+/// `recalibrate(2 MHz)` 10 µs after start then one interval later ran the new rate 7 µs
+/// early, time 4 µs below the counter's for good,
+/// `finding_recalibrate_after_an_update_that_did_nothing`), and a write taking 16 ticks
+/// between its reads was `Late`. Now the new rate runs from a margin after the write's read,
+/// and no such write is late.
+#[test]
+fn narrow_a_write_an_interval_after_an_update_with_nothing_to_do() {
+    watchdog("narrow cadence", WATCHDOG_S, || {
+        let mut failures = Vec::new();
+        let mut tried = 0;
+        for bits in [8u32, 12, 16, 20, 24, 32] {
+            for h in [1_000_000u64, 2_000_000, 1_000_000_000] {
+                let f = hz(h);
+                let margin = ticks_ceil(HANDOVER_NS, f).clamp(1, Width::new(bits).mask() >> 4);
+                if margin < 4 || ns_floor(1u64 << bits, f) < 1_000_000 {
+                    continue;
+                }
+                for first in [1, margin / 2, margin - 1] {
+                    for step in [0u64, 1, margin / 5] {
+                        for recal in [false, true] {
+                            tried += 1;
+                            let start = 7u64;
+                            let hand = Hand::new(bits, start, 0);
+                            let clock = Clock::new(&hand, f);
+                            let iv = ticks_floor(clock.update_interval().as_nanos() as u64, f);
+                            hand.add(first);
+                            let r1 = clock.update();
+                            hand.add(iv);
+                            hand.step.set(step);
+                            let at = hand.get();
+                            let f2 = hz(2 * h);
+                            let r2 = if recal {
+                                clock.recalibrate(f2)
+                            } else {
+                                clock.update()
+                            };
+                            hand.step.set(0);
+                            let what = format!(
+                                "{bits}-bit counter at {}: update() {first} ticks after start \
+                                 ({r1:?}), then {} {iv} ticks later, {step} ticks per read",
+                                show_hz(f),
+                                if recal { "recalibrate(2x)" } else { "update()" }
+                            );
+                            if r1 != Ok(()) || r2 != Ok(()) || clock.health().late_updates != 0 {
+                                failures.push((
+                                    format!("{bits} bits late"),
+                                    format!(
+                                        "{what}: returned {r2:?}, late_updates {}",
+                                        clock.health().late_updates
+                                    ),
+                                ));
+                                continue;
+                            }
+                            // The write's reads: the first at `at`, the close read `step` later.
+                            // Its rate runs from a margin after the close read (at the old rate
+                            // up to there): 20 µs in ticks, rounded up (the clock's scale may
+                            // make it a tick more).
+                            hand.add(4 * margin);
+                            let now = clock.now().as_nanos();
+                            let total = hand.get() - start;
+                            let rate2 = if recal { f2 } else { f };
+                            let counter_at = |m: u64| {
+                                let close = at - start + step + m;
+                                ns_floor(close, f) + ns_floor(total - close, rate2)
+                            };
+                            let counter = counter_at(margin);
+                            // The counter's time at the rates in force, floored per rate: within
+                            // 2 ns and a nanosecond per floor.
+                            let near = |c: u64| now + 4 >= c && now <= c + 4;
+                            if !near(counter) && !near(counter_at(margin + 1)) {
+                                failures.push((
+                                    format!("{bits} bits time"),
+                                    format!(
+                                        "{what}: now() = {} where the counter's time, the new rate \
+                                         from a margin after the close read, is {} (off by {})",
+                                        show(now),
+                                        show(counter),
+                                        now as i128 - counter as i128
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(tried > 50, "{tried}");
+        report("narrow cadence", tried, &failures);
+    });
+}
+
+/// Promise 5's condition for a missed update: on counters of 8 to 32 bits, an `update()`,
+/// then none for up to three wraps while `now()` is read every half `update_interval()`
+/// (from anywhere after the update, every offset into the step): time never goes back, and
+/// the next `update()` is `Late`. (Read less often, a reading a wrap later can land in the
+/// last write's handover and read as before the deadline:
+/// `finding_late_by_almost_a_wrap_goes_back`.)
+#[test]
+fn narrow_a_missed_update_is_detected_when_read_every_half_interval() {
+    watchdog("narrow late", WATCHDOG_S, || {
+        let mut failures = Vec::new();
+        let mut tried = 0;
+        for bits in [8u32, 12, 16, 24, 32] {
+            for h in [1_000_000u64, 32_768, 1_000_000_000] {
+                let f = hz(h);
+                if ns_floor(1u64 << bits, f) < 1_000_000 {
+                    continue;
+                }
+                let wrap = 1u64 << bits;
+                for offset_eighths in 0..8u64 {
+                    for wraps in 1..=3u64 {
+                        tried += 1;
+                        let hand = Hand::new(bits, 5, 0);
+                        let clock = Clock::new(&hand, f);
+                        hand.add(wrap / 3);
+                        let first = clock.update();
+                        let half = ticks_floor(clock.update_interval().as_nanos() as u64, f) / 2;
+                        hand.add(half * offset_eighths / 8);
+                        let mut last = clock.now().as_nanos();
+                        let mut bad = None;
+                        let mut moved = 0;
+                        while moved < wraps * wrap && bad.is_none() {
+                            hand.add(half);
+                            moved += half;
+                            let t = clock.now().as_nanos();
+                            if t < last {
+                                bad = Some(format!("now() {} after {}", show(t), show(last)));
+                            }
+                            last = last.max(t);
+                        }
+                        let r = clock.update();
+                        let late = clock.health().late_updates;
+                        if first != Ok(()) || r != Err(ClockError::Late) || late != 1 {
+                            bad.get_or_insert(format!(
+                                "the update returned {r:?}, late_updates {late}"
+                            ));
+                        }
+                        if let Some(b) = bad {
+                            failures.push((
+                                format!("{bits} bits"),
+                                format!(
+                                    "{bits}-bit counter at {}, read every {half} ticks (from {}/8 \
+                                     of that), {wraps} wraps without an update: {b}",
+                                    show_hz(f),
+                                    offset_eighths
+                                ),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        assert!(tried > 100, "{tried}");
+        report("narrow late", tried, &failures);
+    });
 }
