@@ -852,7 +852,9 @@ enum Write {
 ///    out: where that is not above its time, the counter reads on the previous timeline, at
 ///    its rate, until it reaches the base again (time moves that slowly meanwhile, never
 ///    back, and is not flagged). [`Clock::rebase`] continues from a time the caller gives
-///    (or the latest time handed out, if later), which then counts as handed out. From a
+///    (or the clock's own time, if later: the latest time handed out, or where the counter
+///    stepped back by less than [`LAG_NS`] since, the high-water mark, up to
+///    [`MARK_GRANULE_NS`] below it, as promise 1 allows), which then counts as handed out. From a
 ///    counter behind, that time may be a ceiling's or a leading CPU's, up to
 ///    [`MARK_GRANULE_NS`] and the CPUs' lag ahead of the rebasing CPU's counter: each reset
 ///    back followed by such a rebase may move time on by that much.
@@ -1431,7 +1433,7 @@ impl<C: Counter> Clock<C> {
         self.write(Write::Update)
     }
 
-    /// Starts a new timeline at `at` (never earlier than what the clock has read) from the
+    /// Starts a new timeline at `at` (never earlier than the clock's time: promise 6) from the
     /// counter's value now, at `frequency`: for a counter that was reset or jumped — a TSC
     /// after suspend to RAM, a counter reprogrammed by firmware — where `recalibrate`
     /// returns [`ClockError::Behind`]. Pass the time the clock should continue from (the last

@@ -331,7 +331,15 @@ fn run_model(start: u64, mhz0: u64, uninit: bool, ops: &[Op]) {
                     3 => m.h.saturating_add(x),
                     _ => ((m.e_hi / S) as u64).saturating_add(x % 1000),
                 };
-                let mut lo = at.max(m.h);
+                // Promise 6: from `at`, or the clock's own time if later — where the counter
+                // stepped back a little since, the mark, up to a granule below the latest time
+                // handed out (promise 1), and the timeline continues from there.
+                let floor = if m.stepped_back {
+                    m.h.saturating_sub(MARK_GRANULE_NS)
+                } else {
+                    m.h
+                };
+                let mut lo = at.max(floor);
                 if !m.stepped_back {
                     if let Some(flo) = m.f_lo(t) {
                         lo = lo.max(((flo / S) as u64).saturating_sub(2));
@@ -359,6 +367,7 @@ fn run_model(start: u64, mhz0: u64, uninit: bool, ops: &[Op]) {
                 m.base_lo = t;
                 m.hand_hi = mh + 2;
                 m.precise = true;
+                m.h = m.h.min(lo.max(floor));
                 m.stepped_back = false;
                 let old = m.mhz;
                 m.mhz = f;
@@ -1898,6 +1907,29 @@ fn a_rebase_just_past_the_clock_lands_within_a_granule_and_a_tick_rounded_margin
             );
         }
     }
+}
+
+/// Promise 6: a rebase continues from the clock's own time, which after a step back of the
+/// counter by less than `LAG_NS` is the mark, up to a granule below the latest time handed
+/// out (found by `model_64bit`: 100 GHz, 20 000 ns read, the counter reset to 0 — a reading
+/// stands at the ceiling, 24 096 ns — then 300, 99 ticks past the base, where the timeline's
+/// time is within `LAG_NS` of the mark: `rebase(0)` continues the timeline from 20 000 ns).
+/// The docs said "or the latest time handed out, if later"; they now say the clock's time.
+#[test]
+fn a_rebase_after_a_small_step_back_continues_from_the_clock_time() {
+    run_model(
+        201,
+        100_000_000_000_000,
+        false,
+        &[
+            Op::Read,
+            Op::Reset(0, 0),
+            Op::Read,
+            Op::Advance(3),
+            Op::Rebase(0, 0, 100_000_000_000_000),
+            Op::Advance(0),
+        ],
+    );
 }
 
 /// Promise 2: "A rebase to a time at or before the clock's continues the timeline (no jump,
