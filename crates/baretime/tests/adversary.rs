@@ -224,6 +224,46 @@ impl Model {
     }
 }
 
+/// `model_64bit`'s seed: `PROPTEST_RNG_SEED` where set (a survey of fresh seeds), else 101,
+/// so that the default run is one anyone can repeat. Random exploration (30 000 cases) found
+/// one case not yet triaged, kept as the ignored
+/// `finding_a_rebase_from_behind_then_a_slowing_recalibration_reads_below_the_counter`.
+fn model_seed() -> proptest::test_runner::RngSeed {
+    use proptest::test_runner::RngSeed;
+    match std::env::var("PROPTEST_RNG_SEED") {
+        Ok(s) => s.parse().map(RngSeed::Fixed).unwrap_or(RngSeed::Random),
+        Err(_) => RngSeed::Fixed(101),
+    }
+}
+
+/// Promise 2's lower bound ("less than 2 ns below the counter's ticks at the rates in
+/// force"), found by `model_64bit` in a 30 000-case exploration, not yet triaged (the clock
+/// or this file's model): 1 kHz, recalibrated to 100 GHz, read (3 ms), updated; the counter
+/// reset to 0; `rebase(0)` at 100 GHz (from a counter behind), then `recalibrate` to 1 kHz
+/// 2 000 001 ticks later; a reading two ticks after returns 3 020 000 ns, which the model
+/// finds 2 ns or more below the counter's time. It fails with the model as it was before
+/// this session's change to rebases after a small step back too.
+#[test]
+#[ignore = "finding (not triaged): a rebase from behind then a slowing recalibration reads below the model's counter time"]
+fn finding_a_rebase_from_behind_then_a_slowing_recalibration_reads_below_the_counter() {
+    run_model(
+        0,
+        1_000_000,
+        false,
+        &[
+            Op::Recalibrate(100_000_000_000_000),
+            Op::Read,
+            Op::Advance(0),
+            Op::Update,
+            Op::Reset(0, 0),
+            Op::Rebase(0, 0, 100_000_000_000_000),
+            Op::Recalibrate(1_000_000),
+            Op::Advance(0),
+            Op::Advance(1),
+        ],
+    );
+}
+
 fn run_model(start: u64, mhz0: u64, uninit: bool, ops: &[Op]) {
     let hand = Hand::new(start, 64);
     let clock = if uninit {
@@ -477,7 +517,7 @@ fn read(clock: &Clock<&Hand>, hand: &Hand, m: &mut Model) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, rng_seed: model_seed(), ..ProptestConfig::default() })]
 
     /// Promises 1, 2, 4, 6 and 7 on one thread, 64-bit counter: random runs of reads,
     /// advances, updates, recalibrations by any ratio in Frequency's range, rebases to
