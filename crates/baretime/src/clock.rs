@@ -854,7 +854,8 @@ enum Write {
 ///    back, and is not flagged). [`Clock::rebase`] continues from a time the caller gives
 ///    (or the clock's own time, if later: the latest time handed out, or where the counter
 ///    stepped back by less than [`LAG_NS`] since, the high-water mark, up to
-///    [`MARK_GRANULE_NS`] below it, as promise 1 allows), which then counts as handed out. From a
+///    [`MARK_GRANULE_NS`] below it, as promise 1 allows), which then counts as handed out (on
+///    another CPU, less the lag of its counter behind the rebasing CPU's). From a
 ///    counter behind, that time may be a ceiling's or a leading CPU's, up to
 ///    [`MARK_GRANULE_NS`] and the CPUs' lag ahead of the rebasing CPU's counter: each reset
 ///    back followed by such a rebase may move time on by that much.
