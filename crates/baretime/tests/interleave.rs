@@ -3955,8 +3955,12 @@ fn found_a_narrow_recalibration_jumps_to_the_deadline() {
 /// `found_a_granule_back_past_the_deadline`,
 /// `found_a_granule_back_behind_a_base_the_front_is_past`). After, seeds 101, 221, 222, 229
 /// × 100 000: none (221 and 222 with 1172f69's `src/` too).
-/// Where it stands: no clock bug in the fifth to tenth triages, every failure they took
-/// (seeds 101..207) the model's or the environment's. The run is kept, not finished:
+/// On the merged tree (2f1e1f8..): seeds 216..262, 101, 177, 181, 183 × 100 000: seed 248's
+/// P6e the model (a rebase on a leading CPU continues the timeline; a lagging CPU reads up to
+/// its lag below the target: `found_a_reading_below_a_rebase_target_after_starts`), seed 245's
+/// P1 open, likely the model (`found_a_granule_back_with_no_step_back_seen`, ignored).
+/// Where it stands: no clock bug in the fifth to eleventh triages, every failure they took
+/// (seeds 101..248) the model's or the environment's. The run is kept, not finished:
 /// `cargo xtask test` runs it at a fixed seed (`PROPTEST_RNG_SEED=101`, 100 000 schedules),
 /// the default run at a random one, and fresh seeds are surveyed by hand (`PROMISES=none`),
 /// each failure found becoming a `found_*` schedule.
