@@ -243,8 +243,16 @@ fn model_seed() -> proptest::test_runner::RngSeed {
 /// 2 000 001 ticks later; a reading two ticks after returns 3 020 000 ns, which the model
 /// finds 2 ns or more below the counter's time. It fails with the model as it was before
 /// this session's change to rebases after a small step back too.
+///
+/// First look (not confirmed), likely this model's: the counter reset to 0 is 4 ticks before
+/// the update's base (2 000 004), inside its handover, so the rebase takes the clock's
+/// "rebase from the handover at the copy's rate" path, which keeps that base. The
+/// recalibration at 2 000 001 finds the counter short of it and closes at the base, where
+/// promise 2 says a write's rate may start ("or the base itself where the counter had not
+/// reached it"); the reading at 2 000 003 is still on the 100 GHz copy. The model starts the
+/// new rate a margin (1 tick at 1 kHz) after the recalibration's read.
 #[test]
-#[ignore = "finding (not triaged): a rebase from behind then a slowing recalibration reads below the model's counter time"]
+#[ignore = "finding (first look: likely the model, which does not know a rebase from the handover keeps the base): a rebase then a slowing recalibration reads below the model's counter time"]
 fn finding_a_rebase_from_behind_then_a_slowing_recalibration_reads_below_the_counter() {
     run_model(
         0,
