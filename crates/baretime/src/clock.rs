@@ -1206,7 +1206,7 @@ impl<C: Counter> Clock<C> {
             // judged its reading announced its close, and a latch seen after it, returned the
             // deadline's time, and that writer's close read a wrap later closed the timeline
             // below it (half a wrap back, 16-bit counter, threads).
-            let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+            let latched = self.is_latched(version);
             let end = gate.end.load(Ordering::SeqCst);
             let d = width.delta(tb.base_ticks, t);
             let zone = geometry.zone(d);
@@ -1270,12 +1270,11 @@ impl<C: Counter> Clock<C> {
                 };
                 // A latch made before the close was announced (seen after it, as `close` does):
                 // its readers stood at the deadline.
-                let proposal =
-                    if gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1) {
-                        geometry.deadline
-                    } else {
-                        self.propose(&geometry, &tb, t2, margin, mark)
-                    };
+                let proposal = if self.is_latched(version) {
+                    geometry.deadline
+                } else {
+                    self.propose(&geometry, &tb, t2, margin, mark)
+                };
                 let _ =
                     gate.end
                         .compare_exchange(end, proposal, Ordering::SeqCst, Ordering::SeqCst);
@@ -1298,12 +1297,17 @@ impl<C: Counter> Clock<C> {
             // a close announced meanwhile may not have seen the latch, and decides it).
             hook(Point::ReadLatch);
             self.latch(version);
-            if gate.latched.load(Ordering::SeqCst) != version.number.wrapping_add(1) {
+            if !self.is_latched(version) {
                 // The slot holds a later version (latched at its own number): this read is
                 // rejected (read again), and must not wait here for a latch of its own.
                 return Some(tb.base_ns);
             }
         }
+    }
+
+    /// Whether `version`'s timeline is latched at its end (by `latch`).
+    fn is_latched(&self, version: Version) -> bool {
+        self.gate(version.slot).latched.load(Ordering::SeqCst) == version.number.wrapping_add(1)
     }
 
     /// Latches `version`'s timeline at its end: from now on its readers stand still there.
@@ -1489,7 +1493,7 @@ impl<C: Counter> Clock<C> {
         let d = width.delta(tb.base_ticks, t);
         let before = width.delta(t, tb.base_ticks);
         let in_handover = before <= tb.hand;
-        let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+        let latched = self.is_latched(version);
         let wide = width == Width::FULL;
         let zone = match geometry.zone(d) {
             _ if latched => Zone::Late,
@@ -1881,7 +1885,7 @@ impl<C: Counter> Clock<C> {
         // its end (open: the deadline) is seen here, however long this writer was stalled
         // since it judged its reading; the close point is then the deadline, where those
         // readers stood, never a reading a wrap later.
-        let latched = gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+        let latched = self.is_latched(version);
         let before = geometry.width.delta(t, tb.base_ticks);
         // A counter that did not reach the base while the writer waited, and still has not:
         // no reader has passed the base (their readings came before this one), so the
@@ -1909,7 +1913,7 @@ impl<C: Counter> Clock<C> {
         let late = latched
             || (geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
                 && geometry.width.delta(t, tb.base_ticks) > tb.hand)
-            || gate.latched.load(Ordering::SeqCst) == version.number.wrapping_add(1);
+            || self.is_latched(version);
         if late {
             self.latch(version);
         }
