@@ -511,6 +511,11 @@ fn mult(scale: &Scale) -> (u64, u64) {
     (scale.mult_int(), scale.mult_frac())
 }
 
+/// A tick length `(int, frac)` as one 64.64 number.
+fn q64((int, frac): (u64, u64)) -> u128 {
+    u128::from(int) << 64 | u128::from(frac)
+}
+
 /// One timeline as the writer builds it.
 #[derive(Clone, Copy, Debug)]
 struct Timebase {
@@ -720,6 +725,19 @@ impl Timebase {
             self.scale.mult_int(),
             self.scale.mult_frac(),
         )
+    }
+
+    /// Its value at a reading `t` with the carry, and the fraction that floor drops: on the
+    /// timeline up to its deadline, [`Timebase::carried_at`]; in the handover before its base,
+    /// [`Timebase::before_base_carried`]; `None` anywhere else.
+    fn carried_value(&self, geometry: &Geometry, t: u64) -> Option<(u64, u64)> {
+        let width = geometry.width;
+        let d = width.delta(self.base_ticks, t);
+        if geometry.zone(d) == Zone::Valid {
+            return Some(self.carried_at(d));
+        }
+        let before = width.delta(t, self.base_ticks);
+        (before <= self.hand).then(|| self.before_base_carried(width, t))
     }
 
     /// Its value `d` ticks after its base.
@@ -1661,76 +1679,16 @@ impl<C: Counter> Clock<C> {
                         _ => Err(ClockError::Late),
                     };
                 }
-                match what {
-                    // A rebase to a time ahead of the clock's time now starts afresh there, or
-                    // at the close point if that is later (the jump it asks for); one to a
-                    // time at or before now continues the timeline as a recalibration does
-                    // (no jump, and no fraction of a nanosecond lost: promise 2).
-                    Write::Rebase(at, _) if at > tb.at(d) => {
-                        Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
-                    }
-                    // A counter still in the last write's handover after the wait (one that
-                    // hardly moves, or one reset back into the handover, which the rebase is
-                    // to cure: continuing would run the old rate up to the base): the new rate
-                    // from a reading made now, at the old timeline's time there with its
-                    // carry (the old version's readers read that far: they do not stop at
-                    // the close, which is at or after the base, and may read the counter
-                    // after this reading), at the mark if later, at `at` if later still — no
-                    // jump, no fraction of a nanosecond lost (promise 2), no handover at the
-                    // old rate. Once the counter has reached the base (it moved since the
-                    // close), from the close point's time, where those readers stand (taking
-                    // the reading for one before the previous base started at that base's
-                    // time, or the mark: back).
-                    //
-                    // At the rate the handover's copy runs at, the base stays where it is and
-                    // the copy runs on from that reading (where the counter stood still
-                    // before the previous base, it runs from the reading): a reader of the old
-                    // version reads what one of the new version reads there. A fresh timeline
-                    // from the reading read up to 1 ns less (its fast path does not add the
-                    // carry) than a reader of the old version that read the counter just after
-                    // that reading: back (promise 1). At another rate the handover would run
-                    // the new rate for up to the old handover's ticks, so the fresh timeline
-                    // it is; such a reader may then read up to 1 ns plus the rates' difference
-                    // over the ticks it read past the reading more than later readers.
-                    Write::Rebase(at, _) if before != 0 && in_handover => {
-                        let t = fresh_reading();
-                        let ahead = width.delta(t, tb.base_ticks);
-                        let in_copy = ahead != 0 && ahead <= tb.hand;
-                        let (now, carry) = if in_copy {
-                            tb.before_base_carried(width, t)
-                        } else {
-                            carried
-                        };
-                        let start = at.max(now).max(self.mark.load());
-                        let carry = if start == now { carry } else { 0 };
-                        let (int, frac) = mult(&scale);
-                        if in_copy && (int, frac) == (tb.prev_int, tb.prev_frac) {
-                            let (base_ns, base_frac) =
-                                self::carried(start, carry, ahead, int, frac);
-                            rebased_to = Some(start);
-                            Timebase {
-                                scale,
-                                base_ns,
-                                base_frac,
-                                prev_ticks: t,
-                                prev_ns: start,
-                                prev_carry: carry,
-                                ..tb
-                            }
-                        } else {
-                            Timebase {
-                                base_frac: carry,
-                                ..Timebase::fresh(t, start, scale, reach)
-                            }
-                        }
-                    }
-                    // Closed at its base (the counter had not reached it, and no reader had):
-                    // the same timeline at the new rate, its handover unchanged.
-                    _ if c == 0 => Timebase { scale, ..tb },
-                    // Readings before the old base (a handover not over when this write
-                    // closed) stand at the old base: the new handover reaches back over the
-                    // old one.
-                    _ => Timebase {
+                // The old timeline continued at the new rate from the close point: the same
+                // timeline, its handover unchanged, where it closed at its base (the counter had
+                // not reached it, and no reader had); otherwise a new base at the close point,
+                // with the old timeline before it (readings before the old base, a handover not
+                // over when this write closed, stand at the old base: the new handover reaches
+                // back over the old one).
+                let continued = if c == 0 {
+                    Timebase { scale, ..tb }
+                } else {
+                    Timebase {
                         base_ticks: width.add(tb.base_ticks, c),
                         scale,
                         prev_ticks: tb.base_ticks,
@@ -1747,7 +1705,102 @@ impl<C: Counter> Clock<C> {
                         slow: tb.slow,
                         base_ns: carried.0,
                         base_frac: carried.1,
-                    },
+                    }
+                };
+                match what {
+                    // A rebase to a time ahead of the clock's time now starts afresh there, or
+                    // at the close point if that is later (the jump it asks for); one to a
+                    // time at or before now continues the timeline as a recalibration does
+                    // (no jump, and no fraction of a nanosecond lost: promise 2).
+                    Write::Rebase(at, _) if at > tb.at(d) => {
+                        Timebase::fresh(fresh_reading(), at.max(end_ns), scale, reach)
+                    }
+                    // A counter still in the last write's handover after the wait (one that
+                    // hardly moves, or one reset back into the handover, which the rebase is to
+                    // cure): the new rate from a reading made now, at the old timeline's time
+                    // there with its carry, at the high-water mark if later, at `at` if later
+                    // still. The old version's readers read the handover's copy up to the base
+                    // (and stand at the base past it), and may read the counter past this
+                    // reading before the publication: the new version must read no less than
+                    // the copy anywhere there (promise 1).
+                    //
+                    // Where the new rate's tick is no shorter than the copy's, it runs from the
+                    // reading on one carried timeline (its own copy, from the reading), based
+                    // where it has gained a nanosecond on the old copy — or at the old base if
+                    // that comes first — so that the fast path, which drops the carry, never
+                    // reads below the copy. Otherwise (a shorter tick, a close point past the
+                    // base, a reading no longer in the copy) it is the continuation any write
+                    // makes (the new rate from the close point: the base itself where the
+                    // counter had not reached it, promise 2), moved up as a whole, its copy too,
+                    // by what `at` or the mark asks beyond its time at the reading, so that
+                    // the rebase lands there (promise 6): a copy read within a lag of the mark
+                    // spans little time to the base. (A fresh timeline from the reading, as
+                    // before, read less than the copy just past it: by the carry, 1 ns, and by
+                    // the rates' difference over the ticks an old reader read past it.)
+                    Write::Rebase(at, _) if before != 0 && in_handover => {
+                        let t = fresh_reading();
+                        let ahead = width.delta(t, tb.base_ticks);
+                        let in_copy = ahead != 0 && ahead <= tb.hand;
+                        let rate = mult(&scale);
+                        if in_copy && c == 0 && rate >= (tb.prev_int, tb.prev_frac) {
+                            let (now, carry) = tb.before_base_carried(width, t);
+                            let start = at.max(now).max(self.mark.load());
+                            let carry = if start == now { carry } else { 0 };
+                            // The new base where the new rate has gained a nanosecond on the
+                            // copy's (the fast path's floor without the carry then never reads
+                            // below the copy), or the old base if that comes first (past it the
+                            // old readers stand still).
+                            let k = match q64(rate).saturating_sub(q64((tb.prev_int, tb.prev_frac)))
+                            {
+                                0 => ahead,
+                                gain => u64::try_from((1u128 << 64).div_ceil(gain))
+                                    .unwrap_or(u64::MAX)
+                                    .min(ahead),
+                            };
+                            let (base_ns, base_frac) =
+                                self::carried(start, carry, k, rate.0, rate.1);
+                            rebased_to = Some(start);
+                            Timebase {
+                                base_ticks: width.add(t, k),
+                                base_ns,
+                                base_frac,
+                                scale,
+                                prev_ticks: t,
+                                prev_ns: start,
+                                prev_int: rate.0,
+                                prev_frac: rate.1,
+                                prev_carry: carry,
+                                hand: if k == ahead { tb.hand } else { reach.max(k) },
+                                ..tb
+                            }
+                        } else {
+                            match continued.carried_value(&geometry, t) {
+                                Some((now, _)) => {
+                                    let start = at.max(now).max(self.mark.load());
+                                    let up = start.saturating_sub(now);
+                                    rebased_to = Some(start);
+                                    Timebase {
+                                        base_ns: continued.base_ns.saturating_add(up),
+                                        prev_ns: continued.prev_ns.saturating_add(up),
+                                        ..continued
+                                    }
+                                }
+                                // The counter went back further during the write (a reset): a
+                                // fresh timeline from the reading, at the close point's time
+                                // with its carry, or later.
+                                None => {
+                                    let start = at.max(carried.0).max(self.mark.load());
+                                    let carry = if start == carried.0 { carried.1 } else { 0 };
+                                    rebased_to = Some(start);
+                                    Timebase {
+                                        base_frac: carry,
+                                        ..Timebase::fresh(t, start, scale, reach)
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    _ => continued,
                 }
             }
         };

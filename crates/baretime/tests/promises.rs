@@ -1852,14 +1852,26 @@ fn handover_rebase_run(
     jump: u64,
     nested: bool,
 ) -> (Result<(), String>, Reads) {
-    let fast = hz(100_000_000_000);
+    handover_rebase_run_at(extra, (h0, 100_000_000_000_000, h1), 7, fire, jump, nested)
+}
+
+/// `handover_rebase_run` with the rates `(h0, mid, h1)` (mHz): the clock's first rate, the two
+/// recalibrations' and the rebase's, and a counter moving `step` ticks per read.
+fn handover_rebase_run_at(
+    extra: u64,
+    (h0, mid, h1): (u64, u64, u64),
+    step: u64,
+    fire: Option<u64>,
+    jump: u64,
+    nested: bool,
+) -> (Result<(), String>, Reads) {
     let rate = |mhz| {
         Frequency::from_millihz(mhz, baretime::Source::User, baretime::Accuracy::Exact)
             .expect("in range")
     };
     let counter: &'static Jumpy = Box::leak(Box::new(Jumpy {
         now: Cell::new(1 << 20),
-        step: 7,
+        step,
         reads: Cell::new(0),
         at: Cell::new(fire.unwrap_or(u64::MAX)),
         jump: Cell::new(jump),
@@ -1883,6 +1895,7 @@ fn handover_rebase_run(
         let check = check.clone();
         *counter.nested.borrow_mut() = Some(Box::new(move || check("a nested (another CPU's)")));
     }
+    let fast = rate(mid);
     check("the first");
     assert_eq!(clock.recalibrate(fast), Ok(()));
     check("a");
@@ -2044,6 +2057,85 @@ fn finding_rebase_from_the_handover_with_a_reader_on_another_cpu_never_goes_back
                 }
             }
             report("rebase from the handover, nested reader", tried, &failures);
+        },
+    );
+}
+
+/// The race the test above left open (issue 14, section 1d of its last note): a rebase from a
+/// counter still in the last write's handover, at a rate other than the handover copy's, with
+/// a `now()` on another CPU inside each of the rebase's last reads. That reader reads the old
+/// version, on the copy, at the copy's rate, past the rebase's own reading; the rebase started
+/// a fresh timeline at that reading at its new rate, so a reader after it read less — by the
+/// carry (1 ns) where the new rate's tick is longer, and by the rates' difference over the
+/// ticks the nested reader read past the reading too where it is shorter (a 1 GHz copy, a
+/// 100 GHz rebase: 7 ns back). Now the new version is at or above the copy wherever the old
+/// readers can read: a longer tick runs from the reading on one carried timeline, its base
+/// where it has gained a nanosecond; a shorter one continues the copy to the base.
+#[test]
+fn finding_rebase_from_the_handover_at_another_rate_never_goes_back() {
+    watchdog(
+        "rebase from the handover at another rate",
+        WATCHDOG_S,
+        || {
+            let mut failures = Vec::new();
+            let mut tried = 0;
+            // (copy's rate, rebase's rates, counter ticks per read): a 100 GHz copy with a
+            // handover of 2 × 10^6 ticks, a 10 GHz one of 4 × 10^5 (a writer's wait covers
+            // 16 384 reads: two of them leave the counter in either), each rebased a hair slower
+            // or faster and by large ratios.
+            let cases: [(u64, &[u64], u64); 2] = [
+                (
+                    100_000_000_000_000,
+                    &[
+                        99_999_999_999_999,
+                        99_999_000_000_000,
+                        50_000_000_000_000,
+                        1_000_000,
+                    ],
+                    7,
+                ),
+                (
+                    10_000_000_000_000,
+                    &[
+                        9_999_999_999_999,
+                        10_000_000_000_001,
+                        10_001_000_000_000,
+                        100_000_000_000_000,
+                        24_000_000_000,
+                    ],
+                    3,
+                ),
+            ];
+            for (mid, rebase_rates, step) in cases {
+                for &h1 in rebase_rates {
+                    for extra in 0..25u64 {
+                        let rates = (mid, mid, h1);
+                        let (dry, (first, end)) =
+                            handover_rebase_run_at(extra, rates, step, None, 0, false);
+                        assert_eq!(
+                            dry,
+                            Ok(()),
+                            "{mid} mHz -> rebase at {h1} mHz, nothing fired"
+                        );
+                        for n in end.saturating_sub(8).max(first)..end {
+                            tried += 1;
+                            let run = handover_rebase_run_at(extra, rates, step, Some(n), 0, true);
+                            if let (Err(e), _) = run {
+                                failures.push((
+                                    format!("{mid} mHz x3 -> rebase at {h1} mHz"),
+                                    format!(
+                                        "{extra} reads later: a now() inside the rebase's read \
+                                         {} of {}: {e}",
+                                        n - first,
+                                        end - first
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+            report("rebase from the handover at another rate", tried, &failures);
         },
     );
 }
