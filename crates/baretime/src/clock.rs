@@ -312,6 +312,12 @@ const BEFORE_PREVIOUS_NS: u64 = LAG_NS + 2 * HANDOVER_NS;
 /// 32-bit version number below bit 62.
 const REBASING: u64 = CLOSING | (1 << 62);
 
+/// A timeline's handover stop (`Gate::stop`) while it is being decided.
+const STOPPING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
+/// A decided handover stop: this bit and its distance before the base in ticks (below
+/// 3/16 of the wrap: under 2^30 for a 32-bit counter).
+const STOPPED: u64 = STOPPING >> 1;
+
 /// The close tag of `version`.
 fn closing(version: Version) -> u64 {
     CLOSING | (u64::from(version.number) & CLOSING.wrapping_sub(1))
@@ -332,6 +338,11 @@ struct Gate {
     /// the old and the new rate's — stored before it announces the close, so that helpers
     /// propose with it too; 0 while open.
     margin: GateWord,
+    /// Where readings in this timeline's handover stop (a rebase from a counter that has not
+    /// reached the base: see `Clock::stop_handover`): 0 while they run on the copy,
+    /// [`STOPPING`] while the point is being decided, then [`STOPPED`] and how many ticks
+    /// before the base it is.
+    stop: GateWord,
 }
 
 impl Gate {
@@ -342,6 +353,7 @@ impl Gate {
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
             margin: GateWord::new(0),
+            stop: GateWord::new(0),
         }
     }
     #[cfg(loom)]
@@ -351,6 +363,7 @@ impl Gate {
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
             margin: GateWord::new(0),
+            stop: GateWord::new(0),
         }
     }
 
@@ -358,6 +371,7 @@ impl Gate {
     fn open(&self, deadline: u64) {
         self.latched.store(0, Ordering::Relaxed);
         self.margin.store(0, Ordering::Relaxed);
+        self.stop.store(0, Ordering::Relaxed);
         self.end.store(deadline, Ordering::Relaxed);
         self.lim
             .store(deadline.saturating_add(1), Ordering::Relaxed);
@@ -471,6 +485,29 @@ fn from_base(tb: &Timebase, margin: u64, before: u64) -> u64 {
     }
 }
 
+/// The handover stop (`Gate::stop`, decided) that a reading `t` proposes for `tb`: a margin
+/// after it, as ticks before the base; 0 (the base itself) where that is at or past the base,
+/// or where the reading is not in the handover (past the base, or further back: a reset).
+///
+/// The margin is no longer than [`HANDOVER_NS`] at the copy's rate either: the copy runs on up
+/// to the stop, and a copy far slower than the rates around it (a rebase at 1 kHz between two
+/// at 100 GHz) would otherwise run a margin of the fast rates' ticks at its own (2000 s).
+fn stop_at(width: Width, tb: &Timebase, t: u64, margin: u64) -> u64 {
+    let copy = u128::from(tb.prev_int) << 64 | u128::from(tb.prev_frac);
+    let margin = match (u128::from(HANDOVER_NS) << 64).checked_div(copy) {
+        Some(ticks) => margin.min(u64::try_from(ticks).unwrap_or(u64::MAX).saturating_add(1)),
+        // A copy that stands still.
+        None => margin,
+    };
+    let before = width.delta(t, tb.base_ticks);
+    let ticks = if before != 0 && before <= tb.hand {
+        before.saturating_sub(margin.max(1))
+    } else {
+        0
+    };
+    STOPPED | ticks
+}
+
 /// `base_ns + ⌊ticks × (int + frac / 2^64)⌋`, saturating at `u64::MAX`.
 ///
 /// Counters faster than 1 GHz have ticks shorter than a nanosecond (`int == 0`): then the
@@ -509,11 +546,6 @@ fn carried(base_ns: u64, carry: u64, ticks: u64, int: u64, frac: u64) -> (u64, u
 /// A scale's tick length (64.64 fixed point) as a pair that orders as the length does.
 fn mult(scale: &Scale) -> (u64, u64) {
     (scale.mult_int(), scale.mult_frac())
-}
-
-/// A tick length `(int, frac)` as one 64.64 number.
-fn q64((int, frac): (u64, u64)) -> u128 {
-    u128::from(int) << 64 | u128::from(frac)
 }
 
 /// One timeline as the writer builds it.
@@ -1246,7 +1278,7 @@ impl<C: Counter> Clock<C> {
                     if tb.is_behind(t, mark) {
                         return None;
                     }
-                    return Some(tb.before_base(width, t));
+                    return Some(self.in_handover(&geometry, gate, &tb, t));
                 }
                 // Not where this version is latched: a reading past its deadline was seen, so
                 // this one came round a wrap later (it stands at the end, below; with a close
@@ -1265,7 +1297,7 @@ impl<C: Counter> Clock<C> {
                     }
                     // The handover: the previous timeline, exactly as its own readers
                     // compute it.
-                    return Some(tb.before_base(width, t));
+                    return Some(self.in_handover(&geometry, gate, &tb, t));
                 }
                 // A narrow counter this far round is more likely late by more than a
                 // quarter wrap than behind: treated as late below.
@@ -1326,6 +1358,73 @@ impl<C: Counter> Clock<C> {
     /// Whether `version`'s timeline is latched at its end (by `latch`).
     fn is_latched(&self, version: Version) -> bool {
         self.gate(version.slot).latched.load(Ordering::SeqCst) == version.number.wrapping_add(1)
+    }
+
+    /// A reading `t` before `tb`'s base, in its handover: the previous timeline's copy, up to
+    /// where a rebase stopped it (`stop_handover`), standing still there. A stop being decided
+    /// is helped first, with a counter read made after seeing it.
+    fn in_handover(&self, geometry: &Geometry, gate: &Gate, tb: &Timebase, t: u64) -> u64 {
+        let width = geometry.width;
+        loop {
+            let stop = gate.stop.load(Ordering::SeqCst);
+            if stop == 0 {
+                // Not stopped when this was loaded, after the counter read: whoever decides a
+                // stop reads the counter after announcing it, and stops a margin after that.
+                return tb.before_base(width, t);
+            }
+            if stop & STOPPING == 0 {
+                let before = stop & !STOPPED;
+                let t = if width.delta(t, tb.base_ticks) < before {
+                    width.value(tb.base_ticks.wrapping_sub(before))
+                } else {
+                    t
+                };
+                return tb.before_base(width, t);
+            }
+            hook(Point::ReadHelp);
+            fence(Ordering::SeqCst);
+            let t2 = width.value(self.counter.ticks());
+            let margin = match gate.margin.load(Ordering::SeqCst) {
+                0 => geometry.margin(&tb.scale),
+                m => m.min(geometry.margin(&tb.scale)),
+            };
+            let _ = gate.stop.compare_exchange(
+                STOPPING,
+                stop_at(width, tb, t2, margin),
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            );
+        }
+    }
+
+    /// Stops the readings in the handover of `version`'s timeline (a counter still short of
+    /// its base): from a margin after a counter read made once that is announced, its readers
+    /// stand still at the copy's time there instead of reading on (a rebase then starts its new
+    /// rate from that point, where no reader has passed it). Returns how many ticks before the
+    /// base the stop is (0: at the base, the counter a margin or less from it, or not in the
+    /// handover).
+    fn stop_handover(
+        &self,
+        version: Version,
+        tb: &Timebase,
+        geometry: &Geometry,
+        margin: u64,
+    ) -> u64 {
+        let gate = self.gate(version.slot);
+        gate.stop.store(STOPPING, Ordering::SeqCst);
+        hook(Point::WriteClosing);
+        let t = self.read_after_fence(geometry);
+        let proposal = stop_at(geometry.width, tb, t, margin);
+        let stop =
+            match gate
+                .stop
+                .compare_exchange(STOPPING, proposal, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => proposal,
+                // A helper decided first; only this writer stores `STOPPING`.
+                Err(stop) => stop,
+            };
+        stop & !STOPPED
     }
 
     /// Latches `version`'s timeline at its end: from now on its readers stand still there.
@@ -1717,63 +1816,61 @@ impl<C: Counter> Clock<C> {
                     }
                     // A counter still in the last write's handover after the wait (one that
                     // hardly moves, or one reset back into the handover, which the rebase is to
-                    // cure): the new rate from a reading made now, at the old timeline's time
-                    // there with its carry, at the high-water mark if later, at `at` if later
-                    // still. The old version's readers read the handover's copy up to the base
-                    // (and stand at the base past it), and may read the counter past this
-                    // reading before the publication: the new version must read no less than
-                    // the copy anywhere there (promise 1).
+                    // cure): the new rate from a margin after a counter reading made now, at the
+                    // old timeline's time there with its carry (its handover's copy), at the
+                    // high-water mark if later, at `at` if later still (promise 6) — not from
+                    // the base, where continuing would run the copy's rate up to it.
                     //
-                    // Where the new rate's tick is no shorter than the copy's, it runs from the
-                    // reading on one carried timeline (its own copy, from the reading), based
-                    // where it has gained a nanosecond on the old copy — or at the old base if
-                    // that comes first — so that the fast path, which drops the carry, never
-                    // reads below the copy. Otherwise (a shorter tick, a close point past the
-                    // base, a reading no longer in the copy) it is the continuation any write
-                    // makes (the new rate from the close point: the base itself where the
-                    // counter had not reached it, promise 2), moved up as a whole, its copy too,
-                    // by what `at` or the mark asks beyond its time at the reading, so that
-                    // the rebase lands there (promise 6): a copy read within a lag of the mark
-                    // spans little time to the base. (A fresh timeline from the reading, as
-                    // before, read less than the copy just past it: by the carry, 1 ns, and by
-                    // the rates' difference over the ticks an old reader read past it.)
+                    // The old version's readers read the copy (they do not stop at the close,
+                    // which is at or after the base) and may read the counter past any reading
+                    // the rebase makes before it publishes: so it first stops them
+                    // (`stop_handover`, announced then decided as a close point is, helpers
+                    // included), and its new rate starts at that stop, where they stand still
+                    // until the publication. A fresh timeline from an unannounced reading
+                    // instead read less than such a reader had, just past it: by the carry
+                    // (1 ns: its fast path does not add it) where the new tick is longer, and
+                    // by the rates' difference over the ticks the old reader read past it too
+                    // where it is shorter.
+                    //
+                    // A stop at the base (the counter within a margin of it, or no longer in
+                    // the handover): the continuation any write makes (the new rate from the
+                    // close point: the base itself where the counter had not reached it,
+                    // promise 2), moved up as a whole, its copy too, by what `at` or the mark
+                    // asks beyond its time at a reading made now, so that the rebase lands
+                    // there (promise 6). Its readers read at or above the old version's
+                    // everywhere. A close point past the base (a reader passed it) gets the
+                    // same.
                     Write::Rebase(at, _) if before != 0 && in_handover => {
-                        let t = fresh_reading();
-                        let ahead = width.delta(t, tb.base_ticks);
-                        let in_copy = ahead != 0 && ahead <= tb.hand;
-                        let rate = mult(&scale);
-                        if in_copy && c == 0 && rate >= (tb.prev_int, tb.prev_frac) {
+                        let stop = if c == 0 {
+                            self.stop_handover(version, &tb, &geometry, margin)
+                        } else {
+                            0
+                        };
+                        if stop != 0 {
+                            let t = width.value(tb.base_ticks.wrapping_sub(stop));
                             let (now, carry) = tb.before_base_carried(width, t);
                             let start = at.max(now).max(self.mark.load());
                             let carry = if start == now { carry } else { 0 };
-                            // The new base where the new rate has gained a nanosecond on the
-                            // copy's (the fast path's floor without the carry then never reads
-                            // below the copy), or the old base if that comes first (past it the
-                            // old readers stand still).
-                            let k = match q64(rate).saturating_sub(q64((tb.prev_int, tb.prev_frac)))
-                            {
-                                0 => ahead,
-                                gain => u64::try_from((1u128 << 64).div_ceil(gain))
-                                    .unwrap_or(u64::MAX)
-                                    .min(ahead),
-                            };
-                            let (base_ns, base_frac) =
-                                self::carried(start, carry, k, rate.0, rate.1);
                             rebased_to = Some(start);
+                            // A stop before the copy's own start (where it stands still) starts
+                            // the copy there: the copy never runs past the base.
+                            let from = width.delta(tb.prev_ticks, tb.base_ticks);
+                            let prev_ticks = if width.delta(tb.prev_ticks, t) > from {
+                                t
+                            } else {
+                                tb.prev_ticks
+                            };
                             Timebase {
-                                base_ticks: width.add(t, k),
-                                base_ns,
-                                base_frac,
+                                base_ticks: t,
+                                base_ns: start,
+                                base_frac: carry,
                                 scale,
-                                prev_ticks: t,
-                                prev_ns: start,
-                                prev_int: rate.0,
-                                prev_frac: rate.1,
-                                prev_carry: carry,
-                                hand: if k == ahead { tb.hand } else { reach.max(k) },
+                                prev_ticks,
+                                hand: tb.hand.saturating_sub(stop),
                                 ..tb
                             }
                         } else {
+                            let t = fresh_reading();
                             match continued.carried_value(&geometry, t) {
                                 Some((now, _)) => {
                                     let start = at.max(now).max(self.mark.load());
