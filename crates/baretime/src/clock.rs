@@ -1402,14 +1402,14 @@ impl<C: Counter> Clock<C> {
     /// stand still at the copy's time there instead of reading on (a rebase then starts its new
     /// rate from that point, where no reader has passed it). Returns how many ticks before the
     /// base the stop is (0: at the base, the counter a margin or less from it, or not in the
-    /// handover).
+    /// handover), and this writer's counter reading.
     fn stop_handover(
         &self,
         version: Version,
         tb: &Timebase,
         geometry: &Geometry,
         margin: u64,
-    ) -> u64 {
+    ) -> (u64, u64) {
         let gate = self.gate(version.slot);
         gate.stop.store(STOPPING, Ordering::SeqCst);
         hook(Point::WriteClosing);
@@ -1424,7 +1424,7 @@ impl<C: Counter> Clock<C> {
                 // A helper decided first; only this writer stores `STOPPING`.
                 Err(stop) => stop,
             };
-        stop & !STOPPED
+        (stop & !STOPPED, t)
     }
 
     /// Latches `version`'s timeline at its end: from now on its readers stand still there.
@@ -1841,33 +1841,46 @@ impl<C: Counter> Clock<C> {
                     // everywhere. A close point past the base (a reader passed it) gets the
                     // same.
                     Write::Rebase(at, _) if before != 0 && in_handover => {
-                        let stop = if c == 0 {
+                        let (stop, t) = if c == 0 {
                             self.stop_handover(version, &tb, &geometry, margin)
                         } else {
-                            0
+                            (0, 0)
                         };
                         if stop != 0 {
-                            let t = width.value(tb.base_ticks.wrapping_sub(stop));
-                            let (now, carry) = tb.before_base_carried(width, t);
-                            let start = at.max(now).max(self.mark.load());
-                            let carry = if start == now { carry } else { 0 };
-                            rebased_to = Some(start);
-                            // A stop before the copy's own start (where it stands still) starts
-                            // the copy there: the copy never runs past the base.
-                            let from = width.delta(tb.prev_ticks, tb.base_ticks);
-                            let prev_ticks = if width.delta(tb.prev_ticks, t) > from {
-                                t
+                            let at_stop = width.value(tb.base_ticks.wrapping_sub(stop));
+                            let (now, carry) = tb.before_base_carried(width, at_stop);
+                            let mark = self.mark.load();
+                            if (now, carry) == tb.before_base_carried(width, t) {
+                                // The copy stands still from the reading to the stop (a fresh
+                                // timeline's, or before the copy's own start): no reader of
+                                // either version can read past its time there, and the new
+                                // rate runs from the reading itself, as a fresh timeline.
+                                let start = at.max(now).max(mark);
+                                rebased_to = Some(start);
+                                Timebase {
+                                    base_frac: if start == now { carry } else { 0 },
+                                    ..Timebase::fresh(t, start, scale, reach)
+                                }
                             } else {
-                                tb.prev_ticks
-                            };
-                            Timebase {
-                                base_ticks: t,
-                                base_ns: start,
-                                base_frac: carry,
-                                scale,
-                                prev_ticks,
-                                hand: tb.hand.saturating_sub(stop),
-                                ..tb
+                                let next = |start: u64| Timebase {
+                                    base_ticks: at_stop,
+                                    base_ns: start,
+                                    base_frac: if start == now { carry } else { 0 },
+                                    scale,
+                                    hand: tb.hand.saturating_sub(stop),
+                                    ..tb
+                                };
+                                let start = at.max(now).max(mark);
+                                // A reading from the rebase's own to the stop is before the new
+                                // base: should the new version judge it behind (promise 6: it
+                                // would stand at the ceiling), the new timeline starts there.
+                                let start = if next(start).is_behind(t, mark) {
+                                    start.max(self.ceiling())
+                                } else {
+                                    start
+                                };
+                                rebased_to = Some(start);
+                                next(start)
                             }
                         } else {
                             let t = fresh_reading();

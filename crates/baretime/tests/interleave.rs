@@ -9687,3 +9687,53 @@ fn found_a_granule_back_with_no_step_back_seen() {
         ],
     });
 }
+
+/// P1 (seed 177, against the first handover stop): under triage.
+#[test]
+fn found_a_rebase_after_a_reset_in_lag() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: true,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Rebase(At::Latest(1), Rate::Exp(8000)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::InLag(79)),
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Pass(1),
+            Read,
+        ],
+    });
+}
