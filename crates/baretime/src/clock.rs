@@ -1862,25 +1862,34 @@ impl<C: Counter> Clock<C> {
                                     ..Timebase::fresh(t, start, scale, reach)
                                 }
                             } else {
-                                let next = |start: u64| Timebase {
-                                    base_ticks: at_stop,
-                                    base_ns: start,
-                                    base_frac: if start == now { carry } else { 0 },
-                                    scale,
-                                    hand: tb.hand.saturating_sub(stop),
-                                    ..tb
+                                // The new version keeps the copy up to the stop, moved up as a
+                                // whole by what `at` or the mark asks beyond its time at this
+                                // writer's reading (so that the rebase lands there, promise 6,
+                                // and time runs on from it to the stop at the copy's rate).
+                                let (here, _) = tb.before_base_carried(width, t);
+                                let next = |target: u64| {
+                                    let up = target.saturating_sub(here);
+                                    Timebase {
+                                        base_ticks: at_stop,
+                                        base_ns: now.saturating_add(up),
+                                        base_frac: carry,
+                                        scale,
+                                        prev_ns: tb.prev_ns.saturating_add(up),
+                                        hand: tb.hand.saturating_sub(stop),
+                                        ..tb
+                                    }
                                 };
-                                let start = at.max(now).max(mark);
-                                // A reading from the rebase's own to the stop is before the new
-                                // base: should the new version judge it behind (promise 6: it
-                                // would stand at the ceiling), the new timeline starts there.
-                                let start = if next(start).is_behind(t, mark) {
-                                    start.max(self.ceiling())
+                                let target = at.max(here).max(mark);
+                                // Should the new version judge this reading behind (promise 6:
+                                // before the copy's own start, run back at another rate), it
+                                // stands at the ceiling: the timeline starts there.
+                                let target = if next(target).is_behind(t, mark) {
+                                    target.max(self.ceiling())
                                 } else {
-                                    start
+                                    target
                                 };
-                                rebased_to = Some(start);
-                                next(start)
+                                rebased_to = Some(target);
+                                next(target)
                             }
                         } else {
                             let t = fresh_reading();

@@ -9737,3 +9737,41 @@ fn found_a_rebase_after_a_reset_in_lag() {
         ],
     });
 }
+
+/// P3 (seed 216, against the handover stop): under triage.
+#[test]
+fn found_a_glitch_after_a_rebase_from_the_handover() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 2,
+        acts: vec![
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Go,
+            Recalibrate(Rate::Exp(8000)),
+            Go,
+            Pass(22),
+            Go,
+            Update,
+            Rebase(At::Zero, Rate::Exp(4378)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Glitch(0, 0),
+            Read,
+            Read,
+            Pass(307),
+            Read,
+        ],
+    });
+}
