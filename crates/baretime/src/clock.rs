@@ -65,6 +65,22 @@
 //! A reader that finds the end "closing" does not wait: it reads the counter itself and
 //! proposes an end the same way (a *helper*). This is what makes a stalled writer harmless.
 //!
+//! ## A rebase from a counter that has not reached the base
+//!
+//! The close point is never before the base, and a reading before the base is on the
+//! handover's copy, which does not look at the end: a write from a counter still there (one
+//! that hardly moves, after the writer's bounded wait) closes at the base. An `update` or a
+//! `recalibrate` then starts its rate there (promise 2: "the base itself where the counter
+//! had not reached it"); a `rebase` is asked to start from the counter's value now. It first
+//! *stops* the handover (`Gate::stop`, decided like a close point: announced, then a margin —
+//! at the copy's rate too — after a counter read made since, helpers included): the old
+//! version's readers past the stop stand at the copy's time there, and the new rate starts at
+//! the stop, from the copy moved up to `at` (or the mark) at the writer's reading. Where the
+//! copy stands still between that reading and the stop, the new rate starts at the reading.
+//! Starting it from an unannounced reading instead let an old reader read past that reading
+//! on the copy, at the copy's rate and with its carry, before the publication, and read more
+//! than a later reader of the new version.
+//!
 //! ## Why time never goes back
 //!
 //! Take two calls to [`Clock::now`], the first finished before the second began.

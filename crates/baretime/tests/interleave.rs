@@ -9688,7 +9688,13 @@ fn found_a_granule_back_with_no_step_back_seen() {
     });
 }
 
-/// P1 (seed 177, against the first handover stop): under triage.
+/// P1 (clock; seed 177, against the first version of the handover stop, issue 14): a rebase
+/// at 1 kHz from a counter reset into the handover of a fresh 100 GHz timeline (whose copy
+/// stands still) stopped the handover a tick after its reading and based the new timeline
+/// there; a reading at the rebase's own counter value fell before that base, was judged at the
+/// new rate (a tick back: 1 ms below the mark, behind) and stood at the ceiling, and the next,
+/// at the base, read the mark: a granule back. Where the copy stands still up to the stop the
+/// new rate now starts at the reading itself.
 #[test]
 fn found_a_rebase_after_a_reset_in_lag() {
     use Act::*;
@@ -9738,7 +9744,12 @@ fn found_a_rebase_after_a_reset_in_lag() {
     });
 }
 
-/// P3 (seed 216, against the handover stop): under triage.
+/// P3 (clock; seed 216, against the second version of the handover stop, issue 14): a rebase
+/// from a counter 2 × 10^6 ticks short of a 100 GHz base (its true rate 1 MHz) stopped the
+/// handover a margin (478 ticks at the new 23.9 MHz) after its reading, and raised the mark to
+/// the copy's time at the stop: readings from the rebase's reading to the stop stood still
+/// there for 478 µs, where the copy's 100 GHz rate moves them on. The time at the rebase's own
+/// reading is what counts as handed out now.
 #[test]
 fn found_a_glitch_after_a_rebase_from_the_handover() {
     use Act::*;
