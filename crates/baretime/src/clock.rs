@@ -74,8 +74,10 @@
 //! had not reached it"); a `rebase` is asked to start from the counter's value now. It first
 //! *stops* the handover (`Gate::stop`, decided like a close point: announced, then a margin —
 //! at the copy's rate too — after a counter read made since, helpers included): the old
-//! version's readers past the stop stand at the copy's time there, and the new rate starts at
-//! the stop, from the copy moved up to `at` (or the mark) at the writer's reading. Where the
+//! version's readers past the stop — in the handover or past the base, where the close at
+//! the base would have stood them at the base's time, which a faster new rate reaches later —
+//! stand at the copy's time there, and the new rate starts at the stop, from the copy moved
+//! up to `at` (or the mark) at the writer's reading. Where the
 //! copy stands still between that reading and the stop, the new rate starts at the reading.
 //! Starting it from an unannounced reading instead let an old reader read past that reading
 //! on the copy, at the copy's rate and with its carry, before the publication, and read more
@@ -1354,6 +1356,17 @@ impl<C: Counter> Clock<C> {
                 continue;
             }
             if zone == Zone::Valid {
+                if end == 0 {
+                    // Closed at the base (the counter had not reached it): where a rebase stopped
+                    // the handover before the base, its readers stand at the stop past the base
+                    // too (none can have read past the base before the stop was announced: the
+                    // stop is a margin after a counter read made since, which was before the
+                    // base).
+                    if let Some(before) = self.stopped(&geometry, gate, &tb) {
+                        let at = width.value(tb.base_ticks.wrapping_sub(before));
+                        return Some(tb.before_base(width, at));
+                    }
+                }
                 // Up to the end, or past a close point while the writer publishes: stand
                 // still there.
                 return Some(tb.at(d.min(end)));
@@ -1377,36 +1390,38 @@ impl<C: Counter> Clock<C> {
     }
 
     /// A reading `t` before `tb`'s base, in its handover: the previous timeline's copy, up to
-    /// where a rebase stopped it (`stop_handover`), standing still there. A stop being decided
-    /// is helped first, with a counter read made after seeing it.
+    /// where a rebase stopped it (`stop_handover`), standing still there.
     fn in_handover(&self, geometry: &Geometry, gate: &Gate, tb: &Timebase, t: u64) -> u64 {
         let width = geometry.width;
+        match self.stopped(geometry, gate, tb) {
+            Some(before) if width.delta(t, tb.base_ticks) < before => {
+                tb.before_base(width, width.value(tb.base_ticks.wrapping_sub(before)))
+            }
+            _ => tb.before_base(width, t),
+        }
+    }
+
+    /// Where a rebase stopped `tb`'s handover (`stop_handover`): how many ticks before the base
+    /// (`None`: not stopped, or at the base). A stop being decided is helped first, with a
+    /// counter read made after seeing it. `None` when loaded after a counter read means that
+    /// read came before any stop was announced: whoever decides one reads the counter after
+    /// announcing it, and stops a margin after that.
+    fn stopped(&self, geometry: &Geometry, gate: &Gate, tb: &Timebase) -> Option<u64> {
         loop {
             let stop = gate.stop.load(Ordering::SeqCst);
-            if stop == 0 {
-                // Not stopped when this was loaded, after the counter read: whoever decides a
-                // stop reads the counter after announcing it, and stops a margin after that.
-                return tb.before_base(width, t);
-            }
             if stop & STOPPING == 0 {
-                let before = stop & !STOPPED;
-                let t = if width.delta(t, tb.base_ticks) < before {
-                    width.value(tb.base_ticks.wrapping_sub(before))
-                } else {
-                    t
-                };
-                return tb.before_base(width, t);
+                return Some(stop & !STOPPED).filter(|&before| before != 0);
             }
             hook(Point::ReadHelp);
             fence(Ordering::SeqCst);
-            let t2 = width.value(self.counter.ticks());
+            let t = geometry.width.value(self.counter.ticks());
             let margin = match gate.margin.load(Ordering::SeqCst) {
                 0 => geometry.margin(&tb.scale),
                 m => m.min(geometry.margin(&tb.scale)),
             };
             let _ = gate.stop.compare_exchange(
                 STOPPING,
-                stop_at(width, tb, t2, margin),
+                stop_at(geometry.width, tb, t, margin),
                 Ordering::SeqCst,
                 Ordering::SeqCst,
             );

@@ -2117,25 +2117,170 @@ fn finding_rebase_from_the_handover_at_another_rate_never_goes_back() {
                             Ok(()),
                             "{mid} mHz -> rebase at {h1} mHz, nothing fired"
                         );
-                        for n in end.saturating_sub(8).max(first)..end {
-                            tried += 1;
-                            let run = handover_rebase_run_at(extra, rates, step, Some(n), 0, true);
-                            if let (Err(e), _) = run {
-                                failures.push((
-                                    format!("{mid} mHz x3 -> rebase at {h1} mHz"),
-                                    format!(
-                                        "{extra} reads later: a now() inside the rebase's read \
-                                         {} of {}: {e}",
-                                        n - first,
-                                        end - first
-                                    ),
-                                ));
+                        // The nested reader reads the counter as it is, or after it jumped
+                        // (the rebase's CPU stalled there while time passed): past where the
+                        // new rate starts, still on the old version.
+                        let jumps: &[u64] = if extra % 5 == 0 {
+                            &[0, 30, 700, 20_000, 150_000]
+                        } else {
+                            &[0]
+                        };
+                        for &jump in jumps {
+                            for n in end.saturating_sub(8).max(first)..end {
+                                tried += 1;
+                                let run =
+                                    handover_rebase_run_at(extra, rates, step, Some(n), jump, true);
+                                if let (Err(e), _) = run {
+                                    failures.push((
+                                        format!("{mid} mHz x3 -> rebase at {h1} mHz"),
+                                        format!(
+                                            "{extra} reads later: a now() inside the rebase's \
+                                             read {} of {}, the counter {jump} ticks on: {e}",
+                                            n - first,
+                                            end - first
+                                        ),
+                                    ));
+                                }
                             }
                         }
                     }
                 }
             }
             report("rebase from the handover at another rate", tried, &failures);
+        },
+    );
+}
+
+/// One run of `finding_a_rebase_from_a_counter_reset_into_the_handover_never_goes_back`: a
+/// `width`-bit counter moving one tick per read; a clock at `h0` mHz recalibrated to `h_mid`
+/// mHz one million ticks later (the new base a margin on, its handover two margins at the
+/// faster rate back); the counter reset `back` ticks before that base; `rebase(ZERO, h1)`,
+/// with a `now()` inside its read number `fire` (if any), after the counter jumped `jump`
+/// ticks there. Every `now()` is checked against all that finished before it (promise 1).
+fn reset_into_handover_run(
+    width: u32,
+    (h0, h_mid, h1): (u64, u64, u64),
+    back: u64,
+    fire: Option<u64>,
+    jump: u64,
+) -> (Result<(), String>, Reads) {
+    let rate = |mhz| {
+        Frequency::from_millihz(mhz, baretime::Source::User, baretime::Accuracy::Exact)
+            .expect("in range")
+    };
+    struct Narrow(&'static Jumpy, u32);
+    impl Counter for Narrow {
+        fn ticks(&self) -> u64 {
+            self.0.ticks() & (u64::MAX >> (64 - self.1))
+        }
+        fn bits(&self) -> u32 {
+            self.1
+        }
+    }
+    let jumpy: &'static Jumpy = Box::leak(Box::new(Jumpy {
+        now: Cell::new(1 << 20),
+        step: 1,
+        reads: Cell::new(0),
+        at: Cell::new(u64::MAX),
+        jump: Cell::new(jump),
+        nested: RefCell::new(None),
+    }));
+    let counter: &'static Narrow = Box::leak(Box::new(Narrow(jumpy, width)));
+    let clock: &'static Clock<&'static Narrow> = Box::leak(Box::new(Clock::new(counter, rate(h0))));
+    let latest: Rc<Cell<u64>> = Rc::new(Cell::new(0));
+    let back_seen: Rc<RefCell<Option<String>>> = Rc::new(RefCell::new(None));
+    let check = {
+        let (latest, back_seen) = (latest.clone(), back_seen.clone());
+        move |what: &str| {
+            let before = latest.get();
+            let v = clock.now().as_nanos();
+            if v < before && back_seen.borrow().is_none() {
+                *back_seen.borrow_mut() = Some(format!("{what} now() = {v} ns after {before} ns"));
+            }
+            latest.set(before.max(v));
+        }
+    };
+    jumpy.now.set(jumpy.now.get() + 1_000_000);
+    assert_eq!(clock.recalibrate(rate(h_mid)), Ok(()));
+    // Back from the counter now (the new base is a margin ahead: 20 ticks at 1 MHz).
+    jumpy.now.set(jumpy.now.get().saturating_sub(back));
+    *jumpy.nested.borrow_mut() = Some(Box::new({
+        let check = check.clone();
+        move || check("a nested (another CPU's)")
+    }));
+    jumpy.at.set(match fire {
+        Some(n) => n,
+        None => u64::MAX,
+    });
+    let first = jumpy.reads.get();
+    let r = clock.rebase(Instant::ZERO, rate(h1));
+    let end = jumpy.reads.get();
+    assert_eq!(r, Ok(()));
+    check("the next");
+    jumpy.now.set(jumpy.now.get() + 50_000);
+    check("a later");
+    let result = match back_seen.borrow().clone() {
+        Some(e) => Err(e),
+        None => Ok(()),
+    };
+    (result, (first, end))
+}
+
+/// A rebase from a counter reset back into the last write's handover (by more than a handover
+/// margin at the copy's rate, so that it stops the handover before the base), at a rate whose
+/// tick is shorter than the copy's (1 MHz copy, 1 GHz and 100 GHz rebases) or a hair longer
+/// (3 MHz against 2.999999 MHz: the carry), with a `now()` on another CPU inside each of the
+/// rebase's last reads after the counter jumped on by up to 20 000 ticks (past the stop). A
+/// reader of the old version that read the copy past where the new rate starts, before the
+/// publication, read more than a later reader of the new version (by the rates' difference
+/// over the ticks past it): the stop makes it stand still there. On a 64-bit counter (where
+/// the high-water mark hides most of it) and a 32-bit one (where nothing does).
+#[test]
+fn finding_a_rebase_from_a_counter_reset_into_the_handover_never_goes_back() {
+    watchdog(
+        "rebase from a counter reset into the handover",
+        WATCHDOG_S,
+        || {
+            let mut failures = Vec::new();
+            let mut tried = 0;
+            let cases: [(u64, u64, u64); 4] = [
+                (1_000_000_000, 1_000_000_000_000, 1_000_000_000_000),
+                (1_000_000_000, 1_000_000_000_000, 100_000_000_000_000),
+                (3_000_000_000, 3_000_000_000_000, 2_999_999_000),
+                (3_000_000_000, 3_000_000_000, 2_999_999_000),
+            ];
+            for width in [64u32, 32] {
+                for rates in cases {
+                    for back in [5_000u64, 30_000] {
+                        let (dry, (first, end)) =
+                            reset_into_handover_run(width, rates, back, None, 0);
+                        assert_eq!(dry, Ok(()), "{rates:?} back {back}: nothing fired");
+                        for jump in [0u64, 25, 300, 20_000] {
+                            for n in end.saturating_sub(8).max(first)..end {
+                                tried += 1;
+                                let (run, _) =
+                                    reset_into_handover_run(width, rates, back, Some(n), jump);
+                                if let Err(e) = run {
+                                    failures.push((
+                                        format!("{width} bits, {rates:?} mHz, reset {back} back"),
+                                        format!(
+                                            "a now() inside the rebase's read {} of {}, the \
+                                         counter {jump} ticks on: {e}",
+                                            n - first,
+                                            end - first
+                                        ),
+                                    ));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            report(
+                "rebase from a counter reset into the handover",
+                tried,
+                &failures,
+            );
         },
     );
 }
