@@ -2208,10 +2208,7 @@ fn reset_into_handover_run(
         let check = check.clone();
         move || check("a nested (another CPU's)")
     }));
-    jumpy.at.set(match fire {
-        Some(n) => n,
-        None => u64::MAX,
-    });
+    jumpy.at.set(fire.unwrap_or(u64::MAX));
     let first = jumpy.reads.get();
     let r = clock.rebase(Instant::ZERO, rate(h1));
     let end = jumpy.reads.get();
