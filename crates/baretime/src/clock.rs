@@ -1877,15 +1877,23 @@ impl<C: Counter> Clock<C> {
                         } else {
                             (0, 0)
                         };
-                        if stop != 0 {
-                            let at_stop = width.value(tb.base_ticks.wrapping_sub(stop));
-                            let (now, carry) = tb.before_base_carried(width, at_stop);
+                        let at_stop = width.value(tb.base_ticks.wrapping_sub(stop));
+                        let (now, carry) = tb.before_base_carried(width, at_stop);
+                        let ahead = width.delta(t, tb.base_ticks);
+                        let still = c == 0
+                            && ahead != 0
+                            && ahead <= tb.hand
+                            && (now, carry) == tb.before_base_carried(width, t);
+                        if still || stop != 0 {
                             let mark = self.mark.load();
-                            if (now, carry) == tb.before_base_carried(width, t) {
-                                // The copy stands still from the reading to the stop (a fresh
-                                // timeline's, or before the copy's own start): no reader of
-                                // either version can read past its time there, and the new
-                                // rate runs from the reading itself, as a fresh timeline.
+                            if still {
+                                // The copy stands still from the reading to the stop, or to
+                                // the base (a fresh timeline's, or before the copy's own
+                                // start): no reader of either version can read past its time
+                                // there, and the new rate runs from the reading itself, as a
+                                // fresh timeline. (Continued from the base instead, a reading
+                                // between the two was before a base at the new rate, and a tick
+                                // of a slow one is further back than a lag: behind.)
                                 let start = at.max(now).max(mark);
                                 rebased_to = Some(start);
                                 Timebase {
@@ -1949,6 +1957,13 @@ impl<C: Counter> Clock<C> {
                                 }
                             }
                         }
+                    }
+                    // A rebase to a time at or before the clock's continues from the clock's
+                    // time at its reading, which counts as handed out (promise 6), as `at`
+                    // would.
+                    Write::Rebase(..) => {
+                        rebased_to = Some(tb.at(d));
+                        continued
                     }
                     _ => continued,
                 }

@@ -877,8 +877,10 @@ fn threads_all_writers_hair_rates() {
 /// `random_writes_in_the_handover`; a sweep over the rate grid, 1/3/100 ticks on, `at` from
 /// 5 µs to 10 s and 1/2/50 ticks back finds 54 such cases, all with no read after the rebase,
 /// at rates up to 2.12 MHz (at 10 s none: that reading is judged behind).
+///
+/// Fixed (the clock): a rebase that continues the timeline counted nothing as handed out;
+/// it now raises the high-water mark to the clock's time at its reading, as a fresh one does.
 #[test]
-#[ignore = "finding: promise 6, a rebase's `at` that nobody read is not counted as handed out"]
 fn finding_a_rebase_time_nobody_read_is_not_handed_out() {
     for at in [5_000u64, 1_000_000] {
         let v = Cell::new(1u64 << 40);
@@ -911,8 +913,11 @@ fn finding_a_rebase_time_nobody_read_is_not_handed_out() {
 /// a later write); and after `rebase(ZERO, 100 GHz)` then `recalibrate(1 MHz)` from a counter
 /// reset 1 000 ticks back, time stands still at 4 096 ns, flagged, for the 1 000 ticks (1 ms
 /// at the new rate) and `update` is refused until the counter passes the start's base.
+///
+/// Fixed (the clock): the rebase continued the start's timeline from its base, a tick after
+/// its reading; at the new rate that tick was 1 ms back, behind. Where the handover's copy
+/// stands still from the reading to the base, the rebase now starts afresh at the reading.
 #[test]
-#[ignore = "finding: a rebase to 1 kHz from a counter one tick before the start's base is judged behind"]
 fn finding_a_rebase_from_a_reset_into_the_starts_handover_is_judged_behind() {
     let v = Cell::new(1u64 << 40);
     let c = baretime::FnCounter::new(|| v.get(), 64);
@@ -938,8 +943,9 @@ fn finding_a_rebase_from_a_reset_into_the_starts_handover_is_judged_behind() {
 /// The setup of the finding above: after the rebase the counter only moves forward, yet
 /// `now()` returns 4 096, then, one tick later, 0. (4 096 ns back is the granule's bound; the
 /// counter's one step back was before the rebase, which should have ended it.)
+///
+/// Fixed with the finding above.
 #[test]
-#[ignore = "finding: after a rebase from a counter reset into the start's handover, time goes back 4096 ns"]
 fn finding_a_rebase_from_a_reset_into_the_starts_handover_goes_back() {
     let v = Cell::new(1u64 << 40);
     let c = baretime::FnCounter::new(|| v.get(), 64);
