@@ -726,6 +726,72 @@ fn repeated_writes_in_the_handover() {
     report("repeated_writes_in_the_handover", n);
 }
 
+/// Promise 6: "after a recalibration to a rate R times slower, a reset back by less than
+/// that (...) is judged only against what was handed out: where that is not above its time,
+/// the counter reads on the previous timeline, at its rate, until it reaches the base again
+/// (time moves that slowly meanwhile, never back, and is not flagged)". A clock read once,
+/// the counter moved `d` ticks, a write (update, recalibrate or rebase to 0, at six rates from
+/// 1 kHz to 100 GHz), the counter reset back `k` < `d` ticks (nothing handed out above its
+/// time): within the handover (`k` two ticks short of a margin at the faster rate) `update`
+/// is not refused and nothing is flagged; everywhere, `now()` never goes back below what was
+/// handed out, nor as the counter moves on. 756 cases.
+#[test]
+fn a_reset_back_within_a_writes_handover_reads_on() {
+    let margin = |mhz: u64| (20_000u128 * u128::from(mhz) / 1_000_000_000_000) as u64;
+    let rates = [
+        MIN_MHZ,
+        54_368_599,
+        1_000_000_000,
+        1_000_000_000_000,
+        MAX_MHZ,
+        999_999_999_999,
+    ];
+    for &r0 in &rates {
+        for &r1 in &rates {
+            for w in 0..3 {
+                for (d, k) in [
+                    (10u64, 1u64),
+                    (10, 5),
+                    (1000, 7),
+                    (1000, 999),
+                    (100_000, 9_999),
+                    (10_000_000, 100_000),
+                    (10_000_000, 1_000_000),
+                ] {
+                    let v = Cell::new(1u64 << 40);
+                    let c = baretime::FnCounter::new(|| v.get(), 64);
+                    let clock = Clock::new(&c, freq(r0));
+                    v.set(v.get() + 100_000_000);
+                    let h = clock.now().as_nanos();
+                    v.set(v.get() + d);
+                    let r = match w {
+                        0 => clock.update(),
+                        1 => clock.recalibrate(freq(r1)),
+                        _ => clock.rebase(Instant::ZERO, freq(r1)),
+                    };
+                    assert_eq!(r, Ok(()));
+                    let r1 = if w == 0 { r0 } else { r1 };
+                    v.set(v.get() - k);
+                    let n = clock.now().as_nanos();
+                    let flagged = clock.health().counter_behind;
+                    let u = clock.update();
+                    let n2 = clock.now().as_nanos();
+                    v.set(v.get() + k + 3);
+                    let n3 = clock.now().as_nanos();
+                    let case = format!("{r0} -> {r1} mHz, write {w}, {d} ticks on, {k} back: h {h}, now {n}, update {u:?}, now {n2}, then {n3}");
+                    if k + 2 < margin(r0.max(r1)) {
+                        assert!(
+                            u.is_ok() && !flagged,
+                            "promise 6: {case}, flagged {flagged}"
+                        );
+                    }
+                    assert!(n >= h && n2 >= n && n3 >= n2, "promises 1 and 6: {case}");
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Random runs.
 // ---------------------------------------------------------------------------------------
