@@ -684,7 +684,7 @@ fn sweep_full() {
 
 /// Promise 2: "A rebase to a time at or before the clock's continues the timeline (no jump,
 /// however often it is repeated)", and no write loses the fraction of a nanosecond it closes
-/// on: 150 writes in a row on a counter the test moves 0–7 ticks between them (each write
+/// on: 120 writes in a row on a counter the test moves 0–7 ticks between them (each write
 /// from the last one's handover), at every rate of the grid: rebases to 0, to the latest time
 /// handed out and 1 ns below it, at the same rate, alternately a hair faster and slower, or
 /// alternately 10^8 faster and slower; mixed with updates and recalibrations and a reader
@@ -699,7 +699,7 @@ fn repeated_writes_in_the_handover() {
                 for mixed in [false, true] {
                     let mut ops =
                         vec![Op::Margin(2), Op::Read, Op::Nest(if mixed { 3 } else { 0 })];
-                    for i in 0..150u64 {
+                    for i in 0..120u64 {
                         ops.push(Op::Adv(i * 5 % 8));
                         let rate = match (pat, i % 2) {
                             (0, _) => Rate::Same,
