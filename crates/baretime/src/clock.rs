@@ -72,7 +72,7 @@
 //! that hardly moves, after the writer's bounded wait) closes at the base. An `update` or a
 //! `recalibrate` then starts its rate there (promise 2: "the base itself where the counter
 //! had not reached it"); a `rebase` is asked to start from the counter's value now. It first
-//! *stops* the handover (`Gate::stop`, decided like a close point: announced, then a margin —
+//! *stops* the handover (`Clock::stops`, decided like a close point: announced, then a margin —
 //! at the copy's rate too — after a counter read made since, helpers included): the old
 //! version's readers past the stop — in the handover or past the base, where the close at
 //! the base would have stood them at the base's time, which a faster new rate reaches later —
@@ -330,7 +330,7 @@ const BEFORE_PREVIOUS_NS: u64 = LAG_NS + 2 * HANDOVER_NS;
 /// 32-bit version number below bit 62.
 const REBASING: u64 = CLOSING | (1 << 62);
 
-/// A timeline's handover stop (`Gate::stop`) while it is being decided.
+/// A timeline's handover stop (`Clock::stops`) while it is being decided.
 const STOPPING: u64 = if WIDE_ATOMICS { 1 << 63 } else { 1 << 31 };
 /// A decided handover stop: this bit and its distance before the base in ticks (below
 /// 3/16 of the wrap: under 2^30 for a 32-bit counter).
@@ -356,11 +356,6 @@ struct Gate {
     /// the old and the new rate's — stored before it announces the close, so that helpers
     /// propose with it too; 0 while open.
     margin: GateWord,
-    /// Where readings in this timeline's handover stop (a rebase from a counter that has not
-    /// reached the base: see `Clock::stop_handover`): 0 while they run on the copy,
-    /// [`STOPPING`] while the point is being decided, then [`STOPPED`] and how many ticks
-    /// before the base it is.
-    stop: GateWord,
 }
 
 impl Gate {
@@ -371,7 +366,6 @@ impl Gate {
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
             margin: GateWord::new(0),
-            stop: GateWord::new(0),
         }
     }
     #[cfg(loom)]
@@ -381,7 +375,6 @@ impl Gate {
             end: GateWord::new(0),
             latched: AtomicU32::new(0),
             margin: GateWord::new(0),
-            stop: GateWord::new(0),
         }
     }
 
@@ -389,7 +382,6 @@ impl Gate {
     fn open(&self, deadline: u64) {
         self.latched.store(0, Ordering::Relaxed);
         self.margin.store(0, Ordering::Relaxed);
-        self.stop.store(0, Ordering::Relaxed);
         self.end.store(deadline, Ordering::Relaxed);
         self.lim
             .store(deadline.saturating_add(1), Ordering::Relaxed);
@@ -503,7 +495,7 @@ fn from_base(tb: &Timebase, margin: u64, before: u64) -> u64 {
     }
 }
 
-/// The handover stop (`Gate::stop`, decided) that a reading `t` proposes for `tb`: a margin
+/// The handover stop (`Clock::stops`, decided) that a reading `t` proposes for `tb`: a margin
 /// after it, as ticks before the base; 0 (the base itself) where that is at or past the base,
 /// or where the reading is not in the handover (past the base, or further back: a reset).
 ///
@@ -958,6 +950,12 @@ pub struct Clock<C: Counter> {
     /// handed out, and every time it handed out is below `mark + MARK_GRANULE_NS` (see
     /// `ceiling`). It only grows, so no stale raise can undo a newer one.
     mark: Mark,
+    /// Per slot, where readings in its timeline's handover stop (a rebase from a counter that
+    /// has not reached the base: `Clock::stop_handover`): 0 while they run on the copy,
+    /// [`STOPPING`] while the point is being decided, then [`STOPPED`] and how many ticks
+    /// before the base it is. Apart from the gates, which the fast path reads: two gates of
+    /// four words fill one cache line.
+    stops: [GateWord; 2],
 }
 
 /// A clock that has not started: one literal for `Clock::uninit`'s `const` and loom versions.
@@ -971,6 +969,7 @@ macro_rules! unstarted {
             late_updates: AtomicU32::new(0),
             behind: AtomicBool::new(false),
             mark: Mark::new(),
+            stops: [GateWord::new(0), GateWord::new(0)],
         }
     };
 }
@@ -1039,6 +1038,17 @@ impl<C: Counter> Clock<C> {
     #[inline(always)]
     fn gate(&self, slot: usize) -> &Gate {
         let [even, odd] = &self.gates;
+        if slot & 1 == 0 {
+            even
+        } else {
+            odd
+        }
+    }
+
+    /// The handover stop word of `slot` (`Clock::stops`).
+    #[inline(always)]
+    fn stop_word(&self, slot: usize) -> &GateWord {
+        let [even, odd] = &self.stops;
         if slot & 1 == 0 {
             even
         } else {
@@ -1296,7 +1306,7 @@ impl<C: Counter> Clock<C> {
                     if tb.is_behind(t, mark) {
                         return None;
                     }
-                    return Some(self.in_handover(&geometry, gate, &tb, t));
+                    return Some(self.in_handover(&geometry, version, &tb, t));
                 }
                 // Not where this version is latched: a reading past its deadline was seen, so
                 // this one came round a wrap later (it stands at the end, below; with a close
@@ -1315,7 +1325,7 @@ impl<C: Counter> Clock<C> {
                     }
                     // The handover: the previous timeline, exactly as its own readers
                     // compute it.
-                    return Some(self.in_handover(&geometry, gate, &tb, t));
+                    return Some(self.in_handover(&geometry, version, &tb, t));
                 }
                 // A narrow counter this far round is more likely late by more than a
                 // quarter wrap than behind: treated as late below.
@@ -1362,7 +1372,7 @@ impl<C: Counter> Clock<C> {
                     // too (none can have read past the base before the stop was announced: the
                     // stop is a margin after a counter read made since, which was before the
                     // base).
-                    if let Some(before) = self.stopped(&geometry, gate, &tb) {
+                    if let Some(before) = self.stopped(&geometry, version, &tb) {
                         let at = width.value(tb.base_ticks.wrapping_sub(before));
                         return Some(tb.before_base(width, at));
                     }
@@ -1391,9 +1401,9 @@ impl<C: Counter> Clock<C> {
 
     /// A reading `t` before `tb`'s base, in its handover: the previous timeline's copy, up to
     /// where a rebase stopped it (`stop_handover`), standing still there.
-    fn in_handover(&self, geometry: &Geometry, gate: &Gate, tb: &Timebase, t: u64) -> u64 {
+    fn in_handover(&self, geometry: &Geometry, version: Version, tb: &Timebase, t: u64) -> u64 {
         let width = geometry.width;
-        match self.stopped(geometry, gate, tb) {
+        match self.stopped(geometry, version, tb) {
             Some(before) if width.delta(t, tb.base_ticks) < before => {
                 tb.before_base(width, width.value(tb.base_ticks.wrapping_sub(before)))
             }
@@ -1406,9 +1416,10 @@ impl<C: Counter> Clock<C> {
     /// counter read made after seeing it. `None` when loaded after a counter read means that
     /// read came before any stop was announced: whoever decides one reads the counter after
     /// announcing it, and stops a margin after that.
-    fn stopped(&self, geometry: &Geometry, gate: &Gate, tb: &Timebase) -> Option<u64> {
+    fn stopped(&self, geometry: &Geometry, version: Version, tb: &Timebase) -> Option<u64> {
+        let (gate, word) = (self.gate(version.slot), self.stop_word(version.slot));
         loop {
-            let stop = gate.stop.load(Ordering::SeqCst);
+            let stop = word.load(Ordering::SeqCst);
             if stop & STOPPING == 0 {
                 return Some(stop & !STOPPED).filter(|&before| before != 0);
             }
@@ -1419,7 +1430,7 @@ impl<C: Counter> Clock<C> {
                 0 => geometry.margin(&tb.scale),
                 m => m.min(geometry.margin(&tb.scale)),
             };
-            let _ = gate.stop.compare_exchange(
+            let _ = word.compare_exchange(
                 STOPPING,
                 stop_at(geometry.width, tb, t, margin),
                 Ordering::SeqCst,
@@ -1441,16 +1452,13 @@ impl<C: Counter> Clock<C> {
         geometry: &Geometry,
         margin: u64,
     ) -> (u64, u64) {
-        let gate = self.gate(version.slot);
-        gate.stop.store(STOPPING, Ordering::SeqCst);
+        let word = self.stop_word(version.slot);
+        word.store(STOPPING, Ordering::SeqCst);
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
         let proposal = stop_at(geometry.width, tb, t, margin);
         let stop =
-            match gate
-                .stop
-                .compare_exchange(STOPPING, proposal, Ordering::SeqCst, Ordering::SeqCst)
-            {
+            match word.compare_exchange(STOPPING, proposal, Ordering::SeqCst, Ordering::SeqCst) {
                 Ok(_) => proposal,
                 // A helper decided first; only this writer stores `STOPPING`.
                 Err(stop) => stop,
@@ -2044,6 +2052,7 @@ impl<C: Counter> Clock<C> {
         self.timeline.publish(|v, slot| {
             let gate = self.gate(v.slot);
             gate.open(geometry.deadline);
+            self.stop_word(v.slot).store(0, Ordering::Relaxed);
             // Confirmed (promise 7): a glitched read here would drop the handover of a
             // counter that has not reached the base.
             let (past, late) =
