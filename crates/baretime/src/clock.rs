@@ -1966,13 +1966,6 @@ impl<C: Counter> Clock<C> {
                             }
                         }
                     }
-                    // A rebase to a time at or before the clock's continues from the clock's
-                    // time at its reading, which counts as handed out (promise 6), as `at`
-                    // would.
-                    Write::Rebase(..) => {
-                        rebased_to = Some(tb.at(d));
-                        continued
-                    }
                     _ => continued,
                 }
             }

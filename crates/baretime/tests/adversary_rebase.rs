@@ -1072,9 +1072,12 @@ fn threads_all_writers_hair_rates() {
 /// 5 µs to 10 s and 1/2/50 ticks back finds 54 such cases, all with no read after the rebase,
 /// at rates up to 2.12 MHz (at 10 s none: that reading is judged behind).
 ///
-/// Fixed (the clock): a rebase that continues the timeline counted nothing as handed out;
-/// it now raises the high-water mark to the clock's time at its reading, as a fresh one does.
+/// Open. Raising the high-water mark to the clock's time at a continuing rebase's reading
+/// (as a fresh one does) keeps this, but made the interleaving test read a granule back across
+/// two CPUs within a lag (seed 232, `found_a_rebase_after_a_reset_on_a_lagging_cpu`): taken
+/// back until that is understood.
 #[test]
+#[ignore = "finding (open): promise 6, a continuing rebase's time is not counted as handed out; the obvious fix broke interleave seed 232"]
 fn finding_a_rebase_time_nobody_read_is_not_handed_out() {
     for at in [5_000u64, 1_000_000] {
         let v = Cell::new(1u64 << 40);

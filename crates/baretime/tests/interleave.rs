@@ -9812,3 +9812,45 @@ fn found_a_glitch_after_a_rebase_from_the_handover() {
         ],
     });
 }
+
+/// P1 (seed 232, against a clock whose continuing rebase raised the high-water mark to its
+/// time at the writer's reading, to keep `adversary_rebase.rs`'s
+/// `finding_a_rebase_time_nobody_read_is_not_handed_out`): two CPUs, a reset, then a rebase
+/// that continues the timeline; the lagging CPU's reading, before the copy's own start, was
+/// judged behind and stood at the ceiling, and the leading CPU's next reading returned the mark,
+/// a granule below. That raise is taken back (the finding stays open); this passes without it.
+#[test]
+fn found_a_rebase_after_a_reset_on_a_lagging_cpu() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000000,
+        start: (0, 0),
+        lags_ns: vec![20000, 0, 0],
+        order: vec![1, 0, 0, 0, 0, 0, 0, 0, 0],
+        uninit: false,
+        cadence: false,
+        span: 3,
+        acts: vec![
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Update,
+            Pass(359),
+            Go,
+            Update,
+            Reset(ResetTo::Earlier(34302)),
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Go,
+            Read,
+            Rebase(At::Zero, Rate::Ppm(0)),
+            Read,
+            Read,
+            Read,
+            Read,
+        ],
+    });
+}
