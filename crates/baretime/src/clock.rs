@@ -518,6 +518,26 @@ fn stop_at(width: Width, tb: &Timebase, t: u64, margin: u64) -> u64 {
     STOPPED | ticks
 }
 
+/// The even or odd one of a slot pair (the ring of two timeline slots).
+#[inline(always)]
+fn of_slot<T>(pair: &[T; 2], slot: usize) -> &T {
+    let [even, odd] = pair;
+    if slot & 1 == 0 {
+        even
+    } else {
+        odd
+    }
+}
+
+/// The margin a helper proposes a close point or a handover stop with: the closing writer's
+/// (stored before it announced the close), or `tb`'s own if that is smaller.
+fn helper_margin(gate: &Gate, geometry: &Geometry, tb: &Timebase) -> u64 {
+    match gate.margin.load(Ordering::SeqCst) {
+        0 => geometry.margin(&tb.scale),
+        m => m.min(geometry.margin(&tb.scale)),
+    }
+}
+
 /// `base_ns + ⌊ticks × (int + frac / 2^64)⌋`, saturating at `u64::MAX`.
 ///
 /// Counters faster than 1 GHz have ticks shorter than a nanosecond (`int == 0`): then the
@@ -1037,23 +1057,13 @@ impl<C: Counter> Clock<C> {
 
     #[inline(always)]
     fn gate(&self, slot: usize) -> &Gate {
-        let [even, odd] = &self.gates;
-        if slot & 1 == 0 {
-            even
-        } else {
-            odd
-        }
+        of_slot(&self.gates, slot)
     }
 
     /// The handover stop word of `slot` (`Clock::stops`).
     #[inline(always)]
     fn stop_word(&self, slot: usize) -> &GateWord {
-        let [even, odd] = &self.stops;
-        if slot & 1 == 0 {
-            even
-        } else {
-            odd
-        }
+        of_slot(&self.stops, slot)
     }
 
     /// The counter this clock reads.
@@ -1340,12 +1350,7 @@ impl<C: Counter> Clock<C> {
                 fence(Ordering::SeqCst);
                 let t2 = width.value(self.counter.ticks());
                 let t2 = self.confirm(width, &tb, t2, mark);
-                // The closing writer's margin (stored before the close was announced), or
-                // this timeline's own if it is larger.
-                let margin = match gate.margin.load(Ordering::SeqCst) {
-                    0 => geometry.margin(&tb.scale),
-                    m => m.min(geometry.margin(&tb.scale)),
-                };
+                let margin = helper_margin(gate, &geometry, &tb);
                 // A latch made before the close was announced (seen after it, as `close` does):
                 // its readers stood at the deadline.
                 let proposal = if self.is_latched(version) {
@@ -1426,10 +1431,7 @@ impl<C: Counter> Clock<C> {
             hook(Point::ReadHelp);
             fence(Ordering::SeqCst);
             let t = geometry.width.value(self.counter.ticks());
-            let margin = match gate.margin.load(Ordering::SeqCst) {
-                0 => geometry.margin(&tb.scale),
-                m => m.min(geometry.margin(&tb.scale)),
-            };
+            let margin = helper_margin(gate, geometry, tb);
             let _ = word.compare_exchange(
                 STOPPING,
                 stop_at(geometry.width, tb, t, margin),
