@@ -1722,7 +1722,8 @@ impl<C: Counter> Clock<C> {
         let margin = margin.min(geometry.margin(&scale));
         // A fresh timeline starts from a counter reading made now (confirmed, promise 7).
         let fresh_reading = || self.confirm_fresh(width, self.read_after_fence(&geometry));
-        // The time a rebase from the handover starts at (which counts as handed out).
+        // The time a rebase that continues a timeline (or starts from the handover) counts as
+        // handed out (promise 6).
         let mut rebased_to = None;
         let next = match zone {
             Zone::Late => {
@@ -1968,6 +1969,17 @@ impl<C: Counter> Clock<C> {
                             }
                         }
                     }
+                    // A rebase to a time at or before the clock's continues from the clock's
+                    // time at its reading (at least `at`), which counts as handed out (promise
+                    // 6), as a fresh timeline's start does. (Counted from the reading, not the
+                    // close point: the close point is a margin later, a time nobody has read;
+                    // a counter reset back after the reading is promise 1's "where a 64-bit
+                    // counter itself steps back", as it is after any reading.)
+                    Write::Rebase(at, _) => {
+                        let here = tb.carried_value(&geometry, t).map_or(0, |(ns, _)| ns);
+                        rebased_to = Some(at.max(here));
+                        continued
+                    }
                     _ => continued,
                 }
             }
@@ -1975,7 +1987,7 @@ impl<C: Counter> Clock<C> {
         let next = next.keeping_slowest(&tb);
         self.publish(&geometry, &next);
         if let (true, Some(ns)) = (wide, rebased_to) {
-            // A rebase from the handover: its time there counts as handed out, as a fresh
+            // A rebase that continues a timeline: its time counts as handed out, as a fresh
             // timeline's start does (below).
             self.raise_mark(ns);
         }
