@@ -931,11 +931,13 @@ enum Write {
 ///    that (up to 40 µs × R of the new rate's time) is judged only against what was handed
 ///    out: where that is not above its time, the counter reads on the previous timeline, at
 ///    its rate, until it reaches the base again (time moves that slowly meanwhile, never
-///    back, and is not flagged). [`Clock::rebase`] continues from a time the caller gives
-///    (or the clock's own time, if later: the latest time handed out, or where the counter
-///    stepped back by less than [`LAG_NS`] since, the high-water mark, up to
-///    [`MARK_GRANULE_NS`] below it, as promise 1 allows), which then counts as handed out (on
-///    another CPU, less the lag of its counter behind the rebasing CPU's). From a
+///    back, and is not flagged). [`Clock::rebase`] continues from a time the caller gives,
+///    or from the clock's own time if later (its time at the rebase's counter reading: no
+///    earlier than the latest time handed out or, where the counter stepped back by less
+///    than [`LAG_NS`] since, than the high-water mark, up to [`MARK_GRANULE_NS`] below it,
+///    as promise 1 allows), and that time then counts as handed out, whether or not anyone
+///    reads it (on another CPU, less the lag of its counter behind the rebasing CPU's): a
+///    counter that steps back after the rebase's reading is judged against it. From a
 ///    counter behind, that time may be a ceiling's or a leading CPU's, up to
 ///    [`MARK_GRANULE_NS`] and the CPUs' lag ahead of the rebasing CPU's counter: each reset
 ///    back followed by such a rebase may move time on by that much.
