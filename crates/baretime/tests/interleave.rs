@@ -516,14 +516,27 @@ impl Rates {
         self.highest = self.highest.max(hz);
     }
 
-    /// A write ended; `published`: the rate it put in force (Ok or Late).
-    fn end(&mut self, op: u64, published: Option<u64>, now: u64, hold: u64) {
+    /// A write ended; `published`: the rate it put in force (Ok or Late). `short`: how long
+    /// (true ticks from now) the counter may still be short of the newest base, where it went
+    /// back since the last publication: the write may then have closed at that base (promise
+    /// 2: "or the base itself where the counter had not reached it"), keeping the timeline
+    /// before it, whose copy runs at the rate before the one this write replaced.
+    fn end(&mut self, op: u64, published: Option<u64>, now: u64, hold: u64, short: Option<u64>) {
         self.running.retain(|r| r.0 != op);
         if let Some(hz) = published {
             if let Some(old) = self.current.replace(hz) {
-                self.previous = Some(old);
+                let before = self.previous;
+                self.previous = Some(match (short, before) {
+                    (Some(_), Some(p)) => p.min(old),
+                    _ => old,
+                });
                 if old != hz {
                     self.retiring.push((old, now.saturating_add(hold)));
+                }
+                if let (Some(h), Some(p)) = (short, before) {
+                    if p != hz {
+                        self.retiring.push((p, now.saturating_add(h)));
+                    }
                 }
             }
         }
@@ -2001,7 +2014,20 @@ impl World {
             .map(|m| m.1)
             .fold(0, u64::saturating_add);
         let hold = (self.margin_bound() + self.spread + 2).saturating_add(back);
-        self.rates.end(f.op, publishes, self.now, hold);
+        // (A counter sent back since the last publication may be short of the newest base by
+        // as much as it is behind its front, on the CPU that lags most: until it gets there
+        // and a margin on, the copy before that base may be the time (seed 264,
+        // `found_a_recalibration_short_of_a_base_nobody_reached`).)
+        let short = self.back_since_publish.then(|| {
+            let gap = (0..self.offsets.len().max(1))
+                .map(|c| self.counter_full(c))
+                .filter(|&v| ahead_of(self.front, v))
+                .map(|v| self.front.wrapping_sub(v))
+                .max()
+                .unwrap_or(0);
+            hold.saturating_add(gap)
+        });
+        self.rates.end(f.op, publishes, self.now, hold, short);
         if !self.warp {
             self.judge(&f, what, r, health);
         }
@@ -9874,6 +9900,83 @@ fn found_a_rebase_after_a_reset_on_a_lagging_cpu() {
             Read,
             Read,
             Read,
+            Read,
+        ],
+    });
+}
+
+/// P3 (seed 264, the model's): a counter reset back short of a base that no counter had
+/// reached (a 51 MHz timeline's copy runs up to it, the 100 GHz recalibration after it never
+/// started), then a recalibration that waited its 16 384 reads a tick short of that base and
+/// closed there, keeping the 51 MHz copy before it. The reading a tick before the base and the
+/// one at it are 20 ns apart: the copy's tick, as promise 2 says ("or the base itself where the
+/// counter had not reached it"). The model ran that tick at 100 GHz: it took the rate the
+/// write replaced for the one before the base, which was the one before that.
+#[test]
+fn found_a_recalibration_short_of_a_base_nobody_reached() {
+    use Act::*;
+    assert_kept_with_resets(Case {
+        hz: 1000,
+        start: (3, 0),
+        lags_ns: vec![0],
+        order: vec![0],
+        uninit: false,
+        cadence: false,
+        span: 0,
+        acts: vec![
+            Go,
+            Go,
+            Pass(1),
+            Recalibrate(Rate::Exp(4709)),
+            Update,
+            Update,
+            Update,
+            Read,
+            Pass(1),
+            Update,
+            Read,
+            Glitch(0, 0),
+            Go,
+            Go,
+            Go,
+            Pass(62),
+            Go,
+            Pass(826),
+            Read,
+            Read,
+            Go,
+            Read,
+            Go,
+            Pass(440),
+            Recalibrate(Rate::Exp(8000)),
+            Go,
+            Go,
+            Start(Rate::Ppm(0)),
+            Go,
+            Go,
+            Go,
+            Reset(ResetTo::BelowStart(0)),
+            Glitch(0, 0),
+            Update,
+            Start(Rate::Ppm(0)),
+            Read,
+            Go,
+            Reset(ResetTo::NearTop(1073740802)),
+            Go,
+            Read,
+            Go,
+            Go,
+            Go,
+            Read,
+            Pass(4),
+            Go,
+            Read,
+            Pass(1),
+            Read,
+            Reset(ResetTo::Earlier(31201)),
+            Recalibrate(Rate::Exp(8000)),
+            Read,
+            Go,
             Read,
         ],
     });
