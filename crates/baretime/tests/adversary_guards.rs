@@ -1538,3 +1538,53 @@ fn extended_timer_wrap_count_rollover() {
     }
     eprintln!("rollover: {total} wraps, last {last:?}");
 }
+
+/// Finding. Promise (`Delay` docs, `src/delay.rs`): "Every delay lasts **at least** the
+/// requested time"; "a counter that steps back (a thread migrating to a CPU whose counter
+/// lags, a reset such as a TSC after suspend to RAM ...) makes no progress by the step. What
+/// it then counts from the lower value on is true time and counts". The exceptions it names
+/// are a counter running ahead, a narrow step back past half a wrap, a return to a value from
+/// before the wait began, and "a counter read on three CPUs whose counters disagree".
+///
+/// Two CPUs only, B 19 999 ticks (just under `LAG_NS` at 1 GHz) behind A, and one reset: the
+/// thread starts the wait on A, migrates to B, the counters are reset (both CPUs, 2^30 ticks
+/// back) while it is on B, and it migrates back to A. The climb from B's new line to A's new
+/// line is neither time nor a return to a reading it stepped back from, and is counted as
+/// time: `wait_ticks(100_000)` ended after 80 039 true ticks from the counter's first change
+/// (8005 reads), 19 961 short, i.e. by the lag. It is the three-line mechanism the docs
+/// name, reached with two CPUs and a reset, which the docs say are handled.
+#[test]
+#[ignore = "finding: Delay ends early by the lag after a reset seen on the lagging CPU (80 039 of 100 000 ticks)"]
+fn finding_delay_early_after_a_reset_seen_on_the_lagging_cpu() {
+    let lag = 19_999u64;
+    let t = Cell::new(1u64 << 40); // true ticks
+    let reset = Cell::new(0u64);
+    let on_b = Cell::new(false);
+    let n = Cell::new(0u64);
+    let first_true = Cell::new(0u64);
+    let c = FnCounter::new(
+        || {
+            let i = n.get();
+            n.set(i + 1);
+            t.set(t.get() + 10);
+            match i {
+                0 => first_true.set(t.get()),
+                3 => on_b.set(true),     // migrate to the lagging CPU
+                5 => reset.set(1 << 30), // suspend/resume: both counters reset back
+                7 => on_b.set(false),    // migrate back
+                _ => {}
+            }
+            t.get() - reset.get() - if on_b.get() { lag } else { 0 }
+        },
+        64,
+    );
+    let d = Delay::new(&c, hz(1_000_000_000));
+    d.wait_ticks(100_000);
+    // The first change is a tick after the first reading.
+    let elapsed = t.get() - first_true.get() - 1;
+    assert!(
+        elapsed >= 100_000,
+        "ended after {elapsed} true ticks of 100 000 asked ({} reads)",
+        n.get()
+    );
+}
