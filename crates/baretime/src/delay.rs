@@ -38,12 +38,16 @@ use crate::scale::Scale;
 /// A jump *forward* is taken as time that passed. So a counter that runs ahead of true time,
 /// a step back by more than half a wrap of a narrow counter (it reads as forward), and a
 /// counter that comes back up to a value from before the wait began (a step back just
-/// before it, or at its first change) can shorten the wait. So can a counter read on three
-/// CPUs whose counters disagree: a climb from the lowest line to the middle one, which is
-/// neither the return to a reading it stepped back from nor time on one line, is taken as
-/// time (an adversarial review measured `wait_ticks(1000)` ending after 604 true ticks with
-/// lines 0, 500 and 100 ticks behind). Pin the waiting thread, or wait on a synchronised
-/// counter, where the wait must hold to the tick.
+/// before it, or at its first change) can shorten the wait. So can a climb from one CPU's
+/// counter to another's that is not a return to a reading the wait stepped back from, which
+/// takes two steps back first: on three CPUs whose counters disagree, a climb from the lowest
+/// line to the middle one (an adversarial review measured `wait_ticks(1000)` ending after 604
+/// true ticks with lines 0, 500 and 100 ticks behind); on two, a reset seen on the lagging
+/// CPU, then a migration to the leading one, whose line after the reset the wait never read
+/// (another measured `wait_ticks(100_000)` at 1 GHz ending after 80 039 true ticks, the CPUs
+/// 19 999 ticks apart). Each such climb counts as time by at most the CPUs' disagreement. Pin
+/// the waiting thread, or wait on a synchronised counter, where the wait must hold to the
+/// tick.
 ///
 /// It may last longer (interrupts, preemption, the read itself). On a counter that never
 /// changes it waits **forever**: a stuck counter gives no way to measure time (check a
