@@ -78,7 +78,12 @@
 //!   returns more than it, except by at most `MARK_GRANULE_NS` + 1 tick where the counter
 //!   stepped back: a reset between them, the second on a CPU whose counter lags the first's,
 //!   or the first made while the counter was behind (it stood at the mark's ceiling, the
-//!   second may stand at the mark). No other allowance, narrow counters included.
+//!   second may stand at the mark) — behind a time a reading handed out, or a rebase (its
+//!   time counts as handed out, promise 6; the model bounds it by P2's bound when the rebase
+//!   ended) before the counter stepped back. No other allowance, narrow counters included.
+//!   A *tick* before a base that no counter reached is one at the rate of the timeline before
+//!   it: a write from a counter sent back short of the newest base may close there, keeping
+//!   that timeline (promise 2's "or the base itself where the counter had not reached it").
 //! - **P2 No jump** (`check_ahead`): no reading is ahead of true time by more than
 //!   `MARK_GRANULE_NS + HANDOVER_NS` + spread + 2 ticks (+ one granule more for a reading
 //!   made while the counter was behind: it stands at most a granule above the latest time
