@@ -2584,11 +2584,7 @@ fn check_order(w: &World) -> Result<(), TestCaseError> {
                             && x.start < a.end
                     })
                     .any(|x| {
-                        let limit = x.bound
-                            + u128::from(
-                                MARK_GRANULE_NS + HANDOVER_NS + a.spread_ns + 2 * a.tick_ns,
-                            )
-                            + 2;
+                        let limit = p2_limit(x.bound, 0, a.spread_ns, a.tick_ns);
                         limit + u128::from(MARK_GRANULE_NS) >= u128::from(a.ns)
                             && any_in(&w.back_steps, x.start, b.end)
                     })
@@ -2623,6 +2619,12 @@ fn check_order(w: &World) -> Result<(), TestCaseError> {
     Ok(())
 }
 
+/// P2's bound on a time handed out when true time was `bound`: a granule and a handover
+/// margin ahead, plus `extra`, the CPUs' spread, two ticks and 2 ns of rounding.
+fn p2_limit(bound: u128, extra: u64, spread_ns: u64, tick_ns: u64) -> u128 {
+    bound + u128::from(MARK_GRANULE_NS + HANDOVER_NS + extra + spread_ns + 2 * tick_ns) + 2
+}
+
 /// P2.
 fn check_ahead(w: &World) -> Result<(), TestCaseError> {
     for a in &w.readings {
@@ -2633,9 +2635,7 @@ fn check_ahead(w: &World) -> Result<(), TestCaseError> {
         } else {
             0
         };
-        let limit = a.bound
-            + u128::from(MARK_GRANULE_NS + HANDOVER_NS + behind + a.spread_ns + 2 * a.tick_ns)
-            + 2;
+        let limit = p2_limit(a.bound, behind, a.spread_ns, a.tick_ns);
         prop_assert!(
             u128::from(a.ns) <= limit,
             "P2: ahead of true time: {} ns, bound {} (true time {}): {a:?}{}",
