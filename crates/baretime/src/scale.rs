@@ -97,9 +97,34 @@ pub(crate) const fn saturate_u64(v: u128) -> u64 {
 #[inline(always)]
 #[allow(clippy::arithmetic_side_effects)] // bounds proven above
 pub(crate) const fn mul_q64(ticks: u64, int: u64, frac: u64) -> u128 {
+    // On a 32-bit core a `u128` product is a chain of 32-bit multiplies and carries several
+    // times longer than this: a distance below 2^32 and an integer part below 2^32 (every
+    // clock on such a core) take three 32 × 32 → 64-bit multiplies.
+    #[cfg(target_pointer_width = "32")]
+    if (ticks | int) >> 32 == 0 {
+        return mul_q64_narrow(ticks as u32, int as u32, frac, 0).0 as u128;
+    }
     let whole = (ticks as u128) * (int as u128);
     let part = ((ticks as u128) * (frac as u128)) >> 64;
     whole + part
+}
+
+/// `ticks × (int + frac / 2^64) + carry / 2^64` for 32-bit `ticks` and `int`: its whole part
+/// (below 2^64) and its fraction (in 2^-64), exactly, in 32 × 32 → 64-bit multiplies.
+///
+/// With `t = ticks`, `f = frac = f1·2^32 + f0`, `c = carry = c1·2^32 + c0`:
+/// `p0 = t·f0 + c0 ≤ (2^32 − 1)^2 + 2^32 − 1 < 2^64`, and
+/// `p1 = t·f1 + ⌊p0 / 2^32⌋ + c1 ≤ (2^32 − 1)^2 + 2(2^32 − 1) = 2^64 − 1`; then
+/// `t·f + c = p1·2^32 + (p0 mod 2^32)`, whose whole part `⌊p1 / 2^32⌋ < 2^32` adds to
+/// `t·int ≤ (2^32 − 1)^2`: below 2^64.
+#[inline(always)]
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above
+#[cfg_attr(not(any(test, target_pointer_width = "32")), allow(dead_code))]
+pub(crate) const fn mul_q64_narrow(ticks: u32, int: u32, frac: u64, carry: u64) -> (u64, u64) {
+    let t = ticks as u64;
+    let p0 = t * (frac & 0xffff_ffff) + (carry & 0xffff_ffff);
+    let p1 = t * (frac >> 32) + (p0 >> 32) + (carry >> 32);
+    (t * int as u64 + (p1 >> 32), (p1 << 32) | (p0 & 0xffff_ffff))
 }
 
 impl Scale {
@@ -177,6 +202,28 @@ impl Scale {
     allow(dead_code)
 )]
 impl Scale {
+    /// These constants with the tick length's fraction rounded up to a multiple of 2^-32 ns
+    /// (its low 32 bits zero): see the Clock's `in_force`. The inverse is kept: taken from
+    /// the exact, shorter tick, it gives at least as many ticks as the longer one needs.
+    #[allow(clippy::arithmetic_side_effects)] // frac_hi + 1 ≤ 2^32; mult_int + 1 < 2^21
+    pub(crate) const fn frac_rounded_up_to_2_pow_32(self) -> Scale {
+        let low = self.mult_frac & 0xffff_ffff;
+        if low == 0 {
+            return self;
+        }
+        let hi = (self.mult_frac >> 32) + 1;
+        let (mult_int, mult_frac) = if hi == 1 << 32 {
+            (self.mult_int + 1, 0)
+        } else {
+            (self.mult_int, hi << 32)
+        };
+        Scale {
+            mult_int,
+            mult_frac,
+            ..self
+        }
+    }
+
     /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
     pub(crate) const fn inv_mult(&self) -> u64 {
         self.inv_mult
@@ -203,6 +250,17 @@ mod tests {
     use super::*;
     use crate::frequency::{Accuracy, Source};
     use proptest::prelude::*;
+
+    proptest! {
+        /// The 32-bit cores' product is the `u128` one, whole part and fraction, exactly.
+        #[test]
+        fn mul_q64_narrow_is_exact(ticks in any::<u32>(), int in any::<u32>(), frac in any::<u64>(), carry in any::<u64>()) {
+            let exact = u128::from(ticks) * u128::from(frac) + u128::from(carry);
+            let whole = u128::from(ticks) * u128::from(int) + (exact >> 64);
+            prop_assert_eq!(mul_q64_narrow(ticks, int, frac, carry), (whole as u64, exact as u64));
+            prop_assert!(whole <= u128::from(u64::MAX));
+        }
+    }
 
     fn freq(millihz: u64) -> Frequency {
         Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap()

@@ -1,0 +1,136 @@
+//! What a deadline is computed from: one version of the timeline and a counter reading.
+
+use super::*;
+
+/// Where a counter reading falls on the timeline in force, for a deadline
+/// (`crate::deadline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// On the timeline, this many ticks past its base (at most its deadline).
+    On(u64),
+    /// This many ticks (one or more) before the base: the handover (the counter has not
+    /// reached the base of a version just published), or a 64-bit counter that lags or was
+    /// reset.
+    Before(u64),
+    /// Where time stands still until the next write: the timeline latched, a narrow counter
+    /// past its deadline, a clock not started.
+    Still,
+}
+
+/// One version of the timeline and a counter reading made while it was the current one: what
+/// a deadline is computed from (`crate::deadline`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Snapshot {
+    /// The counter's value as it returned it (in the counter's own width).
+    pub(crate) raw: u64,
+    /// Where that reading falls.
+    pub(crate) place: Place,
+    /// The handover margin, in ticks at the rate in force.
+    pub(crate) margin: u64,
+    /// The timeline's deadline, as an offset from its base: past it time stands still until
+    /// the next write.
+    pub(crate) end: u64,
+    /// The reading in the clock's width.
+    t: u64,
+    width: Width,
+    tb: Timebase,
+    /// Whether readings in the handover stand at the base (the previous version was latched:
+    /// see `now_slow`).
+    hand_at_base: bool,
+}
+
+impl Snapshot {
+    /// The timeline's time at its base, in ns.
+    pub(crate) fn base_ns(&self) -> u64 {
+        self.tb.base_ns
+    }
+
+    /// The scale in force.
+    pub(crate) fn scale(&self) -> Scale {
+        self.tb.scale
+    }
+
+    /// Whether the clock had started.
+    pub(crate) fn started(&self) -> bool {
+        self.tb.scale.millihz() != 0
+    }
+
+    /// What a reading `k` ticks after this one reads on this version, as its readers compute
+    /// it (a 64-bit reader may return more, from the high-water mark, never less): before the
+    /// base, the handover's copy of the previous timeline; from the base, the timeline, which
+    /// stands still past its end. Non-decreasing in `k`. Meaningful for `place` `On` or
+    /// `Before`, for `k` up to where the reading reaches the end.
+    pub(crate) fn value(&self, k: u64) -> u64 {
+        let reading = self.width.add(self.t, k);
+        match self.place {
+            Place::Before(before) if k < before => {
+                if self.hand_at_base {
+                    self.tb.base_ns
+                } else {
+                    self.tb.before_base(self.width, reading)
+                }
+            }
+            Place::Before(_) | Place::On(_) => {
+                let d = self.width.delta(self.tb.base_ticks, reading);
+                self.tb.at(d.min(self.end))
+            }
+            Place::Still => self.tb.base_ns,
+        }
+    }
+
+    /// What the timeline would read `k` ticks after this reading if it ran on past its end
+    /// at its rate, as an update on time continues it (to within a nanosecond's floor): for
+    /// a deadline beyond the end. Non-decreasing in `k`.
+    pub(crate) fn extrapolated(&self, k: u64) -> u64 {
+        let d = match self.place {
+            Place::On(d) => d.saturating_add(k),
+            Place::Before(before) => k.saturating_sub(before),
+            Place::Still => return self.tb.base_ns,
+        };
+        self.tb.at(d)
+    }
+}
+
+impl<C: Counter> Clock<C> {
+    /// The current version and a counter reading made while it was current (read again if a
+    /// publication overtook it), for `crate::deadline`. Changes nothing.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        let width = self.width();
+        let geometry = Geometry::of(width);
+        self.timeline.read(|version, words| {
+            let raw = self.counter.ticks();
+            let t = width.value(raw);
+            fence(Ordering::Acquire);
+            let tb = Timebase::load(words);
+            let started = tb.scale.millihz() != 0;
+            let latched = self.gate(version.slot).latched.load(Ordering::Acquire)
+                == version.number.wrapping_add(1);
+            let hand_at_base = width != Width::FULL
+                && self
+                    .gate(version.slot.wrapping_add(1))
+                    .latched
+                    .load(Ordering::Acquire)
+                    == version.number;
+            let d = width.delta(tb.base_ticks, t);
+            let before = width.delta(t, tb.base_ticks);
+            let place = match geometry.zone(d) {
+                _ if latched || !started => Place::Still,
+                Zone::Valid => Place::On(d),
+                Zone::Behind if width == Width::FULL || before <= tb.hand => Place::Before(before),
+                _ => Place::Still,
+            };
+            let scale = if started { tb.scale } else { FASTEST };
+            let snapshot = Snapshot {
+                raw,
+                place,
+                margin: geometry.margin(&scale),
+                end: geometry.deadline,
+                t,
+                width,
+                tb,
+                hand_at_base,
+            };
+            (snapshot, true)
+        })
+    }
+}
