@@ -134,3 +134,53 @@ impl<C: Counter> Clock<C> {
         })
     }
 }
+
+impl<C: Counter> Clock<C> {
+    /// [`Clock::deadline`]'s common case on a narrow counter, in one pass over the words in
+    /// force, without a [`Snapshot`]: a reading on the open timeline (the fast path's own test,
+    /// `d < lim`, after the counter read, and nothing published since), a target ahead of it,
+    /// whose first tick [`Scale::ns_to_ticks_ceil`]'s guess hits and two evaluations of the
+    /// readers' formula prove the least, before the timeline's end and within half an update
+    /// interval. The tick `deadline`'s search would find there. `None` for everything else
+    /// (the full search), and for 64-bit counters, whose reading a second read confirms.
+    pub(crate) fn quick_deadline(&self, target: u64) -> Option<u64> {
+        let width = self.width();
+        if width == Width::FULL {
+            return None;
+        }
+        let geometry = Geometry::of(width);
+        let (version, words, s1) = self.timeline.begin();
+        let raw = self.counter.ticks();
+        let t = width.value(raw);
+        let [b, base_ns, int, frac, _, _, _, _, _, inv, millihz, ..] = words;
+        let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
+        let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
+        let (inv, millihz) = (inv.load(), millihz.load());
+        if !self.timeline.unchanged(s1) {
+            return None;
+        }
+        let d = width.delta(b, t);
+        // Ends are below 2^62: no sum below overflows.
+        let value = |k: u64| advance(base_ns, d.saturating_add(k), int, frac);
+        if d >= lim || value(0) >= target {
+            return None;
+        }
+        let scale = Scale::from_parts(
+            int,
+            frac,
+            inv,
+            u32::try_from(millihz.wrapping_shr(SHIFT_AT)).unwrap_or(u32::MAX),
+            millihz & ((1 << SHIFT_AT) - 1),
+        );
+        let k = scale
+            .ns_to_ticks_ceil(target.saturating_sub(base_ns))
+            .checked_sub(d)?;
+        // Half the update interval is at least this (the margin is at most 1/16 of the wrap):
+        // `deadline`'s cap does not apply below it.
+        let margin_max = (width.mask() >> 4).max(1);
+        let cap = geometry.deadline.saturating_sub(margin_max).saturating_sub(1) >> 1;
+        let on_timeline = k >= 1 && k <= cap && d.saturating_add(k) <= geometry.deadline;
+        (on_timeline && value(k.saturating_sub(1)) < target && value(k) >= target)
+            .then(|| width.add(raw, k))
+    }
+}
