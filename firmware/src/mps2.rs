@@ -20,6 +20,12 @@
 //! | the clock's counter | dual timer's timer 2, as above | — |
 //! | the alarm ([`Timer0Alarm`]) | CMSDK timer 0, one-shot (IRQ 8) | 0x80 |
 //! | the tick: `update()`, the run's time limit | dual timer's timer 1, periodic at 1 kHz (IRQ 10) | 0x40 |
+//!
+//! The `cost` scenario (`src/cost.rs`) keeps the clock's counter and the narrow timer (its
+//! wrap interrupt on only while the extended clock is measured), and times calls with a
+//! stopwatch: CMSDK timer 1, free-running at 25 MHz, no interrupt.
+// The `cost` build uses the counters and the stopwatch only.
+#![cfg_attr(feature = "cost", allow(dead_code, unused_imports))]
 
 #[cfg(feature = "timers")]
 use baretime::Alarm;
@@ -28,7 +34,7 @@ use baretime::Counter;
 use baretime::NarrowTimer;
 #[cfg(feature = "timers")]
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 use cortex_m::peripheral::scb::SystemHandler;
 #[cfg(not(feature = "timers"))]
 use cortex_m::peripheral::syst::SystClkSource;
@@ -37,7 +43,7 @@ use cortex_m::peripheral::NVIC;
 use cortex_m::peripheral::{SCB, SYST};
 
 use crate::mmio::{read, write};
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 use crate::run::Role;
 
 /// QEMU's mps2 system clock, which drives SysTick and the APB timers.
@@ -47,7 +53,7 @@ pub const HZ: u64 = 25_000_000;
 pub const NARROW_BITS: u32 = 16;
 /// The board, as the results name it (AN385 and AN386 differ only in the core).
 pub const NAME: &str = "mps2";
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 /// What SysTick's handler does.
 pub const SYSTICK_ROLE: Role = Role::Wrap;
 
@@ -73,7 +79,7 @@ const T_INTCLEAR: usize = 0x0c;
 
 /// IRQ numbers: CMSDK timers 0 and 1, the dual timer.
 const IRQ_TIMER0: u16 = 8;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 const IRQ_TIMER1: u16 = 9;
 const IRQ_DUALTIMER: u16 = 10;
 
@@ -142,7 +148,7 @@ pub fn start_counters(syst: &mut SYST) {
     syst.enable_counter();
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 /// Sets the priorities and starts the periodic interrupts.
 pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     // SAFETY: priorities are set before the interrupts are unmasked, no priority-based
@@ -171,7 +177,7 @@ pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     }
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "cost")))]
 /// The role of device interrupt `irqn`, its source acknowledged.
 pub fn take_irq(irqn: i16) -> Option<Role> {
     match irqn {
@@ -192,11 +198,11 @@ pub fn take_irq(irqn: i16) -> Option<Role> {
 }
 
 /// CMSDK timer CTRL: enable, interrupt enable. VALUE: the count.
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "cost"))]
 const T_ENABLE: u32 = 1 << 0;
 #[cfg(feature = "timers")]
 const T_IRQEN: u32 = 1 << 3;
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "cost"))]
 const T_VALUE: usize = 0x04;
 
 /// Ticks by which [`Timer0Alarm::arm`] shortens the load, for the time between its counter
@@ -316,4 +322,35 @@ pub fn timers_irq(irqn: i16) -> Option<TimersIrq> {
 #[cfg(feature = "timers")]
 pub fn pend_alarm() {
     NVIC::pend(Irq(IRQ_TIMER0));
+}
+
+/// The `cost` scenario's stopwatch: CMSDK timer 1, free-running down from 2^32 − 1 at
+/// [`HZ`], no interrupt.
+#[cfg(feature = "cost")]
+pub fn start_stopwatch() {
+    write(TIMER1 + T_CTRL, 0);
+    write(TIMER1 + T_RELOAD, u32::MAX);
+    write(TIMER1 + T_VALUE, u32::MAX);
+    write(TIMER1 + T_CTRL, T_ENABLE);
+}
+
+/// The stopwatch's count, counting up.
+#[cfg(feature = "cost")]
+#[inline(always)]
+pub fn stopwatch() -> u32 {
+    !read(TIMER1 + T_VALUE)
+}
+
+/// The narrow timer's wrap interrupt is SysTick's exception, not a device interrupt.
+#[cfg(feature = "cost")]
+pub const WRAP_IRQ: Option<i16> = None;
+
+/// Turns the narrow timer's wrap interrupt (SysTick's) on or off.
+#[cfg(feature = "cost")]
+pub fn wrap_interrupt(syst: &mut SYST, on: bool) {
+    if on {
+        syst.enable_interrupt();
+    } else {
+        syst.disable_interrupt();
+    }
 }
