@@ -191,7 +191,7 @@ impl<C: Counter> Clock<C> {
 
     /// Whether `at` is reached (by a `now()` read after the snapshot), the deadline for it, and
     /// whether the clock has started (before, the deadline is the furthest point).
-    fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
+    pub(crate) fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
         let width = Width::of(self.counter());
         let mut snapshot = self.snapshot();
         // One glitched counter read is not the time (Clock promise 7, for 64-bit counters: a

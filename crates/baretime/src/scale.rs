@@ -127,6 +127,27 @@ pub(crate) const fn mul_q64_narrow(ticks: u32, int: u32, frac: u64, carry: u64) 
     (t * int as u64 + (p1 >> 32), (p1 << 32) | (p0 & 0xffff_ffff))
 }
 
+/// `⌈ns × inv_mult / 2^shift⌉` for `ns` below 2^32 and `shift` of 32 or more, without `u128`.
+///
+/// `a = ns·inv_lo`, `b = ns·inv_hi` (each below 2^64); `t = ⌊a / 2^32⌋ + b ≤ 2^32 − 1 +
+/// (2^32 − 1)^2 < 2^64`, and `ns × inv_mult = t·2^32 + (a mod 2^32)`. With `s = shift − 32`:
+/// the quotient is `⌊t / 2^s⌋`, plus one if `t mod 2^s` or `a mod 2^32` is not zero.
+#[inline(always)]
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above; shift ≥ 32
+#[cfg_attr(not(any(test, target_pointer_width = "32")), allow(dead_code))]
+pub(crate) const fn ns_to_ticks_ceil_narrow(ns: u32, inv_mult: u64, shift: u32) -> u64 {
+    let ns = ns as u64;
+    let a = ns * (inv_mult & 0xffff_ffff);
+    let t = (a >> 32) + ns * (inv_mult >> 32);
+    let s = shift - 32;
+    let (q, rem) = if s >= 64 {
+        (0, t)
+    } else {
+        (t >> s, t & ((1u64 << s) - 1))
+    };
+    q + if rem != 0 || a & 0xffff_ffff != 0 { 1 } else { 0 }
+}
+
 impl Scale {
     /// Constants for `frequency`. Every [`Frequency`] is in 1 kHz..=100 GHz, so this cannot
     /// fail.
@@ -188,6 +209,12 @@ impl Scale {
     #[inline]
     #[allow(clippy::arithmetic_side_effects)] // u64 × u64 < 2^128; inv_shift ≤ 127; +1 < 2^128
     pub const fn ns_to_ticks_ceil(&self, ns: u64) -> u64 {
+        // On a 32-bit core, a span below 2^32 ns (4.3 s: a handover margin, a deadline a few
+        // seconds out) in two 32 × 32 → 64-bit multiplies and 64-bit shifts.
+        #[cfg(target_pointer_width = "32")]
+        if ns >> 32 == 0 && self.inv_shift >= 32 {
+            return ns_to_ticks_ceil_narrow(ns as u32, self.inv_mult, self.inv_shift);
+        }
         let prod = (ns as u128) * (self.inv_mult as u128);
         let mask = (1u128 << self.inv_shift) - 1;
         let ticks = (prod >> self.inv_shift) + if prod & mask != 0 { 1 } else { 0 };
@@ -259,6 +286,19 @@ mod tests {
             let whole = u128::from(ticks) * u128::from(int) + (exact >> 64);
             prop_assert_eq!(mul_q64_narrow(ticks, int, frac, carry), (whole as u64, exact as u64));
             prop_assert!(whole <= u128::from(u64::MAX));
+        }
+
+        /// The 32-bit cores' tick count for a span below 2^32 ns is the `u128` one, for every
+        /// rate's inverse.
+        #[test]
+        fn ns_to_ticks_ceil_narrow_is_exact(ns in any::<u32>(), millihz in 1_000_000u64..=100_000_000_000_000) {
+            let scale = Scale::new(freq(millihz));
+            let (inv, shift) = (scale.inv_mult, scale.inv_shift);
+            prop_assume!(shift >= 32);
+            let prod = u128::from(ns) * u128::from(inv);
+            let exact = (prod >> shift) + u128::from(prod & ((1u128 << shift) - 1) != 0);
+            prop_assert_eq!(u128::from(ns_to_ticks_ceil_narrow(ns, inv, shift)), exact);
+            prop_assert_eq!(scale.ns_to_ticks_ceil(u64::from(ns)), exact as u64);
         }
     }
 

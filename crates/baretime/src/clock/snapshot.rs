@@ -179,8 +179,75 @@ impl<C: Counter> Clock<C> {
         // `deadline`'s cap does not apply below it.
         let margin_max = (width.mask() >> 4).max(1);
         let cap = geometry.deadline.saturating_sub(margin_max).saturating_sub(1) >> 1;
+        // The guess is the least tick or one past it (the inverse is rounded up: a span that
+        // is a whole number of ticks may come out a tick long).
+        let k = if k >= 2 && value(k.saturating_sub(1)) >= target {
+            k.saturating_sub(1)
+        } else {
+            k
+        };
         let on_timeline = k >= 1 && k <= cap && d.saturating_add(k) <= geometry.deadline;
         (on_timeline && value(k.saturating_sub(1)) < target && value(k) >= target)
             .then(|| width.add(raw, k))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::frequency::{Accuracy, Source};
+    use crate::{Clock, FnCounter, Frequency, Instant};
+    use core::cell::Cell;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Where the one-pass deadline answers, it answers what the full search does; and on
+        /// an open timeline with a target ahead, it answers (the common case is the fast one).
+        #[test]
+        fn quick_deadline_is_the_search(
+            bits in 12u32..=32,
+            millihz in 1_000_000u64..=2_000_000_000_000,
+            start in any::<u32>(),
+            after in 0u64..1 << 20,
+            ahead_ns in 1u64..1 << 31,
+            writes in 0u32..3,
+        ) {
+            let ticks = Cell::new(u64::from(start));
+            let counter = FnCounter::new(|| ticks.get(), bits);
+            let f = Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap();
+            let clock = Clock::new(&counter, f);
+            let mask = (1u64 << bits) - 1;
+            for _ in 0..writes {
+                ticks.set((ticks.get() + 100_000) & mask);
+                let _ = clock.update();
+            }
+            let interval_ticks = clock.scale().ns_to_ticks_ceil(clock.update_interval().as_nanos() as u64);
+            ticks.set((ticks.get() + after.min(interval_ticks / 4)) & mask);
+            let target = clock.now().as_nanos() + ahead_ns;
+            let quick = clock.quick_deadline(target);
+            let (due, full, _) = clock.plan(Instant::from_nanos(target));
+            if let Some(t) = quick {
+                prop_assert!(!due);
+                prop_assert_eq!(t, full.ticks());
+            }
+        }
+    }
+
+    /// A firmware's case (a 32-bit timer at 25 MHz updated every 100 µs, deadlines a few ms
+    /// out) takes the one pass every time.
+    #[test]
+    fn quick_deadline_answers_the_common_case() {
+        let ticks = Cell::new(5u64);
+        let counter = FnCounter::new(|| ticks.get(), 32);
+        let clock = Clock::new(&counter, Frequency::nominal_hz(25_000_000, 50_000).unwrap());
+        for i in 0..1000u64 {
+            ticks.set((ticks.get() + 2500) & 0xffff_ffff);
+            clock.update().unwrap();
+            // Past the update's handover (20 µs: 500 ticks), where a deadline reads the old
+            // timeline's copy and takes the full search.
+            ticks.set((ticks.get() + 600) & 0xffff_ffff);
+            let target = clock.now().as_nanos() + 5_000_000 + i * 997;
+            let quick = clock.quick_deadline(target);
+            assert_eq!(quick, Some(clock.plan(Instant::from_nanos(target)).1.ticks()), "{i}");
+        }
     }
 }

@@ -115,8 +115,13 @@ impl<C: Counter> Clock<C> {
         // The handover's reach back (readings before the new base still read the old
         // timeline) is sized by the larger, so that a CPU lagging by up to a margin at either
         // rate is never taken for late.
-        let reach = margin.max(geometry.margin(&scale)).saturating_mul(2);
-        let margin = margin.min(geometry.margin(&scale));
+        let new_margin = if scale == tb.scale {
+            margin
+        } else {
+            geometry.margin(&scale)
+        };
+        let reach = margin.max(new_margin).saturating_mul(2);
+        let margin = margin.min(new_margin);
         // A fresh timeline starts from a counter reading made now (confirmed, promise 7).
         let fresh_reading = || self.confirm_fresh(width, self.read_after_fence(&geometry));
         // The time a rebase that continues a timeline (or starts from the handover) counts as
