@@ -145,7 +145,11 @@ pub(crate) const fn ns_to_ticks_ceil_narrow(ns: u32, inv_mult: u64, shift: u32) 
     } else {
         (t >> s, t & ((1u64 << s) - 1))
     };
-    q + if rem != 0 || a & 0xffff_ffff != 0 { 1 } else { 0 }
+    q + if rem != 0 || a & 0xffff_ffff != 0 {
+        1
+    } else {
+        0
+    }
 }
 
 impl Scale {

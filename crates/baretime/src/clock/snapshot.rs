@@ -143,6 +143,7 @@ impl<C: Counter> Clock<C> {
     /// readers' formula prove the least, before the timeline's end and within half an update
     /// interval. The tick `deadline`'s search would find there. `None` for everything else
     /// (the full search), and for 64-bit counters, whose reading a second read confirms.
+    #[inline(never)]
     pub(crate) fn quick_deadline(&self, target: u64) -> Option<u64> {
         let width = self.width();
         if width == Width::FULL {
@@ -155,30 +156,43 @@ impl<C: Counter> Clock<C> {
         let [b, base_ns, int, frac, _, _, _, _, _, inv, millihz, ..] = words;
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
         let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
-        let (inv, millihz) = (inv.load(), millihz.load());
+        let (inv, shift) = (inv.load(), millihz.load_high() >> (SHIFT_AT - 32));
         if !self.timeline.unchanged(s1) {
             return None;
         }
         let d = width.delta(b, t);
-        // Ends are below 2^62: no sum below overflows.
+        // Ends are below 2^62: no sum below overflows. On a 32-bit core distances, the tick
+        // length's integer part and (`in_force`) its fraction fit 32 bits: `advance_narrow`.
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        #[allow(clippy::cast_possible_truncation)] // below 2^32, as just said
+        let value = |k: u64| {
+            super::read::advance_narrow(
+                base_ns,
+                d.saturating_add(k) as u32,
+                int as u32,
+                (frac >> 32) as u32,
+            )
+        };
+        #[cfg(any(loom, target_has_atomic = "64"))]
         let value = |k: u64| advance(base_ns, d.saturating_add(k), int, frac);
         if d >= lim || value(0) >= target {
             return None;
         }
-        let scale = Scale::from_parts(
-            int,
-            frac,
-            inv,
-            u32::try_from(millihz.wrapping_shr(SHIFT_AT)).unwrap_or(u32::MAX),
-            millihz & ((1 << SHIFT_AT) - 1),
-        );
+        let scale = Scale::from_parts(int, frac, inv, shift, 0);
         let k = scale
             .ns_to_ticks_ceil(target.saturating_sub(base_ns))
             .checked_sub(d)?;
         // Half the update interval is at least this (the margin is at most 1/16 of the wrap):
         // `deadline`'s cap does not apply below it.
         let margin_max = (width.mask() >> 4).max(1);
-        let cap = geometry.deadline.saturating_sub(margin_max).saturating_sub(1) >> 1;
+        let cap = geometry
+            .deadline
+            .saturating_sub(margin_max)
+            .saturating_sub(1)
+            >> 1;
+        if k == 0 || k > cap || d.saturating_add(k) > geometry.deadline {
+            return None;
+        }
         // The guess is the least tick or one past it (the inverse is rounded up: a span that
         // is a whole number of ticks may come out a tick long).
         let k = if k >= 2 && value(k.saturating_sub(1)) >= target {
@@ -186,9 +200,7 @@ impl<C: Counter> Clock<C> {
         } else {
             k
         };
-        let on_timeline = k >= 1 && k <= cap && d.saturating_add(k) <= geometry.deadline;
-        (on_timeline && value(k.saturating_sub(1)) < target && value(k) >= target)
-            .then(|| width.add(raw, k))
+        (value(k.saturating_sub(1)) < target && value(k) >= target).then(|| width.add(raw, k))
     }
 }
 
@@ -247,7 +259,11 @@ mod tests {
             ticks.set((ticks.get() + 600) & 0xffff_ffff);
             let target = clock.now().as_nanos() + 5_000_000 + i * 997;
             let quick = clock.quick_deadline(target);
-            assert_eq!(quick, Some(clock.plan(Instant::from_nanos(target)).1.ticks()), "{i}");
+            assert_eq!(
+                quick,
+                Some(clock.plan(Instant::from_nanos(target)).1.ticks()),
+                "{i}"
+            );
         }
     }
 }

@@ -33,7 +33,11 @@ impl<C: Counter> Clock<C> {
                 // The ticks just before the base read as the epoch: a CPU whose counter lags the
                 // one that started the clock by up to the handover stands still at 0.
                 let hand = geometry.margin(&scale).saturating_mul(2);
-                self.publish(&geometry, &Timebase::fresh(t, 0, scale, hand));
+                self.publish(
+                    &geometry,
+                    &Timebase::fresh(t, 0, scale, hand),
+                    geometry.margin(&scale),
+                );
                 return Ok(());
             }
             (Write::Start(_), true) => return Err(ClockError::Started),
@@ -189,7 +193,7 @@ impl<C: Counter> Clock<C> {
                         _ => tb,
                     };
                     let next = next.keeping_slowest(&tb);
-                    self.publish(&geometry, &next);
+                    self.publish(&geometry, &next, geometry.margin(&next.scale));
                     return match what {
                         Write::Rebase(..) => {
                             self.raise_mark(next.base_ns);
@@ -216,7 +220,7 @@ impl<C: Counter> Clock<C> {
                         slow: fresh.slow.max(tb.slow).max(mult(&tb.scale)),
                         ..fresh
                     };
-                    self.publish(&geometry, &fresh);
+                    self.publish(&geometry, &fresh, new_margin);
                     return match what {
                         Write::Rebase(..) => Ok(()),
                         _ => Err(ClockError::Late),
@@ -387,7 +391,8 @@ impl<C: Counter> Clock<C> {
             }
         };
         let next = next.keeping_slowest(&tb);
-        self.publish(&geometry, &next);
+        // Every timeline built above runs at `scale`.
+        self.publish(&geometry, &next, new_margin);
         if let (true, Some(ns)) = (wide, rebased_to) {
             // A rebase that continues a timeline: its time counts as handed out, as a fresh
             // timeline's start does (below).
@@ -454,8 +459,7 @@ impl<C: Counter> Clock<C> {
     /// margin or more past the base as the version is published, the handover is dropped,
     /// and a version already past its deadline is published latched (time stands still at
     /// its end until the next write, which finds it late).
-    pub(super) fn publish(&self, geometry: &Geometry, next: &Timebase) {
-        let margin = geometry.margin(&next.scale);
+    pub(super) fn publish(&self, geometry: &Geometry, next: &Timebase, margin: u64) {
         // Where a reading `t` falls for `next`: past its base by a margin or more (its
         // handover can go), and past its deadline as well (it must be latched).
         let place = |t: u64| {
@@ -477,16 +481,19 @@ impl<C: Counter> Clock<C> {
             // counter that has not reached the base.
             let (past, late) =
                 place(self.confirm_fresh(geometry.width, self.read_after_fence(geometry)));
-            let mut next = *next;
+            let mut words = next.words();
             if past {
-                next.hand = 0;
+                // No handover: `hand` (word 8) is 0.
+                if let Some(hand) = words.get_mut(8) {
+                    *hand = 0;
+                }
                 if late {
                     gate.latched
                         .store(v.number.wrapping_add(1), Ordering::Relaxed);
                     gate.lim.store(0, Ordering::Relaxed);
                 }
             }
-            for (word, value) in slot.iter().zip(next.words()) {
+            for (word, value) in slot.iter().zip(words) {
                 word.store(value);
             }
         });
