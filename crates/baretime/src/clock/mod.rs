@@ -382,7 +382,9 @@ enum Write {
 ///    of a reader that found the old timeline closing — or, where that would be later, the
 ///    timeline's deadline (a write more than an interval after the base), or the base itself
 ///    where the counter had not reached it; each tick length kept to 2^-64 ns, which adds at
-///    most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year), on every width and rate — no write
+///    most 3 × 10⁻¹⁸ of the time: 0.1 ns after a year — on targets without 64-bit atomics
+///    to 2^-32 ns, rounded up, so that the read multiplies 32-bit halves: at most
+///    2.3 × 10⁻¹⁰ of a 1 GHz counter's time, 2.3 × 10⁻⁸ at 100 GHz), on every width and rate — no write
 ///    loses the fraction of a nanosecond it closes on — except where time stands still by
 ///    promises 3, 5 and 6. (So a write may move a reading forward by that nanosecond while
 ///    the counter stands: toward the counter's time, never past it.)
@@ -481,6 +483,10 @@ pub struct Clock<C: Counter> {
     /// before the base it is. Apart from the gates, which the fast path reads: two gates of
     /// four words fill one cache line.
     stops: [GateWord; 2],
+    /// Per slot, the handover margin of its timeline (ticks at its rate, `Geometry::margin`),
+    /// stored by the writer that publishes it: the next writer loads it rather than compute
+    /// it again (a tick count from nanoseconds: tens of instructions on a 32-bit core).
+    margins: [PlainWord; 2],
 }
 
 /// A clock that has not started: one literal for `Clock::uninit`'s `const` and loom versions.
@@ -495,6 +501,7 @@ macro_rules! unstarted {
             behind: AtomicBool::new(false),
             mark: Mark::new(),
             stops: [GateWord::new(0), GateWord::new(0)],
+            margins: [PlainWord::new(0), PlainWord::new(0)],
         }
     };
 }

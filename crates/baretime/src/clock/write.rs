@@ -45,7 +45,8 @@ impl<C: Counter> Clock<C> {
             _ => {}
         }
         let gate = self.gate(version.slot);
-        let margin = geometry.margin(&tb.scale);
+        // `geometry.margin(&tb.scale)`, as the write that published this version stored it.
+        let margin = of_slot(&self.margins, version.slot).load(Ordering::Relaxed);
         // The mark before the reading (as readers load it): what was handed out before.
         let mark = self.mark.load();
         let (t, stuck, passed) = self.read_past_handover(&tb, width, mark);
@@ -477,6 +478,7 @@ impl<C: Counter> Clock<C> {
                 WIDE_ATOMICS || next.at(geometry.deadline) < u64::MAX,
             );
             self.stop_word(v.slot).store(0, Ordering::Relaxed);
+            of_slot(&self.margins, v.slot).store(margin, Ordering::Relaxed);
             // Confirmed (promise 7): a glitched read here would drop the handover of a
             // counter that has not reached the base.
             let (past, late) =
