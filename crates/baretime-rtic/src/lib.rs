@@ -69,7 +69,7 @@
 //! ```ignore
 //! baretime_rtic::monotonic!(Mono, &CLOCK, Timer0Alarm);
 //!
-//! #[rtic::app(device = pac, dispatchers = [UART0, UART1])]
+//! #[rtic::app(device = crate::pac, peripherals = false, dispatchers = [I2S])]
 //! mod app {
 //!     use super::*;
 //!
@@ -78,7 +78,7 @@
 //!
 //!     #[init]
 //!     fn init(_cx: init::Context) -> (Shared, Local) {
-//!         start_counter();
+//!         board::start_timers_counter(); // the clock's counter
 //!         CLOCK.start(Frequency::exact_hz(25_000_000).unwrap()).unwrap();
 //!         Mono::start(Timer0Alarm);
 //!         sleeper::spawn().ok();
@@ -86,7 +86,7 @@
 //!     }
 //!
 //!     // The alarm's interrupt, at a priority above the tasks that wait.
-//!     #[task(binds = TIMER0, priority = 3)]
+//!     #[task(binds = TIMER0, priority = 2)]
 //!     fn alarm(_cx: alarm::Context) {
 //!         Timer0Alarm::clear();
 //!         Mono::on_interrupt();
@@ -95,7 +95,9 @@
 //!     #[task(priority = 1)]
 //!     async fn sleeper(_cx: sleeper::Context) {
 //!         loop {
-//!             Mono::delay(10.millis()).await;
+//!             let until = Mono::now() + 10.millis();
+//!             Mono::delay_until(until).await;
+//!             assert!(Mono::now() >= until);
 //!         }
 //!     }
 //! }
