@@ -20,6 +20,9 @@
 //! woken by a CMSDK timer as the alarm (`src/timers.rs`). With the `rtic` feature it runs
 //! `rtic-m4`: RTIC 2 tasks sleeping through baretime-rtic's monotonic on the same clock and
 //! alarm (`src/rtic_app.rs`, with the few device-crate lines RTIC needs in `src/pac.rs`).
+//!
+//! With the `cost` feature it runs the `cost-m4` / `cost-m0` scenario instead: what each clock
+//! call costs, timed by a second hardware timer (`src/cost.rs`).
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 // The board follows the core: thumbv7m / thumbv7em (32-bit compare-and-swap) run on MPS2,
@@ -38,7 +41,10 @@ mod out;
 mod pac;
 #[cfg(all(target_os = "none", feature = "rtic"))]
 mod rtic_app;
-#[cfg(all(target_os = "none", not(any(feature = "timers", feature = "rtic"))))]
+#[cfg(all(
+    target_os = "none",
+    not(any(feature = "timers", feature = "rtic", feature = "cost"))
+))]
 mod run;
 #[cfg(all(target_os = "none", feature = "timers"))]
 mod timers;
@@ -48,6 +54,17 @@ compile_error!("the `timers` scenario runs on MPS2 (thumbv7m / thumbv7em) only")
 compile_error!("the `rtic` scenario runs on MPS2 (thumbv7m / thumbv7em) only");
 #[cfg(all(feature = "timers", feature = "rtic"))]
 compile_error!("the `timers` and `rtic` scenarios are separate builds: enable one");
+#[cfg(all(target_os = "none", feature = "cost"))]
+mod cost;
+#[cfg(all(
+    feature = "cost",
+    any(
+        feature = "timers",
+        feature = "rtic",
+        feature = "portable-atomic-critical-section"
+    )
+))]
+compile_error!("`cost` has its own critical-section implementation: build it without `timers`, `rtic` and `portable-atomic-critical-section`");
 
 /// On the host there is nothing to run: the firmware only makes sense on a Cortex-M.
 #[cfg(not(target_os = "none"))]

@@ -24,6 +24,12 @@
 //! The `rtic` scenario (`src/rtic_app.rs`) uses the same three, the alarm and the tick as
 //! RTIC hardware tasks whose priorities RTIC sets (the alarm 2, the tick 4: `src/pac.rs`
 //! has 3 priority bits).
+//!
+//! The `cost` scenario (`src/cost.rs`) keeps the clock's counter and the narrow timer (its
+//! wrap interrupt on only while the extended clock is measured), and times calls with a
+//! stopwatch: CMSDK timer 1, free-running at 25 MHz, no interrupt.
+// The `cost` build uses the counters and the stopwatch only.
+#![cfg_attr(feature = "cost", allow(dead_code, unused_imports))]
 
 #[cfg(any(feature = "timers", feature = "rtic"))]
 use baretime::Alarm;
@@ -32,7 +38,7 @@ use baretime::Counter;
 use baretime::NarrowTimer;
 #[cfg(any(feature = "timers", feature = "rtic"))]
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 use cortex_m::peripheral::scb::SystemHandler;
 #[cfg(not(any(feature = "timers", feature = "rtic")))]
 use cortex_m::peripheral::syst::SystClkSource;
@@ -41,7 +47,7 @@ use cortex_m::peripheral::NVIC;
 use cortex_m::peripheral::{SCB, SYST};
 
 use crate::mmio::{read, write};
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 use crate::run::Role;
 
 /// QEMU's mps2 system clock, which drives SysTick and the APB timers.
@@ -51,7 +57,7 @@ pub const HZ: u64 = 25_000_000;
 pub const NARROW_BITS: u32 = 16;
 /// The board, as the results name it (AN385 and AN386 differ only in the core).
 pub const NAME: &str = "mps2";
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// What SysTick's handler does.
 pub const SYSTICK_ROLE: Role = Role::Wrap;
 
@@ -77,7 +83,7 @@ const T_INTCLEAR: usize = 0x0c;
 
 /// IRQ numbers: CMSDK timers 0 and 1, the dual timer.
 const IRQ_TIMER0: u16 = 8;
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 const IRQ_TIMER1: u16 = 9;
 #[cfg(not(feature = "rtic"))]
 const IRQ_DUALTIMER: u16 = 10;
@@ -147,7 +153,7 @@ pub fn start_counters(syst: &mut SYST) {
     syst.enable_counter();
 }
 
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// Sets the priorities and starts the periodic interrupts.
 pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     // SAFETY: priorities are set before the interrupts are unmasked, no priority-based
@@ -176,7 +182,7 @@ pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     }
 }
 
-#[cfg(not(any(feature = "timers", feature = "rtic")))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// The role of device interrupt `irqn`, its source acknowledged.
 pub fn take_irq(irqn: i16) -> Option<Role> {
     match irqn {
@@ -197,11 +203,11 @@ pub fn take_irq(irqn: i16) -> Option<Role> {
 }
 
 /// CMSDK timer CTRL: enable, interrupt enable. VALUE: the count.
-#[cfg(any(feature = "timers", feature = "rtic"))]
+#[cfg(any(feature = "timers", feature = "rtic", feature = "cost"))]
 const T_ENABLE: u32 = 1 << 0;
 #[cfg(any(feature = "timers", feature = "rtic"))]
 const T_IRQEN: u32 = 1 << 3;
-#[cfg(any(feature = "timers", feature = "rtic"))]
+#[cfg(any(feature = "timers", feature = "rtic", feature = "cost"))]
 const T_VALUE: usize = 0x04;
 
 /// Ticks by which [`Timer0Alarm::arm`] shortens the load, for the time between its counter
@@ -334,4 +340,35 @@ pub fn timers_irq(irqn: i16) -> Option<TimersIrq> {
 #[cfg(feature = "timers")]
 pub fn pend_alarm() {
     NVIC::pend(Irq(IRQ_TIMER0));
+}
+
+/// The `cost` scenario's stopwatch: CMSDK timer 1, free-running down from 2^32 − 1 at
+/// [`HZ`], no interrupt.
+#[cfg(feature = "cost")]
+pub fn start_stopwatch() {
+    write(TIMER1 + T_CTRL, 0);
+    write(TIMER1 + T_RELOAD, u32::MAX);
+    write(TIMER1 + T_VALUE, u32::MAX);
+    write(TIMER1 + T_CTRL, T_ENABLE);
+}
+
+/// The stopwatch's count, counting up.
+#[cfg(feature = "cost")]
+#[inline(always)]
+pub fn stopwatch() -> u32 {
+    !read(TIMER1 + T_VALUE)
+}
+
+/// The narrow timer's wrap interrupt is SysTick's exception, not a device interrupt.
+#[cfg(feature = "cost")]
+pub const WRAP_IRQ: Option<i16> = None;
+
+/// Turns the narrow timer's wrap interrupt (SysTick's) on or off.
+#[cfg(feature = "cost")]
+pub fn wrap_interrupt(syst: &mut SYST, on: bool) {
+    if on {
+        syst.enable_interrupt();
+    } else {
+        syst.disable_interrupt();
+    }
 }

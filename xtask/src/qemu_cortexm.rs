@@ -12,6 +12,8 @@
 //! | `cortex-m0-microbit-portable-atomic-single-core` | | | `portable-atomic` + portable-atomic's `unsafe-assume-single-core` |
 //! | `timers-m4` | `mps2-an386` | thumbv7em-none-eabihf | `timers` (no atomic feature: what the README recommends for thumbv7em) |
 //! | `rtic-m4` | `mps2-an386` | thumbv7em-none-eabihf | `rtic` |
+//! | `cost-m4` | `mps2-an386` | thumbv7em-none-eabihf | `cost` |
+//! | `cost-m0` | `microbit` | thumbv6m-none-eabi | `cost`, `single-core` |
 //!
 //! Time is QEMU's instruction count (`-icount`): the timers advance with the instructions
 //! the guest executes, not with the host's clock, so a busy host slows a run down without
@@ -77,7 +79,31 @@
 //! 68.8 µs; the carried fraction of a nanosecond in every write (issue 14's promise 2) put
 //! it back to 75.9 µs (the 1 kHz `update` and the snapshot cost more). The issue's 50 µs goal is met at shift 3 (125 MIPS, about a 168 MHz Cortex-M4)
 //! and missed at the board's own speed (shift 5, about 31 MIPS).
-
+//!
+//! # `cost-m4`, `cost-m0`
+//!
+//! The firmware's `cost` build (`firmware/src/cost.rs`) under `-icount shift=0`: one
+//! instruction is one nanosecond of virtual time, so a second hardware timer (a CMSDK timer at
+//! 25 MHz on MPS2, 40 instructions a tick; the nRF51's TIMER2 at 16 MHz, 62.5) counts
+//! instructions. It prints the mean instructions per call, the loop around the calls
+//! subtracted, of the raw 32-bit counter read (`raw`), a bare generation-checked clock read
+//! written in the firmware (`floor`: the least a correct lock-free read needs), `Clock::now`
+//! (`now`) and on the extended 16-bit timer (`now_ext`), `ExtendedTimer::ticks`, `CoarseClock::now`,
+//! `Clock::update` 100 µs after the last write, `Clock::deadline` 5 ms ahead, the embassy
+//! driver's `now`, and the longest and mean interrupts-off stretch inside the driver's
+//! `schedule_wake` and `on_alarm` (`irq_off_max`, `irq_off_mean`: whole stopwatch ticks,
+//! `irq_off_resolution`); `now_over_floor` is the ratio. `calib_nop1000` (a function of 1 000
+//! `nop`s, less the same function without them) must come out within [`CALIB_SLACK`] of
+//! 1 000, or the run fails: the stopwatch does not count instructions. The firmware is built
+//! as every scenario's: `--release`, Cargo's default release profile (the workspace sets
+//! none: opt-level 3, no LTO, 16 codegen units; baretime's generic `Clock` is compiled, and
+//! inlined, in the firmware crate).
+//!
+//! It fails when the run did not finish, any call returned an error, or a figure missed the
+//! issue's targets: `now` ≤ [`GOAL_NOW_OVER_FLOOR`] × `floor` on both cores; on the M4 also
+//! `deadline` ≤ [`GOAL_M4_DEADLINE`], `update` ≤ [`GOAL_M4_UPDATE`], `irq_off_max` ≤
+//! [`GOAL_M4_IRQ_OFF_MAX`] instructions. `missed=` names the targets missed. `cargo xtask qemu
+//! cost` runs both.
 //!
 //! # `rtic-m4`
 //!
@@ -119,6 +145,16 @@ const MIN_INTERRUPTS: f64 = 100_000.0;
 const MIN_WAKES: f64 = 1_000.0;
 /// The issue's lateness goal under TCG (reported, not judged).
 const LATENESS_GOAL_P50_US: f64 = 50.0;
+/// How far `calib_nop1000` may be from 1 000 instructions: the two loops' code may differ by
+/// an instruction or two.
+const CALIB_SLACK: f64 = 5.0;
+/// The issue's cost targets, in instructions (`-icount shift=0`): `Clock::now` against the
+/// bare read on both cores; `Clock::deadline`, `Clock::update` and the driver's longest
+/// interrupts-off stretch on the M4.
+const GOAL_NOW_OVER_FLOOR: f64 = 2.0;
+const GOAL_M4_DEADLINE: f64 = 150.0;
+const GOAL_M4_UPDATE: f64 = 300.0;
+const GOAL_M4_IRQ_OFF_MAX: f64 = 250.0;
 
 /// What a firmware build runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -129,6 +165,8 @@ enum Kind {
     Timers,
     /// `firmware/src/rtic_app.rs`: RTIC tasks sleeping on the clock (judged as `Timers`).
     Rtic,
+    /// `firmware/src/cost.rs`: what each call costs, in instructions.
+    Cost,
 }
 
 /// One firmware build and the board it runs on.
@@ -222,6 +260,22 @@ const BOARDS: &[Board] = &[
         icount_shift: 5,
         kind: Kind::Rtic,
     },
+    Board {
+        name: name::COST_M4,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "cost",
+        icount_shift: 0,
+        kind: Kind::Cost,
+    },
+    Board {
+        name: name::COST_M0,
+        target: "thumbv6m-none-eabi",
+        machine: "microbit",
+        features: "cost,single-core",
+        icount_shift: 0,
+        kind: Kind::Cost,
+    },
 ];
 
 /// The firmware's keys each line carries.
@@ -267,8 +321,11 @@ pub(super) fn scenarios(wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         // Built and run one at a time: every build writes the same executable path.
         match build(board).and_then(|elf| boot(board, &elf)) {
             Err(e) => line.fail(e),
-            Ok(run) if board.kind != Kind::Reads => judge_timers(&mut line, board, &run),
-            Ok(run) => judge(&mut line, &run),
+            Ok(run) => match board.kind {
+                Kind::Reads => judge(&mut line, &run),
+                Kind::Timers | Kind::Rtic => judge_timers(&mut line, board, &run),
+                Kind::Cost => judge_cost(&mut line, board, &run),
+            },
         }
         line.print();
         lines.push(line);
@@ -328,7 +385,7 @@ fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
         .args([
             "-icount",
             &match board.kind {
-                Kind::Reads => format!("shift={}", board.icount_shift),
+                Kind::Reads | Kind::Cost => format!("shift={}", board.icount_shift),
                 Kind::Timers | Kind::Rtic => format!("shift={},sleep=off", board.icount_shift),
             },
         ])
@@ -491,5 +548,81 @@ fn judge_timers(line: &mut Line, board: &Board, run: &Run) {
     }
     if p50.is_nan() {
         line.fail("no lateness figures");
+    }
+}
+
+/// The `cost` firmware's figures (instructions per call under `shift=0`), and what else its
+/// lines carry.
+const COST_FIGURES: &[&str] = &[
+    "calib_nop1000",
+    "empty_loop",
+    "raw",
+    "floor",
+    "now",
+    "now_ext",
+    "ext_ticks",
+    "coarse",
+    "update",
+    "deadline",
+    "driver_now",
+    "irq_off_max",
+    "irq_off_mean",
+];
+const COST_KEYS: &[&str] = &["irq_off_count", "wakes_scheduled", "errors"];
+
+/// Checks a `cost-m4` / `cost-m0` run (see the module docs).
+fn judge_cost(line: &mut Line, board: &Board, run: &Run) {
+    line.key("icount_shift", board.icount_shift);
+    line.key("profile", "release");
+    line.copy(run, COST_FIGURES);
+    line.copy(run, COST_KEYS);
+    if let Some(tick) = run.get("stopwatch_tick_ns") {
+        line.key("irq_off_resolution", tick);
+    }
+    if let Some(why) = run.broken() {
+        line.fail(why);
+        return;
+    }
+    let num = |k: &str| run.num(k).unwrap_or(f64::NAN);
+    if let Some(k) = COST_FIGURES.iter().find(|k| num(k).is_nan()) {
+        line.fail(format!("no {k} in the firmware's output"));
+        return;
+    }
+    let calib = num("calib_nop1000");
+    if (calib - 1000.0).abs() > CALIB_SLACK {
+        line.fail(format!(
+            "calib_nop1000={calib}: the stopwatch does not count one instruction a nanosecond"
+        ));
+    }
+    if num("errors") != 0.0 {
+        line.fail(format!("errors={}: a clock call failed", num("errors")));
+    }
+    let ratio = num("now") / num("floor");
+    line.key("now_over_floor", format!("{ratio:.2}"));
+    let mut goals = vec![("now_over_floor", ratio, GOAL_NOW_OVER_FLOOR)];
+    if board.name == name::COST_M4 {
+        goals.extend([
+            ("deadline", num("deadline"), GOAL_M4_DEADLINE),
+            ("update", num("update"), GOAL_M4_UPDATE),
+            ("irq_off_max", num("irq_off_max"), GOAL_M4_IRQ_OFF_MAX),
+        ]);
+    }
+    let mut missed = Vec::new();
+    for (key, value, goal) in goals {
+        line.key(&format!("goal_{key}"), goal);
+        if value.is_nan() || value > goal {
+            missed.push(key);
+        }
+    }
+    line.key(
+        "missed",
+        if missed.is_empty() {
+            "none".to_string()
+        } else {
+            missed.join(",")
+        },
+    );
+    if !missed.is_empty() {
+        line.fail(format!("missed the issue's targets: {}", missed.join(", ")));
     }
 }

