@@ -14,7 +14,7 @@
 //! - **One call at a time** ([`per_call`]): the stopwatch read just before and after each
 //!   call, its setup outside, less the same pair around nothing. `update` (`Clock::update`,
 //!   100 µs after the last write) and `deadline` (`Clock::deadline` 5 ms ahead). A sample is
-//!   whole ticks; [`spin`] first runs 3·k instructions, k = 1, 2, …, 1000 in turn, so the
+//!   whole ticks; [`spin`] first runs 3·k instructions, k = 1, 2, 3, … in turn, so the
 //!   calls start evenly over the tick's phases and the mean of the samples is the mean cost
 //!   (without it the wait before each call would start them at one phase, off by up to a tick).
 //!
@@ -62,8 +62,10 @@ embassy_time_driver::time_driver_impl!(static TIMED: TimedDriver = TimedDriver);
 
 /// Calls per loop figure.
 const CALLS: u32 = 20_000;
-/// Calls per one-at-a-time figure.
+/// Calls per one-at-a-time figure (`update`: half as many, each after a 100 µs wait).
 const ROUNDS: u32 = 1_000;
+/// Calls per `calib_nop1000` loop.
+const CALIB_CALLS: u32 = 2_000;
 /// How long `update` waits between calls: the time since the last write it handles.
 const UPDATE_EVERY_NS: u64 = 100_000;
 /// How far ahead `deadline` aims.
@@ -96,23 +98,27 @@ impl fmt::Display for Ns10 {
     }
 }
 
-/// Mean ns per call of `f` over [`CALLS`] calls in a loop (the loop's own cost included).
+/// Mean ns per call of `f` over `calls` calls in a loop (the loop's own cost included).
 #[inline(always)]
-fn looped(mut f: impl FnMut(u32) -> u64) -> Ns10 {
+fn looped(calls: u32, mut f: impl FnMut(u32) -> u64) -> Ns10 {
     let t0 = board::stopwatch();
-    for i in 0..CALLS {
+    for i in 0..calls {
         black_box(f(black_box(i)));
     }
     let t1 = board::stopwatch();
-    ticks_to_ns10(i64::from(t1.wrapping_sub(t0)), CALLS)
+    ticks_to_ns10(i64::from(t1.wrapping_sub(t0)), calls)
 }
 
-/// Mean ns per call of `f`, timed one call at a time over [`ROUNDS`] calls, `prepare`'s work
+/// Mean ns per call of `f`, timed one call at a time over `rounds` calls, `prepare`'s work
 /// (the argument of each call) untimed; the two stopwatch reads included.
 #[inline(always)]
-fn per_call<T>(mut prepare: impl FnMut(u32) -> T, mut f: impl FnMut(T) -> u64) -> Ns10 {
+fn per_call<T>(
+    rounds: u32,
+    mut prepare: impl FnMut(u32) -> T,
+    mut f: impl FnMut(T) -> u64,
+) -> Ns10 {
     let mut ticks = 0i64;
-    for i in 0..ROUNDS {
+    for i in 0..rounds {
         let arg = prepare(i);
         spin(1 + i % 1000);
         let t0 = board::stopwatch();
@@ -120,7 +126,7 @@ fn per_call<T>(mut prepare: impl FnMut(u32) -> T, mut f: impl FnMut(T) -> u64) -
         let t1 = board::stopwatch();
         ticks += i64::from(t1.wrapping_sub(t0));
     }
-    ticks_to_ns10(ticks, ROUNDS)
+    ticks_to_ns10(ticks, rounds)
 }
 
 /// Runs `n` (≥ 1) iterations of a 3-instruction loop: a phase shift of 3·n instructions,
@@ -265,24 +271,28 @@ impl Driver for TimedDriver {
         DRIVER.now()
     }
     fn schedule_wake(&self, at: u64, waker: &Waker) {
-        measured(|| DRIVER.schedule_wake(at, waker));
+        measured(SCHEDULE_WAKE, || DRIVER.schedule_wake(at, waker));
     }
 }
 
-/// Whether the critical sections taken now are measured; when the outermost began; the
-/// longest, their total and count (stopwatch ticks). Written with interrupts off (thread
-/// mode: thumbv6m has no read-modify-write atomics).
-static MEASURING: AtomicBool = AtomicBool::new(false);
+/// Which driver call's critical sections are measured now ([`SCHEDULE_WAKE`], [`ON_ALARM`];
+/// none: [`NONE`]); when the outermost began; the longest per call, their total and count
+/// (stopwatch ticks). Written with interrupts off (thread mode: thumbv6m has no
+/// read-modify-write atomics).
+static MEASURING: AtomicU32 = AtomicU32::new(NONE);
+const NONE: u32 = 2;
+const SCHEDULE_WAKE: u32 = 0;
+const ON_ALARM: u32 = 1;
 static OFF_SINCE: AtomicU32 = AtomicU32::new(0);
-static OFF_MAX: AtomicU32 = AtomicU32::new(0);
+static OFF_MAX: [AtomicU32; 2] = [AtomicU32::new(0), AtomicU32::new(0)];
 static OFF_SUM: AtomicU32 = AtomicU32::new(0);
 static OFF_COUNT: AtomicU32 = AtomicU32::new(0);
 
-/// Runs `f` (a driver call) with its critical sections measured.
-fn measured<R>(f: impl FnOnce() -> R) -> R {
-    MEASURING.store(true, Relaxed);
+/// Runs `f` (the driver's `call`) with its critical sections measured.
+fn measured<R>(call: u32, f: impl FnOnce() -> R) -> R {
+    MEASURING.store(call, Relaxed);
     let r = f();
-    MEASURING.store(false, Relaxed);
+    MEASURING.store(NONE, Relaxed);
     r
 }
 
@@ -298,7 +308,7 @@ unsafe impl critical_section::Impl for TimedCs {
     unsafe fn acquire() -> u32 {
         let was = primask::read_raw();
         cortex_m::interrupt::disable();
-        if was & 1 == 0 && MEASURING.load(Relaxed) {
+        if was & 1 == 0 && MEASURING.load(Relaxed) != NONE {
             OFF_SINCE.store(board::stopwatch(), Relaxed);
         }
         was
@@ -306,9 +316,9 @@ unsafe impl critical_section::Impl for TimedCs {
 
     unsafe fn release(was: u32) {
         if was & 1 == 0 {
-            if MEASURING.load(Relaxed) {
+            if let Some(max) = OFF_MAX.get(MEASURING.load(Relaxed) as usize) {
                 let off = board::stopwatch().wrapping_sub(OFF_SINCE.load(Relaxed));
-                OFF_MAX.store(OFF_MAX.load(Relaxed).max(off), Relaxed);
+                max.store(max.load(Relaxed).max(off), Relaxed);
                 OFF_SUM.store(OFF_SUM.load(Relaxed).wrapping_add(off), Relaxed);
                 OFF_COUNT.store(OFF_COUNT.load(Relaxed) + 1, Relaxed);
             }
@@ -392,27 +402,28 @@ async fn main(spawner: Spawner) {
     // SAFETY: the clocks the wrap handler updates are started; no critical section is open.
     unsafe { cortex_m::interrupt::enable() };
 
-    let empty = looped(u64::from);
-    let now_ext = looped(|_| EXT_CLOCK.now().as_nanos()) - empty;
-    let ext_ticks = looped(|_| NARROW.ticks()) - empty;
+    let empty = looped(CALLS, u64::from);
+    let now_ext = looped(CALLS, |_| EXT_CLOCK.now().as_nanos()) - empty;
+    let ext_ticks = looped(CALLS, |_| NARROW.ticks()) - empty;
     // The extended clock is done with: no wrap interrupt in the other figures.
     board::wrap_interrupt(&mut cp.SYST, false);
-    let calib = looped(|i| {
+    let calib = looped(CALIB_CALLS, |i| {
         nop1000();
         u64::from(i)
-    }) - looped(|i| {
+    }) - looped(CALIB_CALLS, |i| {
         nop0();
         u64::from(i)
     });
-    let raw = looped(|_| Main.ticks()) - empty;
-    let floor = looped(|_| FLOOR.now()) - empty;
-    let now = looped(|_| CLOCK.now().as_nanos()) - empty;
-    let coarse = looped(|_| COARSE.now().as_nanos()) - empty;
-    let driver_now = looped(|_| DRIVER.now()) - empty;
+    let raw = looped(CALLS, |_| Main.ticks()) - empty;
+    let floor = looped(CALLS, |_| FLOOR.now()) - empty;
+    let now = looped(CALLS, |_| CLOCK.now().as_nanos()) - empty;
+    let coarse = looped(CALLS, |_| COARSE.now().as_nanos()) - empty;
+    let driver_now = looped(CALLS, |_| DRIVER.now()) - empty;
 
     let mut errors = 0u32;
-    let pair = per_call(u64::from, |i| i);
+    let pair = per_call(ROUNDS, u64::from, |i| i);
     let update = per_call(
+        ROUNDS / 2,
         |_| wait_ns(UPDATE_EVERY_NS),
         |()| match CLOCK.update() {
             Ok(()) => 0,
@@ -423,6 +434,7 @@ async fn main(spawner: Spawner) {
         },
     ) - pair;
     let deadline = per_call(
+        ROUNDS,
         |i| Instant::from_nanos(CLOCK.now().as_nanos() + DEADLINE_AHEAD_NS + u64::from(i)),
         |at| match CLOCK.deadline(at) {
             Ok(d) => d.ticks(),
@@ -444,13 +456,16 @@ async fn main(spawner: Spawner) {
         if ARMED.load(Relaxed) {
             let at = ARMED_AT.load(Relaxed);
             while (Main.ticks() as u32).wrapping_sub(at) >= 1 << 31 {}
-            measured(|| DRIVER.on_alarm());
+            measured(ON_ALARM, || DRIVER.on_alarm());
         }
         YieldNow(false).await;
     }
     cortex_m::interrupt::disable();
     let count = OFF_COUNT.load(Relaxed).max(1);
-    let off_max = ticks_to_ns10(i64::from(OFF_MAX.load(Relaxed)), 1);
+    let [schedule_max, alarm_max] = OFF_MAX.each_ref().map(|m| m.load(Relaxed));
+    let off_max = ticks_to_ns10(i64::from(schedule_max.max(alarm_max)), 1);
+    let schedule_max = ticks_to_ns10(i64::from(schedule_max), 1);
+    let alarm_max = ticks_to_ns10(i64::from(alarm_max), 1);
     let off_mean = ticks_to_ns10(i64::from(OFF_SUM.load(Relaxed)), count);
 
     let mut line = Line::new();
@@ -471,7 +486,7 @@ async fn main(spawner: Spawner) {
     let mut line = Line::new();
     let _ = write!(
         line,
-        "irq_off_max={off_max} irq_off_mean={off_mean} irq_off_count={} wakes_scheduled={} done=1",
+        "irq_off_max={off_max} irq_off_mean={off_mean} irq_off_max_schedule_wake={schedule_max} irq_off_max_on_alarm={alarm_max} irq_off_count={} wakes_scheduled={} done=1",
         OFF_COUNT.load(Relaxed),
         SLEEPERS as u32 * SLEEPS,
     );
