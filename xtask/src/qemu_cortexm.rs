@@ -94,6 +94,9 @@ const MIN_WAKES: f64 = 1_000.0;
 /// The lateness goal under TCG (reported, not judged).
 const LATENESS_GOAL_P50_US: f64 = 50.0;
 
+/// The bound on interrupts off per driver call, in instructions (reported, not judged).
+const IRQ_OFF_GOAL_INSTRUCTIONS: f64 = 250.0;
+
 /// What a firmware build runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -393,6 +396,11 @@ const TIMERS_KEYS: &[&str] = &[
     "update_errors",
     "cost_now_ns",
     "cost_deadline_ns",
+    "irq_off_sections",
+    "irq_off_p50_ns",
+    "irq_off_p99_ns",
+    "irq_off_max_ns",
+    "tick_latency_max_ns",
     "run_ms",
 ];
 
@@ -418,7 +426,19 @@ fn judge_timers(line: &mut Line, board: &Board, run: &Run) {
             "missed"
         },
     );
-    line.key("ns_per_instruction", 1u64 << board.icount_shift);
+    let ns_per_instruction = 1u64 << board.icount_shift;
+    line.key("ns_per_instruction", ns_per_instruction);
+    // Interrupts off, in instructions (`-icount`: each takes `ns_per_instruction`).
+    let irq_off_max = num("irq_off_max_ns") / ns_per_instruction as f64;
+    line.key("irq_off_max_instructions", irq_off_max.round());
+    line.key(
+        "irq_off_goal",
+        if irq_off_max <= IRQ_OFF_GOAL_INSTRUCTIONS {
+            "met"
+        } else {
+            "missed"
+        },
+    );
     let early = num("early");
     if early != 0.0 {
         line.fail(format!(
