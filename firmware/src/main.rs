@@ -33,6 +33,8 @@ mod board;
 #[cfg(all(target_os = "none", not(target_has_atomic = "32")))]
 #[path = "microbit.rs"]
 mod board;
+#[cfg(all(target_os = "none", feature = "timers"))]
+mod irq_off;
 #[cfg(target_os = "none")]
 mod mmio;
 #[cfg(target_os = "none")]

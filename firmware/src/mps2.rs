@@ -335,6 +335,13 @@ pub fn timers_irq(irqn: i16) -> Option<TimersIrq> {
     }
 }
 
+/// Ticks since the 1 kHz tick's count last ran out: in its handler, how late the handler
+/// started (its entry latency, interrupts held off included).
+#[cfg(feature = "timers")]
+pub fn tick_elapsed() -> u32 {
+    ((HZ / 1000) as u32).wrapping_sub(read(DT1 + DT_VALUE))
+}
+
 /// Raises the alarm's interrupt by hand: the driver plans its wake again (after a
 /// recalibration).
 #[cfg(feature = "timers")]

@@ -161,6 +161,9 @@ const GOAL_M4_DEADLINE: f64 = 150.0;
 const GOAL_M4_UPDATE: f64 = 300.0;
 const GOAL_M4_IRQ_OFF_MAX: f64 = 250.0;
 
+/// The bound on interrupts off per driver call, in instructions (reported, not judged).
+const IRQ_OFF_GOAL_INSTRUCTIONS: f64 = 250.0;
+
 /// What a firmware build runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -497,6 +500,11 @@ const TIMERS_KEYS: &[&str] = &[
     "update_errors",
     "cost_now_ns",
     "cost_deadline_ns",
+    "irq_off_sections",
+    "irq_off_p50_ns",
+    "irq_off_p99_ns",
+    "irq_off_max_ns",
+    "tick_latency_max_ns",
     "run_ms",
 ];
 
@@ -522,7 +530,19 @@ fn judge_timers(line: &mut Line, board: &Board, run: &Run) {
             "missed"
         },
     );
-    line.key("ns_per_instruction", 1u64 << board.icount_shift);
+    let ns_per_instruction = 1u64 << board.icount_shift;
+    line.key("ns_per_instruction", ns_per_instruction);
+    // Interrupts off, in instructions (`-icount`: each takes `ns_per_instruction`).
+    let irq_off_max = num("irq_off_max_ns") / ns_per_instruction as f64;
+    line.key("irq_off_max_instructions", irq_off_max.round());
+    line.key(
+        "irq_off_goal",
+        if irq_off_max <= IRQ_OFF_GOAL_INSTRUCTIONS {
+            "met"
+        } else {
+            "missed"
+        },
+    );
     let early = num("early");
     if early != 0.0 {
         line.fail(format!(
