@@ -110,7 +110,9 @@ pub struct Narrow;
 impl NarrowTimer for Narrow {
     #[inline]
     fn count(&self) -> u32 {
-        0xffff - SYST::get_current()
+        // (2^16 − VAL) mod 2^16: 0 while VAL is 0 (before the first reload, and on the tick
+        // the wrap flag is raised), not `0xffff − VAL` (`NarrowTimer`'s docs).
+        SYST::get_current().wrapping_neg() & 0xffff
     }
     fn bits(&self) -> u32 {
         NARROW_BITS
