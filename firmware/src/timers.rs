@@ -36,7 +36,12 @@ use embassy_time::{Duration, Instant, Timer};
 use crate::board::{self, Main, Timer0Alarm, TimersIrq};
 use crate::out::{self, Line};
 
-static CLOCK: Clock<Main> = Clock::uninit(Main);
+// The driver re-arms after every write that can move its deadlines (the recalibrations below),
+// whoever writes: `Clock::on_write`.
+static CLOCK: Clock<Main> = Clock::uninit(Main).on_write(rearm);
+fn rearm() {
+    DRIVER.on_alarm();
+}
 
 embassy_time_driver::time_driver_impl!(
     static DRIVER: ClockDriver<Main, Timer0Alarm> = ClockDriver::new(&CLOCK, Timer0Alarm)
@@ -256,8 +261,7 @@ async fn main(spawner: Spawner) {
         fail("start");
     }
     board::start_timers_interrupts(&mut cp.NVIC);
-    // Arms for any timer scheduled before the start (none here; what the driver asks).
-    DRIVER.on_alarm();
+    // The start has re-armed (`on_write`) for any timer scheduled before it: none here.
     // SAFETY: the handlers' data (the clock, the driver) is ready; no critical section is
     // open.
     unsafe { cortex_m::interrupt::enable() };

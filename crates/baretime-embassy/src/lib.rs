@@ -23,7 +23,12 @@
 //! }
 //!
 //! type Counter = FnCounter<fn() -> u64>;
-//! static CLOCK: Clock<Counter> = Clock::uninit(FnCounter::new(read_counter as fn() -> u64, 64));
+//! // The driver re-arms after every write that moves its deadlines, whoever writes.
+//! static CLOCK: Clock<Counter> =
+//!     Clock::uninit(FnCounter::new(read_counter as fn() -> u64, 64)).on_write(rearm);
+//! fn rearm() {
+//!     DRIVER.on_alarm();
+//! }
 //!
 //! embassy_time_driver::time_driver_impl!(
 //!     static DRIVER: ClockDriver<Counter, MyAlarm> = ClockDriver::new(&CLOCK, MyAlarm)
@@ -87,7 +92,9 @@
 //!   the fraction of a nanosecond the old timeline's readers dropped, so the instant can come
 //!   up to 1 ns sooner and the wake that much (and a tick) late. Call
 //!   [`ClockDriver::on_alarm`] after `update` too where that matters.
-//! - **Re-arming after your own write.** After [`Clock::recalibrate`] or [`Clock::rebase`],
+//! - **Re-arming after a write.** Give the clock [`Clock::on_write`] with a function that
+//!   calls [`ClockDriver::on_alarm`] (above): it runs after every write that can move a
+//!   deadline, whoever writes. Without it, after [`Clock::recalibrate`] or [`Clock::rebase`],
 //!   call [`ClockDriver::on_alarm`]: the armed tick was computed on the old timeline, and
 //!   while an early tick is caught at the wake, a late one (the new rate slower) would wake
 //!   the timers late by what the write changed.

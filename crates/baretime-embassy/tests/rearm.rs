@@ -11,15 +11,13 @@
 //! `CLOCK.update()` and nothing else, so nothing re-arms: the timer wakes 43 s late instead of
 //! 10 ms after the update.
 //!
-//! The fix is a notification from the clock's writer: the proposed core API
-//! `Clock::on_write(self, hook: fn()) -> Clock<C>` (a `const` builder for the `static`), whose
-//! hook the clock calls after each write that can move a deadline — `start`, `recalibrate`,
-//! `rebase`, and an `update` that did not return `Ok` (an update on time moves an armed tick
-//! by at most a nanosecond, and stays cheap). The application wires it once, next to the
-//! driver: `Clock::uninit(counter).on_write(|| DRIVER.on_alarm())`. Until the core has it,
-//! [`with_write_hook`] is a stub, and the test that relies on it is ignored;
-//! `the_driver_re_arms_from_a_write_hook` runs the same scenario with the hook called by hand
-//! where the core would call it, which is the driver's half.
+//! The fix is a notification from the clock's writer: `Clock::on_write(self, hook: fn())` (a
+//! `const` builder for the `static`), whose hook the clock calls after each write that can move
+//! a deadline — `start`, `recalibrate`, `rebase`, and an `update` that returns `Late` (an
+//! update on time moves an armed tick by at most a tick, and stays cheap). The application
+//! wires it once, next to the driver: `Clock::uninit(counter).on_write(rearm)`.
+//! `as_the_readme_recipe_wires_it` runs it so (it fails without the hook: the timer wakes 43 s
+//! late); `the_driver_re_arms_from_a_write_hook` calls the hook by hand, the driver's half.
 
 use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,11 +34,9 @@ type Read = Box<dyn Fn() -> u64 + Send + Sync>;
 type TestClock = Clock<FnCounter<Read>>;
 type TestDriver = ClockDriver<FnCounter<Read>, &'static Compare>;
 
-/// STUB for the proposed `Clock::on_write` (see the module docs): the core has no write hook
-/// yet, so the clock comes back unchanged. Once it has, this becomes
-/// `clock.on_write(hook)`, and `as_the_readme_recipe_wires_it` loses its `#[ignore]`.
-fn with_write_hook<C: Counter>(clock: Clock<C>, _hook: fn()) -> Clock<C> {
-    clock
+/// `clock` with `hook` called after its writes (`Clock::on_write`).
+fn with_write_hook<C: Counter>(clock: Clock<C>, hook: fn()) -> Clock<C> {
+    clock.on_write(hook)
 }
 
 /// The compare timer: the last tick armed.
@@ -159,7 +155,6 @@ fn assert_on_time(woken: Option<u64>, due: u64) {
 
 /// The README recipe's handler: `update()` and nothing else; the clock calls the hook.
 #[test]
-#[ignore = "needs the proposed core API Clock::on_write (issue 26; the lead's, in clock.rs): with the stub, the timer wakes 43 s late"]
 fn as_the_readme_recipe_wires_it() {
     static DRIVER: OnceLock<&'static TestDriver> = OnceLock::new();
     fn hook() {

@@ -487,6 +487,8 @@ pub struct Clock<C: Counter> {
     /// stored by the writer that publishes it: the next writer loads it rather than compute
     /// it again (a tick count from nanoseconds: tens of instructions on a 32-bit core).
     margins: [PlainWord; 2],
+    /// Called after a write that moved the timeline's deadlines ([`Clock::on_write`]).
+    on_write: Option<fn()>,
 }
 
 /// A clock that has not started: one literal for `Clock::uninit`'s `const` and loom versions.
@@ -502,6 +504,7 @@ macro_rules! unstarted {
             mark: Mark::new(),
             stops: [GateWord::new(0), GateWord::new(0)],
             margins: [PlainWord::new(0), PlainWord::new(0)],
+            on_write: None,
         }
     };
 }
@@ -558,6 +561,46 @@ impl<C: Counter> Clock<C> {
     #[cfg(loom)]
     pub fn uninit(counter: C) -> Clock<C> {
         unstarted!(counter)
+    }
+
+    /// This clock, calling `hook` after every write that can move a deadline computed before
+    /// it by more than a nanosecond: [`Clock::start`], [`Clock::recalibrate`],
+    /// [`Clock::rebase`], and an [`Clock::update`] that returns [`ClockError::Late`] (an update
+    /// on time moves an armed tick by at most a tick, which the wake's
+    /// [`Clock::check`] corrects). Called by the writer, after its write, outside the clock's
+    /// writer flag, in whatever context wrote (an interrupt handler, say). `const`, for the
+    /// `static`: an alarm service re-arms itself without anyone remembering to (with
+    /// baretime-embassy: `Clock::uninit(MyCounter).on_write(rearm)` with
+    /// `fn rearm() { DRIVER.on_alarm() }`).
+    ///
+    /// ```
+    /// use baretime::{Clock, FnCounter, Frequency};
+    /// use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+    ///
+    /// static TICKS: AtomicU64 = AtomicU64::new(0);
+    /// fn ticks() -> u64 {
+    ///     TICKS.load(Ordering::Relaxed)
+    /// }
+    /// static REARMS: AtomicU32 = AtomicU32::new(0);
+    /// fn rearm() {
+    ///     REARMS.fetch_add(1, Ordering::Relaxed); // e.g. DRIVER.on_alarm()
+    /// }
+    /// static CLOCK: Clock<FnCounter<fn() -> u64>> =
+    ///     Clock::uninit(FnCounter::new(ticks as fn() -> u64, 32)).on_write(rearm);
+    ///
+    /// let hz = |hz| Frequency::exact_hz(hz).unwrap();
+    /// CLOCK.start(hz(1_000_000)).unwrap();
+    /// assert_eq!(REARMS.load(Ordering::Relaxed), 1);
+    /// TICKS.store(1_000, Ordering::Relaxed);
+    /// CLOCK.update().unwrap(); // on time: deadlines stay put
+    /// assert_eq!(REARMS.load(Ordering::Relaxed), 1);
+    /// CLOCK.recalibrate(hz(1_000_100)).unwrap();
+    /// assert_eq!(REARMS.load(Ordering::Relaxed), 2);
+    /// ```
+    pub const fn on_write(self, hook: fn()) -> Clock<C> {
+        let mut clock = self;
+        clock.on_write = Some(hook);
+        clock
     }
 
     /// Starts a clock made with [`Clock::uninit`]: its epoch (`Instant::ZERO`) is now, and it

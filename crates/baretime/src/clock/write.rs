@@ -15,6 +15,15 @@ impl<C: Counter> Clock<C> {
         }
         let result = self.write_locked(what);
         self.writer.store(false, Ordering::Release);
+        if let Some(hook) = self.on_write {
+            let moved = match (what, result) {
+                (Write::Update, r) => r == Err(ClockError::Late),
+                (_, r) => matches!(r, Ok(()) | Err(ClockError::Late)),
+            };
+            if moved {
+                hook();
+            }
+        }
         result
     }
 
