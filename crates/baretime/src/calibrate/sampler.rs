@@ -428,10 +428,16 @@ impl Engine {
                 self.first = self.anchor;
             }
             // The rate is good to a few % once the span covers 32 reference steps and is 16
-            // times the two end brackets' widths (each midpoint is uncertain by its width in
-            // y units).
+            // times the two end brackets' widths, each widened by the counter's own tick (each
+            // midpoint is uncertain by its width plus a tick in y units: a bracket 0 ticks
+            // wide, as a slow counter's are, still hides up to a tick of true time).
             let steps = self.step_seen.saturating_mul(WARMUP_STEPS);
-            let brackets = self.first.width.saturating_add(width).saturating_mul(16);
+            let brackets = self
+                .first
+                .width
+                .saturating_add(width)
+                .saturating_add(2)
+                .saturating_mul(16);
             if self.warmup_samples >= WARMUP_SAMPLES
                 && narrow
                 && x.saturating_sub(self.first.x) >= steps
