@@ -109,9 +109,11 @@ impl Config {
         self
     }
 
-    /// The counter rates to accept, in Hz: a measurement outside is
-    /// [`CalibrationError::ImplausibleRate`] (a reference running at the wrong speed, or a wrong
-    /// reference frequency). Also sets how long a reference may stand still (see
+    /// The counter rates to accept, in Hz: a measurement outside, by more than its own bound,
+    /// is [`CalibrationError::ImplausibleRate`] (a reference running at the wrong speed, or a
+    /// wrong reference frequency). A counter at the range's edge measured just outside it,
+    /// within its bound, is accepted; one below [`Frequency::MIN_HZ`] (or above
+    /// [`Frequency::MAX_HZ`]) is reported at that edge, its bound widened by the distance. Also sets how long a reference may stand still (see
     /// [`Config::stuck_after`]). Clamped to [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
     pub const fn with_plausible_counter_hz(mut self, min_hz: u64, max_hz: u64) -> Self {
         self.min_counter_hz = clamp_hz(min_hz);
@@ -309,8 +311,9 @@ pub enum CalibrationError {
         /// Size of the step back, in counter ticks.
         by_ticks: u64,
     },
-    /// The measured counter rate is outside [`Config::plausible_counter_hz`]: either the
-    /// counter or the reference (or its stated frequency) is not what it should be.
+    /// The measured counter rate is outside [`Config::plausible_counter_hz`] by more than
+    /// its bound: either the counter or the reference (or its stated frequency) is not what
+    /// it should be.
     ImplausibleRate {
         /// The rate measured, in mHz (saturated).
         counter_millihz: u64,

@@ -649,14 +649,40 @@ impl Engine {
         let implausible = CalibrationError::ImplausibleRate {
             counter_millihz: millihz,
         };
+        let uncertainty_ppb = measurement_ppb.saturating_add(ref_freq.accuracy().bound_ppb());
+        // Implausible only if the rate *and its bound* lie outside the plausible range: a
+        // counter at the edge of the range (at `Frequency::MIN_HZ`, say) measured a few ppm
+        // outside it is not a faulty reference.
+        let slack = mul_div_ceil(
+            u128::from(millihz),
+            u128::from(uncertainty_ppb),
+            1_000_000_000,
+        )
+        .map_or(u64::MAX, saturate_u64);
         let lo = self.cfg.min_counter_hz.saturating_mul(1000);
         let hi = self.cfg.max_counter_hz.saturating_mul(1000);
-        if millihz < lo || millihz > hi {
+        if millihz.saturating_add(slack) < lo || millihz.saturating_sub(slack) > hi {
             return Err(implausible);
         }
-        let uncertainty_ppb = measurement_ppb.saturating_add(ref_freq.accuracy().bound_ppb());
+        // A rate just outside what a `Frequency` holds is reported at the range's edge, its
+        // bound widened by the distance moved: the interval it states still holds the
+        // measurement's.
+        let edge = millihz.clamp(
+            Frequency::MIN_HZ.saturating_mul(1000),
+            Frequency::MAX_HZ.saturating_mul(1000),
+        );
+        let uncertainty_ppb = if edge == millihz {
+            uncertainty_ppb
+        } else {
+            mul_div_ceil(
+                u128::from(slack.saturating_add(edge.abs_diff(millihz))),
+                1_000_000_000,
+                u128::from(edge),
+            )
+            .map_or(u64::MAX, saturate_u64)
+        };
         let frequency = Frequency::from_millihz(
-            millihz,
+            edge,
             Source::Calibrated,
             Accuracy::Measured { uncertainty_ppb },
         )
