@@ -98,6 +98,19 @@ impl Config {
     }
 
     /// Calibrate for at most this long, as measured by the reference.
+    ///
+    /// A reference that runs slower than it declares by a factor `F` stretches this by `F`
+    /// in true time, unless the counter then seems implausibly fast: the calibration ends
+    /// with [`CalibrationError::ImplausibleRate`] as soon as the counter has *provably* run
+    /// faster than 9/8 of the highest plausible rate ([`Config::with_plausible_counter_hz`],
+    /// plus the reference's stated tolerance), judged at each step of the reference. A
+    /// counter at `f` that would seem to run at `F·f` > 2¼ × the highest plausible rate is
+    /// told at the reference's second step after the first sample, two of its (slow) steps
+    /// of true time (a 1 kHz reference declared as 100 GHz: 2 ms; an HPET 1 000 times
+    /// slower than declared: 140 µs); closer to the range, at step `k + 1` where
+    /// `k/(k + 1)·F·f` passes 9/8 of it. A slowness that leaves the counter's rate
+    /// plausible cannot be told from a right reference: [`crate::verify`] checks the result
+    /// against a claim.
     pub const fn with_max_duration(mut self, d: Duration) -> Self {
         self.max_duration_ns = duration_ns(d);
         self
@@ -312,10 +325,11 @@ pub enum CalibrationError {
         by_ticks: u64,
     },
     /// The measured counter rate is outside [`Config::plausible_counter_hz`] by more than
-    /// its bound: either the counter or the reference (or its stated frequency) is not what
-    /// it should be.
+    /// its bound, or the counter provably ran faster than 9/8 of the range's top part-way
+    /// (see [`Config::with_max_duration`]): either the counter or the reference (or its
+    /// stated frequency) is not what it should be.
     ImplausibleRate {
-        /// The rate measured, in mHz (saturated).
+        /// The rate measured (part-way: the rate so far), in mHz (saturated).
         counter_millihz: u64,
     },
     /// Too few samples survived for a fit (see [`Config::min_samples`]): noise rejected

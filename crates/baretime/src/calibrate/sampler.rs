@@ -200,6 +200,8 @@ struct Engine {
     hint_stuck_c: Option<u64>,
     /// The reference's stated rate, in mHz.
     ref_millihz: u64,
+    /// The reference's stated tolerance, in ppb.
+    ref_tolerance_ppb: u64,
 
     started: bool,
     c_raw: u64,
@@ -277,6 +279,7 @@ impl Engine {
             stuck_c: stuck_c.max(2),
             hint_stuck_c,
             ref_millihz: reference.frequency().as_millihz(),
+            ref_tolerance_ppb: reference.frequency().accuracy().bound_ppb(),
             started: false,
             c_raw: 0,
             c_ext: 0,
@@ -398,6 +401,11 @@ impl Engine {
         };
         self.inconsistent_run = 0;
         if x != self.anchor.x {
+            if let Some(millihz) = self.provably_too_fast(x, y, width) {
+                return Err(CalibrationError::ImplausibleRate {
+                    counter_millihz: millihz,
+                });
+            }
             self.moved = Anchor {
                 raw: r_raw,
                 x,
@@ -554,6 +562,57 @@ impl Engine {
         .unwrap_or(u128::MAX);
         let limit = self.stuck_x.max(self.step_seen.saturating_mul(4));
         expected > u128::from(limit).saturating_mul(2)
+    }
+
+    /// The counter's rate so far, in mHz, if it has *provably* run faster than the highest
+    /// plausible rate by more than an eighth (and the reference's stated tolerance), judged
+    /// at a consistent sample `(x, y, width)` where the reference has just moved.
+    ///
+    /// Between the first sample's latch and this one the counter advanced by at least
+    /// `c0 − c1_first` ticks, and the reference by less than `Δx` plus one of its steps (each
+    /// reading stands for a count up to a step above it). Their ratio is a lower bound on the
+    /// rate that no noise can raise: a reference far slower than it declares (whose
+    /// `max_duration` would stretch by the same factor in true time) is told at its second
+    /// step instead of at the end.
+    fn provably_too_fast(&self, x: u64, y: u64, width: u64) -> Option<u64> {
+        if self.step_seen == u64::MAX {
+            return None;
+        }
+        let f = self.first;
+        // y = c0 + c1 and width = c1 − c0, so c0 = (y − width)/2 and c1 = (y + width)/2.
+        let c0 = y.saturating_sub(width) / 2;
+        let c1_first = f.y.saturating_add(f.width).div_ceil(2);
+        let counted = c0.saturating_sub(c1_first);
+        let span = x
+            .saturating_sub(f.x)
+            .saturating_add(self.step_seen)
+            .saturating_add(1);
+        let low = mul_div(
+            u128::from(counted),
+            u128::from(self.ref_millihz),
+            u128::from(span),
+        )?;
+        // The highest plausible rate, in mHz, plus an eighth and the reference's tolerance.
+        let hi = u128::from(self.cfg.max_counter_hz)
+            .saturating_mul(1000)
+            .saturating_mul(9)
+            / 8;
+        let hi = mul_div(
+            hi,
+            1_000_000_000u128.saturating_add(u128::from(self.ref_tolerance_ppb)),
+            1_000_000_000,
+        )?;
+        if low <= hi {
+            return None;
+        }
+        // Reported: the rate so far, midpoint to midpoint (at least the bound's `low`).
+        let so_far = mul_div(
+            u128::from(y.saturating_sub(f.y) / 2),
+            u128::from(self.ref_millihz),
+            u128::from(x.saturating_sub(f.x).max(1)),
+        )
+        .unwrap_or(u128::MAX);
+        Some(saturate_u64(so_far.max(low)))
     }
 
     fn floor(&self) -> Floor {
