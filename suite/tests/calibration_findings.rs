@@ -158,7 +158,6 @@ impl Tally {
 /// rounding of the counter drifts slowly across the window, and a fit that takes it for a rate
 /// missed its bound in 97 % of the runs at ε = 1 ppm (issue 27).
 #[test]
-#[ignore = "issue 27: fixed in a later commit"]
 fn a_cadence_in_step_with_a_coarse_counter_is_covered() {
     let mut t = Tally::default();
     for eps_ppm in [1u64, 2, 5, 10, 20] {
