@@ -65,24 +65,6 @@
 //! reported bound is that times a Student-t coverage factor for `B − p` degrees of freedom
 //! at 99.5 % two-sided (never below 3), which the simulation's coverage test checks, and
 //! `cargo xtask coverage` on QEMU's `aarch64-virt`, whose truth is exact.
-//!
-//! # Structure the line absorbs
-//!
-//! Errors that stay put inside bins and move between them — small steps of either count, a
-//! drifting read cost, a cadence in step with a coarse count — bias the slope far beyond
-//! what their scatter suggests, and a line absorbs part of them. The residuals are called
-//! *structured* when neighbouring bins move together (lag-1 correlation above ½), when
-//! they jump like a staircase (the second largest difference of one sign more than twice
-//! the largest of the other, across dropped bins), or when the bin means scatter more than
-//! samples of bounded error could (four times the square of the most a narrow bracket and a
-//! reference step allow). Structured residuals add a worst-case term: `F·E/X` for the
-//! largest bin residual `E` over the span `X`, `F` the residuals' sign changes plus two (at
-//! least 4), since `k` evenly spread steps of `δ` bias the slope by about `(k + 1)·δ/X` and
-//! leave a sawtooth of `δ/2` that changes sign about `2k + 1` times. And the slope *inside*
-//! the bins, pooled (bins with a step inside dropped by the median rule), is checked against
-//! the line's: where they disagree beyond its own expanded uncertainty, the bound covers
-//! both (issue 27: four ACPI PM steps of a tick gave 66 ppm of error under a 56 ppm bound in
-//! 60 of 60 runs; now 2 misses in 400 runs of two to eight steps).
 
 use super::bounded::Bounded;
 use super::wide::{
@@ -510,13 +492,7 @@ impl Window {
             .filter(|d| *d > 0)?;
         let dof128 = u128::try_from(dof).ok()?;
         let scatter = second.stats_sum.checked_div(dof128)?;
-        // Structure: residuals of neighbouring bins that move together, or that jump like a
-        // staircase, or bin means that scatter more than samples of bounded error can (four
-        // times the largest variance a narrow bracket allows): what moves them is not
-        // per-sample noise, and does not average away.
-        let beyond_samples = scatter > second.sample_max_var.saturating_mul(4);
-        let (scatter, correlated) = inflate_for_correlation(scatter, &second.signed);
-        let structured = correlated || beyond_samples || steps_one_way(&second.signed);
+        let (scatter, structured) = inflate_for_correlation(scatter, &second.signed);
         let var = scatter.max(second.floor_var).max(1);
 
         // Relative expanded uncertainty: k·sqrt(var/Sxx)/β with β = num/den, each step rounded
@@ -533,22 +509,10 @@ impl Window {
         if structured {
             // Worst case for an error of any shape bounded by E over a span X: the slope moves
             // by at most 3E/X (uniform x). E is estimated by the largest bin residual, which
-            // a fit partly absorbs, hence 4 rather than 3. A staircase the line absorbs
-            // absorbs more: `k` evenly spread steps of δ bias the slope by about (k + 1)·δ/X
-            // and leave a sawtooth of E = δ/2 whose sign changes about 2k + 1 times, so the
-            // factor is at least the sign changes plus two (issue 27: four ACPI PM steps of a
-            // tick, 66 ppm of error under a bound of 4E/X = 56 ppm).
-            let factor = 4u128.max(u128::from(sign_changes(&second.signed)).saturating_add(2));
+            // a fit partly absorbs, hence 4 rather than 3.
             let e_x = mul_div_ceil(second.max_abs_r, line.den, line.num)?; // reference ticks
-            let sys = mul_div_ceil(
-                e_x,
-                factor.saturating_mul(1_000_000_000),
-                u128::from(self.x_last.max(1)),
-            )?;
+            let sys = mul_div_ceil(e_x, 4_000_000_000, u128::from(self.x_last.max(1)))?;
             ppb = ppb.max(sys);
-        }
-        if let Some(local) = within_bins(all, &keep, &line, k) {
-            ppb = ppb.max(local);
         }
         Some(Fit {
             num: line.num,
@@ -558,109 +522,6 @@ impl Window {
             dropped,
         })
     }
-}
-
-/// The slope *inside* the bins, pooled, against the line's: where they disagree by more
-/// than the pooled slope's expanded uncertainty (`k`/1000 of its standard deviation), the
-/// bound that covers both (the gap plus that uncertainty), in ppb of the line's slope; `None` where they agree, or where too few
-/// bins hold enough samples to tell (fewer than 16 kept bins of at least 8 samples).
-///
-/// Offsets that move between bins and stay put inside them — small steps of the reference
-/// or the counter, each within a sample's tolerance, a few of them evenly spread — bias the
-/// line's slope by about `k·δ/T` for `k` steps of `δ` over a window `T`, while its residuals
-/// show a sawtooth of only `δ/2` (issue 27: four ACPI PM steps of one tick gave 66 ppm of
-/// error under a 56 ppm bound). Inside each bin the slope is the true rate: pooled over the
-/// bins (`Σ(x − x̄_b)(y − ȳ_b) / Σ(x − x̄_b)²`, the bin means removed), with the bins whose own
-/// slope is an outlier by the median rule (a step inside them) left out, it is an estimate
-/// that no such offset biases, of about `B` times the line's standard deviation. Its
-/// variance per sample is taken from the bins' slopes themselves (the median of
-/// `(β_b − β_w)²·Σ_b(x − x̄_b)²`, over 0.455, χ²₁'s median), so scatter between bins does not
-/// inflate it.
-fn within_bins(all: Bins<'_>, keep: &[bool; BINS + 1], line: &Line, k: u32) -> Option<u128> {
-    // Per bin: Σ_b(x − x̄_b)² (u128) and Σ_b(x − x̄_b)(y − ȳ_b) (i128), for the kept bins of at
-    // least 8 samples.
-    let mut per: Bounded<(u128, i128), { BINS + 1 }> = Bounded::new();
-    let kept = all
-        .iter()
-        .zip(keep.iter())
-        .filter(|(b, k)| **k && b.n >= 8)
-        .map(|(b, _)| b);
-    for b in kept {
-        let n = u128::from(b.n);
-        let cxx = b.centred((0, b.sxx), b.sx, b.sx)?;
-        let cxy = b.centred((0, b.sxy), b.sx, b.sy)?;
-        if cxx.is_negative() || cxx.is_zero() {
-            continue;
-        }
-        let (hi, lo) = cxx.magnitude();
-        let wxx = div_wide(hi, lo, n)?.0;
-        let (hi, lo) = cxy.magnitude();
-        let wxy = i128::try_from(div_wide(hi, lo, n)?.0).ok()?;
-        let wxy = if cxy.is_negative() {
-            wxy.wrapping_neg()
-        } else {
-            wxy
-        };
-        per.push((wxx, wxy)).ok()?;
-    }
-    if per.len() < 16 {
-        return None;
-    }
-    fn pooled<'a>(mut bins: impl Iterator<Item = &'a (u128, i128)>) -> Option<(u128, i128)> {
-        bins.try_fold((0u128, 0i128), |(xx, xy), (a, b)| {
-            Some((xx.checked_add(*a)?, xy.checked_add(*b)?))
-        })
-    }
-    // Each bin's statistic (β_b − β_w)²·wxx_b = (wxy_b − β_w·wxx_b)²/wxx_b, against a slope
-    // β_w = W_xy/W_xx.
-    let stats = |w: (u128, i128)| -> Option<Bounded<u128, { BINS + 1 }>> {
-        let mut out = Bounded::new();
-        for (xx, xy) in per.iter() {
-            let r = xy.checked_sub(mul_div_signed(w.1, *xx, w.0)?)?;
-            out.push(mul_div_ceil(r.unsigned_abs(), r.unsigned_abs(), *xx)?)
-                .ok()?;
-        }
-        Some(out)
-    };
-    let all_w = pooled(per.iter())?;
-    if all_w.0 == 0 || all_w.1 <= 0 {
-        return None;
-    }
-    let first = stats(all_w)?;
-    let mut sorted = first;
-    sorted.sort_unstable();
-    let median = *sorted.get(sorted.len() / 2)?;
-    let limit = median.saturating_mul(79);
-    let outliers = first.iter().filter(|s| **s > limit).count();
-    let w = if outliers > 0 && outliers.saturating_mul(4) <= per.len() {
-        pooled(
-            per.iter()
-                .zip(first.iter())
-                .filter(|(_, s)| **s <= limit)
-                .map(|(b, _)| b),
-        )?
-    } else {
-        all_w
-    };
-    if w.0 == 0 || w.1 <= 0 {
-        return None;
-    }
-    let wxy = w.1.unsigned_abs();
-    // The pooled slope, scaled to the line's denominator: q/den against num/den.
-    let q = mul_div(wxy, line.den, w.0)?;
-    let gap_ppb = mul_div_ceil(q.abs_diff(line.num), 1_000_000_000, line.num)?;
-    // Its standard deviation, as in `Window::fit`: var = median/0.455 (×2^32 before the root
-    // for precision), in reference ticks, over sqrt(W_xx).
-    let var = mul_div_ceil(median, 1000, 455)?.max(1);
-    let sd_fp = isqrt_ceil(var.checked_mul(1 << 32)?);
-    let sd_x = mul_div_ceil(sd_fp, line.den, line.num)?;
-    let se = mul_div_ceil(
-        sd_x,
-        u128::from(k).checked_mul(1_000_000)?,
-        isqrt(w.0).max(1),
-    )?
-    .div_ceil(1 << 16);
-    (gap_ppb > se).then(|| gap_ppb.saturating_add(se))
 }
 
 /// The bins of a window that hold samples: the full ones and the one being filled.
@@ -691,9 +552,6 @@ struct Residuals {
     stats_sum: u128,
     /// The instruments' own variance per sample, `y` units².
     floor_var: u128,
-    /// The largest variance per sample a narrow bracket allows, `y` units²: the square of the
-    /// most a sample can be off.
-    sample_max_var: u128,
 }
 
 impl Residuals {
@@ -764,10 +622,6 @@ impl Residuals {
             .checked_mul(w2)?
             .checked_add(q.checked_mul(q)?)?
             .div_ceil(12);
-        // The most a narrow sample can be off: its bracket (at most 2w + 2 ticks, so a
-        // midpoint off by at most 2w + 4 y units, its rounding included) plus a reference step.
-        let worst = w2.checked_add(4)?.checked_add(q)?;
-        let sample_max_var = worst.checked_mul(worst)?;
         Some(Residuals {
             line,
             stats,
@@ -775,7 +629,6 @@ impl Residuals {
             max_abs_r,
             stats_sum,
             floor_var,
-            sample_max_var,
         })
     }
 }
@@ -823,50 +676,6 @@ fn inflate_for_correlation(var: u128, residuals: &[i128]) -> (u128, bool) {
         return (var.saturating_mul(100), structured);
     }
     (mul_div_ceil(var, num, den).unwrap_or(u128::MAX), structured)
-}
-
-/// Whether consecutive bins' residuals jump like a staircase the line absorbed: the second
-/// largest of their differences of one sign is more than twice the largest of the other
-/// sign. A staircase of `k` steps leaves a sawtooth whose `k` drops stand out of the small
-/// rises between them, while its lag-1 correlation can stay low (teeth a few bins long);
-/// white noise does this in about one window in 10 000 (32–64 bins), and then it only
-/// widens the bound.
-fn steps_one_way(residuals: &[i128]) -> bool {
-    // The two largest rises and drops between consecutive bins in use.
-    let (mut up, mut down) = ([0u128; 2], [0u128; 2]);
-    let (mut prev, mut diffs) = (0i128, 0u32);
-    // Across dropped bins (0): the bins a step falls in are the outliers the fit drops, and
-    // the step shows between their neighbours.
-    for &r in residuals.iter().filter(|r| **r != 0) {
-        if prev != 0 {
-            let d = r.saturating_sub(prev);
-            let top = if d > 0 { &mut up } else { &mut down };
-            let m = d.unsigned_abs();
-            if m > top[0] {
-                *top = [m, top[0]];
-            } else if m > top[1] {
-                top[1] = m;
-            }
-            diffs = diffs.saturating_add(1);
-        }
-        prev = r;
-    }
-    diffs >= 8
-        && ((down[1] > up[0].saturating_mul(2) && up[0] > 0)
-            || (up[1] > down[0].saturating_mul(2) && down[0] > 0))
-}
-
-/// How often consecutive bins' residuals change sign (across dropped bins, 0).
-fn sign_changes(residuals: &[i128]) -> u32 {
-    let mut changes = 0u32;
-    let mut prev = 0i128;
-    for &r in residuals.iter().filter(|r| **r != 0) {
-        if prev != 0 && (r < 0) != (prev < 0) {
-            changes = changes.saturating_add(1);
-        }
-        prev = r;
-    }
-    changes
 }
 
 /// Coverage factor ×1000: Student's t at 99.5 % two-sided for `dof` degrees of freedom, never
