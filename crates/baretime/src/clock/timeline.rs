@@ -333,17 +333,13 @@ pub(super) struct Timebase {
 }
 
 impl Timebase {
-    /// This timeline, with the slowest rate used so far, which carries over to every
-    /// timeline (a fresh one too): its own, the one it follows (`tb`) and the slowest of both.
-    pub(super) fn keeping_slowest(self, tb: &Timebase) -> Timebase {
-        Timebase {
-            slow: self
-                .slow
-                .max(tb.slow)
-                .max(mult(&tb.scale))
-                .max(mult(&self.scale)),
-            ..self
-        }
+    /// The slowest rate used so far, which carries over to every timeline (a fresh one too):
+    /// this one's, the one it follows (`tb`) and the slowest of both.
+    pub(super) fn slowest_with(&self, tb: &Timebase) -> (u64, u64) {
+        self.slow
+            .max(tb.slow)
+            .max(mult(&tb.scale))
+            .max(mult(&self.scale))
     }
 
     pub(super) fn load(w: &Words<WORDS>) -> Timebase {
@@ -371,24 +367,28 @@ impl Timebase {
         }
     }
 
-    pub(super) fn words(&self) -> [u64; WORDS] {
-        [
-            self.base_ticks,
-            self.base_ns,
-            self.scale.mult_int(),
-            self.scale.mult_frac(),
-            self.prev_ticks,
-            self.prev_ns,
-            self.prev_int,
-            self.prev_frac,
-            self.hand,
-            self.scale.inv_mult(),
-            self.scale.millihz() | u64::from(self.scale.inv_shift()).wrapping_shl(SHIFT_AT),
-            self.slow.0,
-            self.slow.1,
-            self.base_frac,
-            self.prev_carry,
-        ]
+    /// Stores this timeline into `slot` (the writer, inside `Published::publish`), with
+    /// `hand` for its handover: word by word, in `Timebase::load`'s order (an array built
+    /// first and copied cost a 32-bit core sixty instructions more per write).
+    pub(super) fn store(&self, slot: &Words<WORDS>, hand: u64) {
+        let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, h, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
+            slot;
+        b.store(self.base_ticks);
+        base_ns.store(self.base_ns);
+        int.store(self.scale.mult_int());
+        frac.store(self.scale.mult_frac());
+        prev_ticks.store(self.prev_ticks);
+        prev_ns.store(self.prev_ns);
+        prev_int.store(self.prev_int);
+        prev_frac.store(self.prev_frac);
+        h.store(hand);
+        inv.store(self.scale.inv_mult());
+        millihz
+            .store(self.scale.millihz() | u64::from(self.scale.inv_shift()).wrapping_shl(SHIFT_AT));
+        slow_int.store(self.slow.0);
+        slow_frac.store(self.slow.1);
+        base_frac.store(self.base_frac);
+        prev_carry.store(self.prev_carry);
     }
 
     /// A timeline starting at `base_ns` from counter value `t`, with no predecessor to hand

@@ -141,7 +141,7 @@ impl<C: Counter> Clock<C> {
         // The time a rebase that continues a timeline (or starts from the handover) counts as
         // handed out (promise 6).
         let mut rebased_to = None;
-        let next = match zone {
+        let mut next = match zone {
             Zone::Late => {
                 // Hold every reader at the deadline, then start again from there.
                 self.latch(version);
@@ -202,7 +202,10 @@ impl<C: Counter> Clock<C> {
                         // published again (the close point only ended the old version).
                         _ => tb,
                     };
-                    let next = next.keeping_slowest(&tb);
+                    let next = Timebase {
+                        slow: next.slowest_with(&tb),
+                        ..next
+                    };
                     self.publish(&geometry, &next, geometry.margin(&next.scale));
                     return match what {
                         Write::Rebase(..) => {
@@ -400,7 +403,8 @@ impl<C: Counter> Clock<C> {
                 }
             }
         };
-        let next = next.keeping_slowest(&tb);
+        // In place: a timeline returned by value is a 120-byte copy on a 32-bit core.
+        next.slow = next.slowest_with(&tb);
         // Every timeline built above runs at `scale`.
         self.publish(&geometry, &next, new_margin);
         if let (true, Some(ns)) = (wide, rebased_to) {
@@ -480,11 +484,13 @@ impl<C: Counter> Clock<C> {
         self.timeline.publish(|v, slot| {
             let gate = self.gate(v.slot);
             // The 32-bit fast path adds to `base_ns` without saturating (`advance_narrow`): it
-            // is open only where the time at the deadline does not saturate (a clock rebased
-            // to within 2^53 ns of `u64::MAX` reads through the slow path).
+            // is open only where the time at the deadline cannot saturate. There the deadline is
+            // below 2^31 ticks and a tick below 2^20 ns (1 kHz: 10^6 ns), so its time is below
+            // `base_ns + 2^51`: a clock rebased to within 2^52 ns of `u64::MAX` (143 years)
+            // reads through the slow path.
             gate.open(
                 geometry.deadline,
-                WIDE_ATOMICS || next.at(geometry.deadline) < u64::MAX,
+                WIDE_ATOMICS || next.base_ns <= u64::MAX - (1 << 52),
             );
             self.stop_word(v.slot).store(0, Ordering::Relaxed);
             of_slot(&self.margins, v.slot).store(margin, Ordering::Relaxed);
@@ -492,21 +498,13 @@ impl<C: Counter> Clock<C> {
             // counter that has not reached the base.
             let (past, late) =
                 place(self.confirm_fresh(geometry.width, self.read_after_fence(geometry)));
-            let mut words = next.words();
-            if past {
-                // No handover: `hand` (word 8) is 0.
-                if let Some(hand) = words.get_mut(8) {
-                    *hand = 0;
-                }
-                if late {
-                    gate.latched
-                        .store(v.number.wrapping_add(1), Ordering::Relaxed);
-                    gate.lim.store(0, Ordering::Relaxed);
-                }
+            if past && late {
+                gate.latched
+                    .store(v.number.wrapping_add(1), Ordering::Relaxed);
+                gate.lim.store(0, Ordering::Relaxed);
             }
-            for (word, value) in slot.iter().zip(words) {
-                word.store(value);
-            }
+            // Past the base by a margin: no handover.
+            next.store(slot, if past { 0 } else { next.hand });
         });
         // A writer stalled after that read (before the version became visible) may publish a
         // narrow timeline whose deadline the counter has passed meanwhile, unseen: readers
