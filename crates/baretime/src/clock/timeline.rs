@@ -333,6 +333,43 @@ pub(super) struct Timebase {
 }
 
 impl Timebase {
+    /// This timeline continued at `scale` from its close point `c` (ticks after its base),
+    /// where its time with the carry is `carried`: the same timeline, its handover unchanged,
+    /// where it closed at its base (the counter had not reached it, and no reader had);
+    /// otherwise a new base at the close point, with this timeline before it (readings before
+    /// the old base, a handover not over when the write closed, stand at the old base: the new
+    /// handover reaches back over the old one, `reach` ticks and up to half as much again).
+    pub(super) fn continued(
+        &self,
+        width: Width,
+        c: u64,
+        carried: (u64, u64),
+        scale: Scale,
+        reach: u64,
+    ) -> Timebase {
+        if c == 0 {
+            return Timebase { scale, ..*self };
+        }
+        Timebase {
+            base_ticks: width.add(self.base_ticks, c),
+            scale,
+            prev_ticks: self.base_ticks,
+            prev_ns: self.base_ns,
+            prev_int: self.scale.mult_int(),
+            prev_frac: self.scale.mult_frac(),
+            prev_carry: self.base_frac,
+            hand: if c < reach {
+                c.saturating_add(self.hand)
+                    .min(reach.saturating_add(reach >> 1))
+            } else {
+                reach
+            },
+            slow: self.slow,
+            base_ns: carried.0,
+            base_frac: carried.1,
+        }
+    }
+
     /// The slowest rate used so far, which carries over to every timeline (a fresh one too):
     /// this one's, the one it follows (`tb`) and the slowest of both.
     pub(super) fn slowest_with(&self, tb: &Timebase) -> (u64, u64) {
