@@ -147,6 +147,7 @@ mod clock_words {
             self.v.store(narrow(v), order);
         }
 
+        #[inline]
         pub(crate) fn compare_exchange(
             &self,
             current: u64,
@@ -483,6 +484,7 @@ impl<const N: usize> Published<N> {
 
     /// Writes version `current + 1` into the other slot and publishes it. `fill` writes the
     /// words (and anything the caller keeps beside them for that slot). One writer at a time.
+    #[inline]
     pub(crate) fn publish(&self, fill: impl FnOnce(Version, &Words<N>)) -> Version {
         let s = self.seq.load(Ordering::Relaxed) & !1;
         let next = s.wrapping_add(2);

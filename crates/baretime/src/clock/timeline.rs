@@ -93,6 +93,7 @@ impl Gate {
     /// Opens the gate for a fresh timeline (the writer, before publishing it); `fast`: whether
     /// readers may take the fast path on it (otherwise every reading takes the slow path,
     /// which reads the same time).
+    #[inline]
     pub(super) fn open(&self, deadline: u64, fast: bool) {
         self.latched.store(0, Ordering::Relaxed);
         self.margin.store(0, Ordering::Relaxed);
@@ -181,6 +182,7 @@ impl Geometry {
     /// not reached the base yet) proposes itself plus the margin, or the base if that is
     /// later; a 64-bit one anywhere before the base proposes `behind()`, which is that or
     /// later.
+    #[inline]
     pub(super) fn proposal(
         &self,
         tb: &Timebase,
@@ -275,6 +277,7 @@ pub(super) fn advance(base_ns: u64, ticks: u64, int: u64, frac: u64) -> u64 {
 /// `base_ns + ⌊carry / 2^64 + ticks × (int + frac / 2^64)⌋` and the fraction of a nanosecond
 /// that floor drops (in 2^-64 ns), or `(u64::MAX, 0)` where the time saturates. At least
 /// `advance(base_ns, ticks, int, frac)`, by at most 1 ns.
+#[inline]
 pub(super) fn carried(base_ns: u64, carry: u64, ticks: u64, int: u64, frac: u64) -> (u64, u64) {
     // A 32-bit core's clock: the same sum in 32 × 32 → 64-bit multiplies (`mul_q64_narrow`).
     #[cfg(target_pointer_width = "32")]
@@ -379,6 +382,7 @@ impl Timebase {
             .max(mult(&self.scale))
     }
 
+    #[inline]
     pub(super) fn load(w: &Words<WORDS>) -> Timebase {
         let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
             w;
@@ -407,6 +411,7 @@ impl Timebase {
     /// Stores this timeline into `slot` (the writer, inside `Published::publish`), with
     /// `hand` for its handover: word by word, in `Timebase::load`'s order (an array built
     /// first and copied cost a 32-bit core sixty instructions more per write).
+    #[inline]
     pub(super) fn store(&self, slot: &Words<WORDS>, hand: u64) {
         let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, h, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
             slot;
@@ -545,6 +550,7 @@ impl Timebase {
     /// counter's time at the rate in force: a next timeline based here starts from it,
     /// so that time over any run of writes is the sum of ticks × tick length, less under a
     /// nanosecond, however many writes there are (promise 2).
+    #[inline]
     pub(super) fn carried_at(&self, d: u64) -> (u64, u64) {
         carried(
             self.base_ns,

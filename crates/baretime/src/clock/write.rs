@@ -626,6 +626,7 @@ impl<C: Counter> Clock<C> {
     /// timeline reaches the mark's ceiling, plus the margin, as one before the base does — its
     /// own time plus a margin would close the timeline below times already handed out, and the
     /// next would run on from there (promise 6).
+    #[inline]
     pub(super) fn propose(
         &self,
         geometry: &Geometry,
