@@ -58,13 +58,26 @@
 //! the scatter of single samples: errors correlated over
 //! less than a bin (quantization beating against the sampling cadence, a slowly wandering
 //! read cost) inflate the bin means' scatter and therefore the bound, where a per-sample
-//! estimate would call them averaged out. It is floored by the variance the bracket and the
-//! reference's resolution imply on their own (`(2w)²/12 + q²/12` in `y` units, with `w` the
-//! narrowest bracket and `q` one reference step), so a lucky quiet window cannot claim more
-//! than the instruments allow. The slope's standard uncertainty is `sqrt(s²/Sxx)`; the
+//! estimate would call them averaged out. It is floored by what the residuals cannot hide
+//! (issue 27: a floor of the whole bracket, `(2w)²/12`, made the bound 3–100 times wider
+//! than the error; these are measured instead):
+//!
+//! - what rounds independently in every sample: the counter's two reads (`2/12` in `y`
+//!   units) and a reference tick `q1` (`q1²/12`, divided by the samples that share a tick);
+//! - how far the latch can move against the bracket's midpoint with the read's duration,
+//!   `(2f − 1)·w` for a latch at a fraction `f` of a bracket `w` wide: the samples' widths'
+//!   variance, and, where the widths shift for milliseconds at a time (QEMU's
+//!   `aarch64-virt`), the bins' mean widths' scatter per sample, `Σ n_b·(w̄_b − w̄)²/(B − 1)`,
+//!   which does not average down with the samples of a bin;
+//! - the variance the previous evaluation measured: the early stop looks at the bound again
+//!   and again, and would otherwise stop at the look whose estimate came out low by chance
+//!   (under QEMU, 16 of 400 boots missed by that alone).
+//!
+//! The slope's standard uncertainty is `sqrt(s²/Sxx)`; the
 //! reported bound is that times a Student-t coverage factor for `B − p` degrees of freedom
-//! at 99.5 % two-sided (never below 3), which the simulation's coverage test checks, and
-//! `cargo xtask coverage` on QEMU's `aarch64-virt`, whose truth is exact.
+//! at 99.5 % two-sided (never below 3), which the simulation's coverage tests check
+//! (`suite/tests/sim_sweep.rs`), and `cargo xtask coverage` on QEMU's `aarch64-virt`,
+//! whose truth is exact.
 //!
 //! # Structure the line absorbs
 //!
@@ -366,6 +379,9 @@ pub(crate) struct Window {
     bin_len: u64,
     /// The largest `x` pushed (the window's span: it starts at 0).
     x_last: u64,
+    /// `Σw` and `Σw²` of every sample's bracket width, and their count (outlier bins
+    /// included: the widths are what the reads did), for the widths' variance.
+    widths: (u128, u128, u64),
 }
 
 /// What the sampler knows about the instruments, for the variance floor.
@@ -375,6 +391,9 @@ pub(crate) struct Floor {
     pub min_width: u64,
     /// Smallest reference step seen, in reference ticks.
     pub step: u64,
+    /// The variance per sample the previous evaluation measured (`Fit::var`), `y` units²;
+    /// 0 if none.
+    pub var: u128,
 }
 
 /// Result of a fit.
@@ -390,6 +409,8 @@ pub(crate) struct Fit {
     pub used: u64,
     /// Samples in bins dropped as outliers.
     pub dropped: u64,
+    /// The variance per sample the residuals showed (correlation included), `y` units².
+    pub var: u128,
 }
 
 impl Window {
@@ -406,6 +427,7 @@ impl Window {
             },
             bin_len: 1,
             x_last: 0,
+            widths: (0, 0, 0),
         }
     }
 
@@ -425,6 +447,12 @@ impl Window {
         }
         self.current.add(x, y, w).ok_or(())?;
         self.x_last = self.x_last.max(x);
+        let w = u128::from(w);
+        self.widths = (
+            self.widths.0.saturating_add(w),
+            self.widths.1.saturating_add(w.saturating_mul(w)),
+            self.widths.2.saturating_add(1),
+        );
         if self.current.n < self.bin_len {
             return Ok(false);
         }
@@ -435,6 +463,26 @@ impl Window {
             self.merge_pairs()?;
         }
         Ok(true)
+    }
+
+    /// The variance of the samples' bracket widths, in `y` units² (a width in counter ticks
+    /// is a `y` unit): how far a latch at a fixed place in the read can move against the
+    /// bracket's midpoint from one sample to the next. With the latch at a fraction `f` of
+    /// the bracket the midpoint is off by `(2f − 1)·w` in `y` units, whose variance is at
+    /// most the widths', at any `f`.
+    fn width_variance(&self) -> u128 {
+        let (s, ss, n) = self.widths;
+        let n = u128::from(n.max(1));
+        // (n·Σw² − (Σw)²)/n², exactly in 256 bits.
+        let spread =
+            Signed256::unsigned(mul_wide(ss, n)).checked_sub(Signed256::unsigned_product(s, s));
+        match spread {
+            Some(v) if !v.is_negative() => {
+                let (hi, lo) = v.magnitude();
+                div_wide(hi, lo, n.saturating_mul(n)).map_or(u128::MAX, |(q, _)| q)
+            }
+            _ => 0,
+        }
     }
 
     fn merge_pairs(&mut self) -> Result<(), ()> {
@@ -467,7 +515,7 @@ impl Window {
         let total = all
             .iter()
             .try_fold(Sums::default(), |acc, b| acc.merge(b))?;
-        let first = Residuals::of(all, &total, None, floor, self.bin_len)?;
+        let first = Residuals::of(all, &total, None, floor, self.bin_len, self.x_last)?;
 
         // Drop outlier bins (see the module docs) and fit again without them.
         let mut keep = [true; BINS + 1];
@@ -500,7 +548,7 @@ impl Window {
         let second = if dropped_bins == 0 {
             first
         } else {
-            Residuals::of(all, &kept, Some(&keep), floor, self.bin_len)?
+            Residuals::of(all, &kept, Some(&keep), floor, self.bin_len, self.x_last)?
         };
 
         // s² = Σ n_b r_b² / (B − p), p the parameters fitted, floored by the instruments' own
@@ -517,7 +565,16 @@ impl Window {
         let beyond_samples = scatter > second.sample_max_var.saturating_mul(4);
         let (scatter, correlated) = inflate_for_correlation(scatter, &second.signed);
         let structured = correlated || beyond_samples || steps_one_way(&second.signed);
-        let var = scatter.max(second.floor_var).max(1);
+        // Of the variance per sample: what the residuals show now, and showed at the previous
+        // evaluation (the early stop looks at the bound again and again, and would otherwise
+        // pick the look whose estimate came out low by chance), floored by what rounds in
+        // every sample and by how much the latch can move with the bracket's width.
+        let var = scatter
+            .max(floor.var)
+            .max(second.floor_var)
+            .max(self.width_variance())
+            .max(width_scatter(all, &keep, used_bins).unwrap_or(u128::MAX))
+            .max(1);
 
         // Relative expanded uncertainty: k·sqrt(var/Sxx)/β with β = num/den, each step rounded
         // up; var is scaled by 2^32 before its root for precision (var < 2^96 holds for any
@@ -556,6 +613,7 @@ impl Window {
             uncertainty_ppb: crate::scale::saturate_u64(ppb),
             used: kept.n,
             dropped,
+            var: scatter,
         })
     }
 }
@@ -663,6 +721,28 @@ fn within_bins(all: Bins<'_>, keep: &[bool; BINS + 1], line: &Line, k: u32) -> O
     (gap_ppb > se).then(|| gap_ppb.saturating_add(se))
 }
 
+/// How much the kept bins' mean bracket widths scatter, per sample (`Σ n_b·(w̄_b − w̄)²/(B − 1)`,
+/// in `y` units², the widths in counter ticks): the floor for a latch that moves with the
+/// read's duration in regimes (see the module docs). For widths that jitter from sample
+/// to sample it is their variance; where they shift for milliseconds at a time (QEMU's
+/// `aarch64-virt` after each host preemption) it is as large as those shifts, which move
+/// whole bins together and do not average down with their samples.
+fn width_scatter(all: Bins<'_>, keep: &[bool; BINS + 1], bins: usize) -> Option<u128> {
+    let (mut n, mut sw, mut ratio) = (0u128, 0u128, 0u128);
+    for (b, _) in all.iter().zip(keep.iter()).filter(|(b, k)| **k && b.n > 0) {
+        let nb = u128::from(b.n);
+        n = n.checked_add(nb)?;
+        sw = sw.checked_add(b.sw)?;
+        // Σ sw_b²/n_b, rounded down (sw_b < 2^63).
+        ratio = ratio.checked_add(b.sw.checked_mul(b.sw)?.checked_div(nb)?)?;
+    }
+    // Σ sw_b²/n_b − (Σ sw)²/N, over B − 1.
+    let (hi, lo) = mul_wide(sw, sw);
+    let mean_part = div_wide(hi, lo, n.max(1))?.0;
+    let between = ratio.saturating_sub(mean_part);
+    between.checked_div(u128::try_from(bins.saturating_sub(1).max(1)).ok()?)
+}
+
 /// The bins of a window that hold samples: the full ones and the one being filled.
 #[derive(Clone, Copy, Debug)]
 struct Bins<'a>(&'a [Sums], Option<&'a Sums>);
@@ -705,6 +785,7 @@ impl Residuals {
         keep: Option<&[bool; BINS + 1]>,
         floor: Floor,
         bin_len: u64,
+        x_span: u64,
     ) -> Option<Self> {
         let line = fit_line(all, keep, total, bin_len)?;
         let (sxy, sxx) = (line.num, line.den);
@@ -756,16 +837,23 @@ impl Residuals {
                 signed.push(0).ok()?;
             }
         }
-        // Floor: bracket (2w)²/12 + quantization q²/12, q = one reference step in y units
-        // = step·Sxy/Sxx.
+        // Floor: what rounds independently in every sample and so cannot average below
+        // `1/n`, at the least: the counter's rounding of its two reads (`2·1²/12` in y
+        // units), and the reference's, of at least one of its ticks `q1` (`q1²/12`; its
+        // step may be coarser, which the scatter then shows). Where several samples share a
+        // tick, their roundings of it are one pattern that the bin means show, and its part
+        // is `(q1/s)²/12` for `s` samples a tick. The latch's place in the bracket is the
+        // measured scatter's to show (see the module docs).
         let w2 = u128::from(floor.min_width).checked_mul(2)?;
-        let q = mul_div_ceil(u128::from(floor.step.max(1)), sxy, sxx)?;
-        let floor_var = w2
-            .checked_mul(w2)?
-            .checked_add(q.checked_mul(q)?)?
-            .div_ceil(12);
+        let q1 = mul_div_ceil(1, sxy, sxx)?;
+        let per_tick = u128::from(total.n)
+            .checked_div(u128::from(x_span.max(1)))?
+            .max(1);
+        let q_own = q1.div_ceil(per_tick);
+        let floor_var = q_own.checked_mul(q_own)?.checked_add(2)?.div_ceil(12);
         // The most a narrow sample can be off: its bracket (at most 2w + 2 ticks, so a
         // midpoint off by at most 2w + 4 y units, its rounding included) plus a reference step.
+        let q = mul_div_ceil(u128::from(floor.step.max(1)), sxy, sxx)?;
         let worst = w2.checked_add(4)?.checked_add(q)?;
         let sample_max_var = worst.checked_mul(worst)?;
         Some(Residuals {
@@ -825,35 +913,63 @@ fn inflate_for_correlation(var: u128, residuals: &[i128]) -> (u128, bool) {
     (mul_div_ceil(var, num, den).unwrap_or(u128::MAX), structured)
 }
 
-/// Whether consecutive bins' residuals jump like a staircase the line absorbed: the second
-/// largest of their differences of one sign is more than twice the largest of the other
-/// sign. A staircase of `k` steps leaves a sawtooth whose `k` drops stand out of the small
-/// rises between them, while its lag-1 correlation can stay low (teeth a few bins long);
-/// white noise does this in about one window in 10 000 (32–64 bins), and then it only
-/// widens the bound.
+/// Whether consecutive bins' residuals jump like a staircase the line absorbed. A staircase
+/// of `k` steps leaves a sawtooth: its `k` drops stand out of the small rises between them,
+/// while its lag-1 correlation can stay low (teeth a few bins long). Either of two signs of
+/// it, on the differences between consecutive bins in use (across dropped bins: the bins a
+/// step falls in are the outliers the fit drops, and the step shows between their
+/// neighbours):
+///
+/// - the second largest difference of one sign is more than twice the largest of the other
+///   (white noise: about one window in 10 000, 32–64 bins);
+/// - their skewness exceeds 1.2 in size (a sawtooth with teeth of six bins: about −1.7;
+///   white noise: about one window in 200 at 32 bins, 1 in 10 000 at 64).
+///
+/// A false alarm only widens the bound.
 fn steps_one_way(residuals: &[i128]) -> bool {
-    // The two largest rises and drops between consecutive bins in use.
-    let (mut up, mut down) = ([0u128; 2], [0u128; 2]);
-    let (mut prev, mut diffs) = (0i128, 0u32);
-    // Across dropped bins (0): the bins a step falls in are the outliers the fit drops, and
-    // the step shows between their neighbours.
+    let mut diffs: Bounded<i128, { BINS + 1 }> = Bounded::new();
+    let mut prev = 0i128;
     for &r in residuals.iter().filter(|r| **r != 0) {
-        if prev != 0 {
-            let d = r.saturating_sub(prev);
-            let top = if d > 0 { &mut up } else { &mut down };
-            let m = d.unsigned_abs();
-            if m > top[0] {
-                *top = [m, top[0]];
-            } else if m > top[1] {
-                top[1] = m;
-            }
-            diffs = diffs.saturating_add(1);
+        if prev != 0 && diffs.push(r.saturating_sub(prev)).is_err() {
+            return false;
         }
         prev = r;
     }
-    diffs >= 8
-        && ((down[1] > up[0].saturating_mul(2) && up[0] > 0)
-            || (up[1] > down[0].saturating_mul(2) && down[0] > 0))
+    if diffs.len() < 8 {
+        return false;
+    }
+    // The two largest rises and drops.
+    let (mut up, mut down) = ([0u128; 2], [0u128; 2]);
+    for &d in diffs.iter() {
+        let top = if d > 0 { &mut up } else { &mut down };
+        let m = d.unsigned_abs();
+        if m > top[0] {
+            *top = [m, top[0]];
+        } else if m > top[1] {
+            top[1] = m;
+        }
+    }
+    let lopsided = (down[1] > up[0].saturating_mul(2) && up[0] > 0)
+        || (up[1] > down[0].saturating_mul(2) && down[0] > 0);
+    // Skewness² = n·(Σd³)²/(Σd²)³ > 1.2², with the differences scaled to 16 bits so that
+    // every sum fits (Σd² < 2^38, its cube < 2^114; (Σd³)²·n < 2^114; both times 144 < 2^122).
+    let max = diffs.iter().map(|d| d.unsigned_abs()).max().unwrap_or(0);
+    let shift = (128u32.wrapping_sub(max.leading_zeros())).saturating_sub(16);
+    let (mut s2, mut s3) = (0i128, 0i128);
+    for &d in diffs.iter() {
+        let d = d >> shift.min(127);
+        s2 = s2.saturating_add(d.saturating_mul(d));
+        s3 = s3.saturating_add(d.saturating_mul(d).saturating_mul(d));
+    }
+    let n = diffs.len() as u128;
+    let s2 = s2.unsigned_abs();
+    let skewed = s3
+        .unsigned_abs()
+        .checked_mul(s3.unsigned_abs())
+        .and_then(|v| v.checked_mul(n))
+        .zip(s2.checked_mul(s2).and_then(|v| v.checked_mul(s2)))
+        .is_some_and(|(num, den)| den > 0 && num.saturating_mul(100) > den.saturating_mul(144));
+    lopsided || skewed
 }
 
 /// How often consecutive bins' residuals change sign (across dropped bins, 0).
@@ -905,6 +1021,7 @@ mod tests {
     const NO_FLOOR: Floor = Floor {
         min_width: 0,
         step: 1,
+        var: 0,
     };
 
     fn window_of(points: impl Iterator<Item = (u64, u64)>) -> Window {
