@@ -21,6 +21,15 @@ fn main() {
     let source = format!("{dir}/memory-{board}.x");
     println!("cargo:rerun-if-changed={source}");
     std::fs::copy(&source, format!("{out}/memory.x")).expect("copy memory.x");
+    // The `rtic` scenario's vector table comes from `src/pac.rs` (cortex-m-rt's `device`
+    // feature), whose handlers default to `DefaultHandler` here.
+    if std::env::var_os("CARGO_FEATURE_RTIC").is_some() {
+        let device: String = ["TIMER0", "DUALTIMER", "I2S", "TOUCHSCREEN"]
+            .iter()
+            .map(|name| format!("PROVIDE({name} = DefaultHandler);\n"))
+            .collect();
+        std::fs::write(format!("{out}/device.x"), device).expect("write device.x");
+    }
     println!("cargo:rustc-link-search={out}");
     println!("cargo:rustc-link-arg-bins=-Tlink.x");
 }

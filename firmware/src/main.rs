@@ -17,7 +17,12 @@
 //!
 //! With the `timers` feature (MPS2 only) it runs the `timers-m4` scenario instead: tasks on
 //! embassy-executor sleeping through an embassy-time driver over the same `static` clock,
-//! woken by a CMSDK timer as the alarm (`src/timers.rs`).
+//! woken by a CMSDK timer as the alarm (`src/timers.rs`). With the `rtic` feature it runs
+//! `rtic-m4`: RTIC 2 tasks sleeping through baretime-rtic's monotonic on the same clock and
+//! alarm (`src/rtic_app.rs`, with the few device-crate lines RTIC needs in `src/pac.rs`).
+//!
+//! With the `cost` feature it runs the `cost-m4` / `cost-m0` scenario instead: what each clock
+//! call costs, timed by a second hardware timer (`src/cost.rs`).
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 // The board follows the core: thumbv7m / thumbv7em (32-bit compare-and-swap) run on MPS2,
@@ -28,16 +33,40 @@ mod board;
 #[cfg(all(target_os = "none", not(target_has_atomic = "32")))]
 #[path = "microbit.rs"]
 mod board;
+#[cfg(all(target_os = "none", feature = "timers"))]
+mod irq_off;
 #[cfg(target_os = "none")]
 mod mmio;
 #[cfg(target_os = "none")]
 mod out;
-#[cfg(all(target_os = "none", not(feature = "timers")))]
+#[cfg(all(target_os = "none", feature = "rtic"))]
+mod pac;
+#[cfg(all(target_os = "none", feature = "rtic"))]
+mod rtic_app;
+#[cfg(all(
+    target_os = "none",
+    not(any(feature = "timers", feature = "rtic", feature = "cost"))
+))]
 mod run;
 #[cfg(all(target_os = "none", feature = "timers"))]
 mod timers;
 #[cfg(all(target_os = "none", feature = "timers", not(target_has_atomic = "32")))]
 compile_error!("the `timers` scenario runs on MPS2 (thumbv7m / thumbv7em) only");
+#[cfg(all(target_os = "none", feature = "rtic", not(target_has_atomic = "32")))]
+compile_error!("the `rtic` scenario runs on MPS2 (thumbv7m / thumbv7em) only");
+#[cfg(all(feature = "timers", feature = "rtic"))]
+compile_error!("the `timers` and `rtic` scenarios are separate builds: enable one");
+#[cfg(all(target_os = "none", feature = "cost"))]
+mod cost;
+#[cfg(all(
+    feature = "cost",
+    any(
+        feature = "timers",
+        feature = "rtic",
+        feature = "portable-atomic-critical-section"
+    )
+))]
+compile_error!("`cost` has its own critical-section implementation: build it without `timers`, `rtic` and `portable-atomic-critical-section`");
 
 /// On the host there is nothing to run: the firmware only makes sense on a Cortex-M.
 #[cfg(not(target_os = "none"))]

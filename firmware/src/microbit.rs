@@ -14,6 +14,12 @@
 //! Captures: several contexts trigger CAPTURE[n] and read CC[n] of the same timer. A handler
 //! that runs between another context's trigger and read overwrites CC[n] with a later
 //! count, so every read still returns a count taken during its own call.
+//!
+//! The `cost` scenario (`src/cost.rs`) keeps the clock's counter and the narrow timer (its
+//! wrap interrupt on only while the extended clock is measured), and times calls with a
+//! stopwatch: TIMER2, 32-bit at 16 MHz, read by a capture into CC[1], no interrupt.
+// The `cost` build uses the counters and the stopwatch only.
+#![cfg_attr(feature = "cost", allow(dead_code, unused_imports))]
 
 use baretime::{Counter, NarrowTimer};
 use cortex_m::peripheral::scb::SystemHandler;
@@ -21,6 +27,7 @@ use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::{NVIC, SCB, SYST};
 
 use crate::mmio::{read, write};
+#[cfg(not(feature = "cost"))]
 use crate::run::Role;
 
 /// The timers' rate (prescaler 0) and the core clock's.
@@ -29,6 +36,7 @@ pub const HZ: u64 = 16_000_000;
 pub const NARROW_BITS: u32 = 16;
 /// The board, as the results name it.
 pub const NAME: &str = "microbit";
+#[cfg(not(feature = "cost"))]
 /// What SysTick's handler does.
 pub const SYSTICK_ROLE: Role = Role::High;
 
@@ -49,6 +57,8 @@ const fn cc(n: usize) -> usize {
 }
 const SHORTS: usize = 0x200;
 const INTENSET: usize = 0x304;
+#[cfg(feature = "cost")]
+const INTENCLR: usize = 0x308;
 const MODE: usize = 0x504;
 const BITMODE: usize = 0x508;
 const PRESCALER: usize = 0x510;
@@ -128,6 +138,7 @@ pub fn start_counters(_syst: &mut SYST) {
     write(TIMER1 + START, 1);
 }
 
+#[cfg(not(feature = "cost"))]
 /// Sets the priorities and starts the periodic interrupts and TIMER1's wrap interrupt.
 pub fn start_interrupts(syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     // SAFETY: priorities are set before the interrupts are unmasked, no priority-based
@@ -159,6 +170,7 @@ pub fn start_interrupts(syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     }
 }
 
+#[cfg(not(feature = "cost"))]
 /// The role of device interrupt `irqn`, its source acknowledged (the wrap's flag is
 /// `ExtendedTimer::on_wrap`'s to clear).
 pub fn take_irq(irqn: i16) -> Option<Role> {
@@ -177,5 +189,37 @@ pub fn take_irq(irqn: i16) -> Option<Role> {
             Some(Role::Mid)
         }
         _ => None,
+    }
+}
+
+/// The `cost` scenario's stopwatch: TIMER2, 32-bit at [`HZ`], no interrupt.
+#[cfg(feature = "cost")]
+pub fn start_stopwatch() {
+    setup(TIMER2, BITMODE_32);
+    write(TIMER2 + START, 1);
+}
+
+/// The stopwatch's count, captured into CC[1].
+#[cfg(feature = "cost")]
+#[inline(always)]
+pub fn stopwatch() -> u32 {
+    write(TIMER2 + capture(1), 1);
+    read(TIMER2 + cc(1))
+}
+
+/// The narrow timer's wrap interrupt: TIMER1's.
+#[cfg(feature = "cost")]
+pub const WRAP_IRQ: Option<i16> = Some(IRQ_TIMER1 as i16);
+
+/// Turns the narrow timer's wrap interrupt (TIMER1's COMPARE[0]) on or off.
+#[cfg(feature = "cost")]
+pub fn wrap_interrupt(_syst: &mut SYST, on: bool) {
+    if on {
+        write(TIMER1 + INTENSET, INT_COMPARE0);
+        // SAFETY: the cost scenario's handler is ready for the wrap.
+        unsafe { NVIC::unmask(Irq(IRQ_TIMER1)) };
+    } else {
+        NVIC::mask(Irq(IRQ_TIMER1));
+        write(TIMER1 + INTENCLR, INT_COMPARE0);
     }
 }

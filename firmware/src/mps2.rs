@@ -20,34 +20,44 @@
 //! | the clock's counter | dual timer's timer 2, as above | — |
 //! | the alarm ([`Timer0Alarm`]) | CMSDK timer 0, one-shot (IRQ 8) | 0x80 |
 //! | the tick: `update()`, the run's time limit | dual timer's timer 1, periodic at 1 kHz (IRQ 10) | 0x40 |
+//!
+//! The `rtic` scenario (`src/rtic_app.rs`) uses the same three, the alarm and the tick as
+//! RTIC hardware tasks whose priorities RTIC sets (the alarm 2, the tick 4: `src/pac.rs`
+//! has 3 priority bits).
+//!
+//! The `cost` scenario (`src/cost.rs`) keeps the clock's counter and the narrow timer (its
+//! wrap interrupt on only while the extended clock is measured), and times calls with a
+//! stopwatch: CMSDK timer 1, free-running at 25 MHz, no interrupt.
+// The `cost` build uses the counters and the stopwatch only.
+#![cfg_attr(feature = "cost", allow(dead_code, unused_imports))]
 
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 use baretime::Alarm;
 use baretime::Counter;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 use baretime::NarrowTimer;
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 use cortex_m::peripheral::scb::SystemHandler;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 use cortex_m::peripheral::syst::SystClkSource;
 use cortex_m::peripheral::NVIC;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 use cortex_m::peripheral::{SCB, SYST};
 
 use crate::mmio::{read, write};
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 use crate::run::Role;
 
 /// QEMU's mps2 system clock, which drives SysTick and the APB timers.
 pub const HZ: u64 = 25_000_000;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 /// The narrow timer's width: SysTick with a reload of 2^16 − 1.
 pub const NARROW_BITS: u32 = 16;
 /// The board, as the results name it (AN385 and AN386 differ only in the core).
 pub const NAME: &str = "mps2";
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// What SysTick's handler does.
 pub const SYSTICK_ROLE: Role = Role::Wrap;
 
@@ -65,7 +75,7 @@ const DT_INTEN: u32 = 1 << 5;
 const DT_32BIT: u32 = 1 << 1;
 
 const TIMER0: usize = 0x4000_0000;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 const TIMER1: usize = 0x4000_1000;
 const T_CTRL: usize = 0x00;
 const T_RELOAD: usize = 0x08;
@@ -73,8 +83,9 @@ const T_INTCLEAR: usize = 0x0c;
 
 /// IRQ numbers: CMSDK timers 0 and 1, the dual timer.
 const IRQ_TIMER0: u16 = 8;
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 const IRQ_TIMER1: u16 = 9;
+#[cfg(not(feature = "rtic"))]
 const IRQ_DUALTIMER: u16 = 10;
 
 /// The clock's counter: the dual timer's timer 2, counting down from 2^32 − 1, reported
@@ -91,15 +102,17 @@ impl Counter for Main {
     }
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 /// SysTick as a 16-bit up-counter.
 pub struct Narrow;
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 impl NarrowTimer for Narrow {
     #[inline]
     fn count(&self) -> u32 {
-        0xffff - SYST::get_current()
+        // (2^16 − VAL) mod 2^16: 0 while VAL is 0 (before the first reload, and on the tick
+        // the wrap flag is raised), not `0xffff − VAL` (`NarrowTimer`'s docs).
+        SYST::get_current().wrapping_neg() & 0xffff
     }
     fn bits(&self) -> u32 {
         NARROW_BITS
@@ -129,7 +142,7 @@ unsafe impl cortex_m::interrupt::InterruptNumber for Irq {
     }
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic")))]
 /// Starts the counters, and SysTick's wrap interrupt (interrupts are off until the clocks
 /// run).
 pub fn start_counters(syst: &mut SYST) {
@@ -142,7 +155,7 @@ pub fn start_counters(syst: &mut SYST) {
     syst.enable_counter();
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// Sets the priorities and starts the periodic interrupts.
 pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     // SAFETY: priorities are set before the interrupts are unmasked, no priority-based
@@ -171,7 +184,7 @@ pub fn start_interrupts(_syst: &mut SYST, scb: &mut SCB, nvic: &mut NVIC) {
     }
 }
 
-#[cfg(not(feature = "timers"))]
+#[cfg(not(any(feature = "timers", feature = "rtic", feature = "cost")))]
 /// The role of device interrupt `irqn`, its source acknowledged.
 pub fn take_irq(irqn: i16) -> Option<Role> {
     match irqn {
@@ -192,18 +205,18 @@ pub fn take_irq(irqn: i16) -> Option<Role> {
 }
 
 /// CMSDK timer CTRL: enable, interrupt enable. VALUE: the count.
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic", feature = "cost"))]
 const T_ENABLE: u32 = 1 << 0;
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 const T_IRQEN: u32 = 1 << 3;
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic", feature = "cost"))]
 const T_VALUE: usize = 0x04;
 
 /// Ticks by which [`Timer0Alarm::arm`] shortens the load, for the time between its counter
 /// read and the write that starts the timer (three instructions: a subtraction and two stores;
 /// under QEMU's `-icount shift=5` 32 ns each, 96 ns, less than 3 ticks of 40 ns). Never late
 /// is the contract; firing this much early only costs a re-arm.
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 const ARM_LEAD_TICKS: u32 = 3;
 
 /// An [`Alarm`] on CMSDK timer 0 — a 32-bit down-counter at the board clock, the clock
@@ -211,14 +224,14 @@ const ARM_LEAD_TICKS: u32 = 3;
 /// the asked tick, in the counter's 32 bits, loaded as a one-shot count (RELOAD 0: the timer
 /// stops at zero), whose interrupt (IRQ 8) comes when the count goes from 1 to 0. A tick
 /// already passed (or at most [`ARM_LEAD_TICKS`] away) pends the interrupt by hand.
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 pub struct Timer0Alarm;
 
 /// The counter value (low 32 bits) the loaded count runs out at.
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 static LOADED_FOR: AtomicU32 = AtomicU32::new(0);
 
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 impl Timer0Alarm {
     /// Acknowledges the timer's interrupt (its handler's first step). When the timer itself
     /// raised it (not a hand-pended one), the counter value it was loaded to run out at.
@@ -236,7 +249,7 @@ impl Timer0Alarm {
     }
 }
 
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 impl Alarm for Timer0Alarm {
     fn arm(&self, ticks: u64) {
         Timer0Alarm::stop();
@@ -261,7 +274,7 @@ impl Alarm for Timer0Alarm {
 
 /// The `timers` scenario's hardware: starts the clock's counter (interrupts are off until
 /// the clock runs).
-#[cfg(feature = "timers")]
+#[cfg(any(feature = "timers", feature = "rtic"))]
 pub fn start_timers_counter() {
     start_main();
     Timer0Alarm::stop();
@@ -276,17 +289,30 @@ pub fn start_timers_interrupts(nvic: &mut NVIC) {
         nvic.set_priority(Irq(IRQ_DUALTIMER), 0x40);
         nvic.set_priority(Irq(IRQ_TIMER0), 0x80);
     }
+    start_tick();
+    // SAFETY: the handlers in `timers` are ready for these interrupts.
+    unsafe {
+        NVIC::unmask(Irq(IRQ_DUALTIMER));
+        NVIC::unmask(Irq(IRQ_TIMER0));
+    }
+}
+
+/// Starts the 1 kHz tick (dual timer 1, IRQ 10); its priority and mask are the caller's (the
+/// `rtic` scenario's are RTIC's).
+#[cfg(any(feature = "timers", feature = "rtic"))]
+pub fn start_tick() {
     write(DT1 + DT_CONTROL, 0);
     write(DT1 + DT_LOAD, (HZ / 1000) as u32);
     write(
         DT1 + DT_CONTROL,
         DT_ENABLE | DT_PERIODIC | DT_INTEN | DT_32BIT,
     );
-    // SAFETY: the handlers in `timers` are ready for these interrupts.
-    unsafe {
-        NVIC::unmask(Irq(IRQ_DUALTIMER));
-        NVIC::unmask(Irq(IRQ_TIMER0));
-    }
+}
+
+/// Acknowledges the 1 kHz tick (the `rtic` scenario's handler).
+#[cfg(feature = "rtic")]
+pub fn clear_tick() {
+    write(DT1 + DT_INTCLR, 1);
 }
 
 /// Device interrupts in the `timers` scenario.
@@ -311,9 +337,47 @@ pub fn timers_irq(irqn: i16) -> Option<TimersIrq> {
     }
 }
 
+/// Ticks since the 1 kHz tick's count last ran out: in its handler, how late the handler
+/// started (its entry latency, interrupts held off included).
+#[cfg(feature = "timers")]
+pub fn tick_elapsed() -> u32 {
+    ((HZ / 1000) as u32).wrapping_sub(read(DT1 + DT_VALUE))
+}
+
 /// Raises the alarm's interrupt by hand: the driver plans its wake again (after a
 /// recalibration).
 #[cfg(feature = "timers")]
 pub fn pend_alarm() {
     NVIC::pend(Irq(IRQ_TIMER0));
+}
+
+/// The `cost` scenario's stopwatch: CMSDK timer 1, free-running down from 2^32 − 1 at
+/// [`HZ`], no interrupt.
+#[cfg(feature = "cost")]
+pub fn start_stopwatch() {
+    write(TIMER1 + T_CTRL, 0);
+    write(TIMER1 + T_RELOAD, u32::MAX);
+    write(TIMER1 + T_VALUE, u32::MAX);
+    write(TIMER1 + T_CTRL, T_ENABLE);
+}
+
+/// The stopwatch's count, counting up.
+#[cfg(feature = "cost")]
+#[inline(always)]
+pub fn stopwatch() -> u32 {
+    !read(TIMER1 + T_VALUE)
+}
+
+/// The narrow timer's wrap interrupt is SysTick's exception, not a device interrupt.
+#[cfg(feature = "cost")]
+pub const WRAP_IRQ: Option<i16> = None;
+
+/// Turns the narrow timer's wrap interrupt (SysTick's) on or off.
+#[cfg(feature = "cost")]
+pub fn wrap_interrupt(syst: &mut SYST, on: bool) {
+    if on {
+        syst.enable_interrupt();
+    } else {
+        syst.disable_interrupt();
+    }
 }

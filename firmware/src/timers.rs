@@ -36,7 +36,12 @@ use embassy_time::{Duration, Instant, Timer};
 use crate::board::{self, Main, Timer0Alarm, TimersIrq};
 use crate::out::{self, Line};
 
-static CLOCK: Clock<Main> = Clock::uninit(Main);
+// The driver re-arms after every write that can move its deadlines (the recalibrations below),
+// whoever writes: `Clock::on_write`.
+static CLOCK: Clock<Main> = Clock::uninit(Main).on_write(rearm);
+fn rearm() {
+    DRIVER.on_alarm();
+}
 
 embassy_time_driver::time_driver_impl!(
     static DRIVER: ClockDriver<Main, Timer0Alarm> = ClockDriver::new(&CLOCK, Timer0Alarm)
@@ -97,6 +102,9 @@ fn alarm_late_p50_ns() -> u64 {
 }
 /// Tick interrupts taken, and their `update()` results.
 static TICKS: AtomicU32 = AtomicU32::new(0);
+/// The tick's longest entry latency (ticks): it outranks the alarm, so what holds it off is
+/// interrupts off (critical sections) and the tick's own entry.
+static TICK_LATE_MAX: AtomicU32 = AtomicU32::new(0);
 static UPDATES: AtomicU32 = AtomicU32::new(0);
 static UPDATE_ERRORS: AtomicU32 = AtomicU32::new(0);
 
@@ -127,6 +135,7 @@ unsafe fn DefaultHandler(irqn: i16) {
 
 /// The 1 kHz tick: keeps the 32-bit counter's clock updated, and ends a run that overstays.
 fn tick() {
+    TICK_LATE_MAX.fetch_max(board::tick_elapsed(), Relaxed);
     TICKS.fetch_add(1, Relaxed);
     match CLOCK.update() {
         // Busy: the recalibrator is writing, which re-bases the clock too.
@@ -140,6 +149,7 @@ fn tick() {
 
 /// Prints what was counted with `error=why`, and exits with a failure.
 fn fail(why: &str) -> ! {
+    crate::irq_off::stop();
     cortex_m::interrupt::disable();
     let mut line = Line::new();
     let _ = write!(line, "error={why}");
@@ -251,13 +261,13 @@ async fn main(spawner: Spawner) {
         fail("start");
     }
     board::start_timers_interrupts(&mut cp.NVIC);
-    // Arms for any timer scheduled before the start (none here; what the driver asks).
-    DRIVER.on_alarm();
+    // The start has re-armed (`on_write`) for any timer scheduled before it: none here.
     // SAFETY: the handlers' data (the clock, the driver) is ready; no critical section is
     // open.
     unsafe { cortex_m::interrupt::enable() };
 
     costs();
+    crate::irq_off::start();
     let start_ns = CLOCK.now().as_nanos();
     let end_ns = start_ns + RUN_NS;
     for id in 0..SLEEPERS as u32 {
@@ -274,6 +284,7 @@ async fn main(spawner: Spawner) {
         Timer::after(Duration::from_millis(10)).await;
     }
     let run_ns = CLOCK.now().as_nanos() - start_ns;
+    crate::irq_off::stop();
     cortex_m::interrupt::disable();
     report();
     let mut line = Line::new();
@@ -369,6 +380,18 @@ fn report() {
         TICKS.load(Relaxed),
         UPDATES.load(Relaxed),
         UPDATE_ERRORS.load(Relaxed),
+    );
+    line.send();
+    let ns = |ticks: u32| u64::from(ticks) * 1_000_000_000 / board::HZ;
+    let (sections, p50, p99, max) = crate::irq_off::summary();
+    let mut line = Line::new();
+    let _ = write!(
+        line,
+        "irq_off_sections={sections} irq_off_p50_ns={} irq_off_p99_ns={} irq_off_max_ns={} tick_latency_max_ns={}",
+        ns(p50),
+        ns(p99),
+        ns(max),
+        ns(TICK_LATE_MAX.load(Relaxed)),
     );
     line.send();
 }

@@ -14,7 +14,7 @@
 // Intra-doc links such as `crate::calibrate::Calibration` resolve only in the library.
 #![allow(rustdoc::broken_intra_doc_links)]
 
-#[path = "../../crates/baretime/src/clock.rs"]
+#[path = "../../crates/baretime/src/clock/mod.rs"]
 pub mod clock;
 #[path = "../../crates/baretime/src/coarse.rs"]
 pub mod coarse;

@@ -26,6 +26,7 @@ const PLATFORM_CRATES: &[&str] = &[
     "baretime-diag",
     "baretime-sim",
     "baretime-embassy",
+    "baretime-rtic",
 ];
 
 /// The core crate's bare-metal builds: (target, features).
@@ -333,7 +334,7 @@ fn test_all() -> bool {
             for p in PLATFORM_CRATES {
                 c.args(["-p", p]);
             }
-            // The embassy driver needs the Clock, which a core without 32-bit
+            // The embassy driver and the RTIC monotonic need the Clock, which a core without 32-bit
             // compare-and-swap has only through portable-atomic (README, "Features").
             let features = match (target, features) {
                 ("thumbv6m-none-eabi" | "riscv32imc-unknown-none-elf", "") => {

@@ -22,6 +22,8 @@
 //! | `aarch64-errata` | `virt`, TCG | each counter erratum's faulty-read model over the real CNTVCT_EL0 (`boot/src/aarch64/errata.rs`): with its workaround no step back, no untrue value, no read at the retry bound, a `Clock` never ahead of the true count and 1 ms delays at least 1 ms; without it, the same reads show the model's glitches |
 //! | `cortex-m4-an386`, `cortex-m3-an385`, `cortex-m0-microbit` with each atomic feature | `mps2-an386`, `mps2-an385`, `microbit` (see `qemu_cortexm.rs`) | firmware reading `static` clocks in thread mode and in interrupts at three priorities, `update()` from interrupts, `recalibrate()` from thread mode, a SysTick / 16-bit timer extended by `ExtendedTimer`: no step back, no late update, no short delay, no hang |
 //! | `timers-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-timers` too) | `mps2-an386` (see `qemu_cortexm.rs`) | embassy-executor tasks sleeping random durations (10 µs – 100 ms) for 2.5 s through an embassy-time driver over a `static` Clock, a CMSDK timer as the alarm, the clock recalibrated ±100 ppm midway: no early wake, every task finished, lateness p50 / p99 / max reported |
+//! | `rtic-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-rtic` too) | `mps2-an386` (see `qemu_cortexm.rs`) | the same on RTIC 2: 12 tasks (8 below the alarm's priority, 4 above) sleeping through baretime-rtic's monotonic, `Mono::delay` and `Mono::delay_until`: no early wake by the clock or by `Mono::now()`, every task finished, lateness p50 / p99 / max reported |
+//! | `cost-m4`, `cost-m0` | `mps2-an386`, `microbit`, `-icount shift=0` (see `qemu_cortexm.rs`) | what each clock call costs in instructions (`raw`, `floor`, `now`, `update`, `deadline`, the embassy driver's longest interrupts-off stretch, …), timed by a second hardware timer: FAIL when a run did not finish or missed the targets (`now` ≤ 2 × `floor`; on the M4 `deadline` ≤ 150, `update` ≤ 300, `irq_off_max` ≤ 250) |
 //! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
@@ -123,10 +125,18 @@ pub(crate) mod name {
     /// A second name `timers-m4` answers to, so that the filters that pick the Cortex-M
     /// scenarios (`cortex-m`, `cortex-m4`, `an386`) pick it too.
     pub const TIMERS_M4_ALIAS: &str = "cortex-m4-an386-timers";
+    pub const RTIC_M4: &str = "rtic-m4";
+    /// Likewise for `rtic-m4`.
+    pub const RTIC_M4_ALIAS: &str = "cortex-m4-an386-rtic";
+    pub const COST_M4: &str = "cost-m4";
+    pub const COST_M0: &str = "cost-m0";
 
-    /// Whether a filter picks `name`: by itself, or for `timers-m4` by its alias.
+    /// Whether a filter picks `name`: by itself, or for `timers-m4` and `rtic-m4` by their
+    /// aliases.
     pub fn picked(name: &str, wanted: &dyn Fn(&str) -> bool) -> bool {
-        wanted(name) || (name == TIMERS_M4 && wanted(TIMERS_M4_ALIAS))
+        wanted(name)
+            || (name == TIMERS_M4 && wanted(TIMERS_M4_ALIAS))
+            || (name == RTIC_M4 && wanted(RTIC_M4_ALIAS))
     }
 
     /// The scenarios of the x86_64 kernel, in the order they run.
@@ -167,6 +177,9 @@ pub(crate) mod name {
         CM0_PA_CS,
         CM0_PA_SINGLE_CORE,
         TIMERS_M4,
+        RTIC_M4,
+        COST_M4,
+        COST_M0,
     ];
 }
 

@@ -11,6 +11,9 @@
 //! | `cortex-m0-microbit-portable-atomic-cs` | `microbit` | thumbv6m-none-eabi | `portable-atomic-critical-section` |
 //! | `cortex-m0-microbit-portable-atomic-single-core` | | | `portable-atomic` + portable-atomic's `unsafe-assume-single-core` |
 //! | `timers-m4` | `mps2-an386` | thumbv7em-none-eabihf | `timers` (no atomic feature: what the README recommends for thumbv7em) |
+//! | `rtic-m4` | `mps2-an386` | thumbv7em-none-eabihf | `rtic` |
+//! | `cost-m4` | `mps2-an386` | thumbv7em-none-eabihf | `cost` |
+//! | `cost-m0` | `microbit` | thumbv6m-none-eabi | `cost`, `single-core` |
 //!
 //! Time is QEMU's instruction count (`-icount`): the timers advance with the instructions
 //! the guest executes, not with the host's clock, so a busy host slows a run down without
@@ -64,7 +67,15 @@
 //! | 4 | 16 | 21.2 µs | 60.3 | 233 | 1 409 | 0.44 µs |
 //! | 5 | 32 | 43.3 µs | 123.6 | 620 | 3 248 | 0.88 µs |
 //! | 5 (one `deadline` per arming, the exact-guess fast path) | 32 | 35.9 µs | 68.8 | 270 | 1 804 | 0.84 µs |
-//! | 5 (the scenario, today: writes carry the fraction of a ns) | 32 | 37.9 µs | 75.9 | 300 | — | — |
+//! | 5 (writes carry the fraction of a ns) | 32 | 37.9 µs | 75.9 | 300 | — | — |
+//! | 5 (the scenario, today: no clock arithmetic in the critical section, issue 26) | 32 | 38.6 µs | 79.0 | 296 | 1 288 | 0.92 µs |
+//!
+//! The firmware's critical-section implementation measures how long each section keeps
+//! interrupts off (`irq_off_*_ns`, reported in instructions as `irq_off_max_instructions`
+//! against the issue's 250, not judged), and the 1 kHz tick, which outranks the alarm, its
+//! own entry latency (`tick_latency_max_ns`). With `Clock::deadline` inside the driver's
+//! section: 6 628 instructions, 133 µs; with only the queue and the arming inside: 420
+//! instructions (about 150 plus 19 per queued timer: embassy's queue walks all 14), 13.2 µs.
 //!
 //! Lateness scales with the instruction time, not with QEMU's timer: the alarm's interrupt
 //! comes within a microsecond, and the rest is code — chiefly the driver's service at each
@@ -76,6 +87,58 @@
 //! 68.8 µs; the carried fraction of a nanosecond in every write (issue 14's promise 2) put
 //! it back to 75.9 µs (the 1 kHz `update` and the snapshot cost more). The issue's 50 µs goal is met at shift 3 (125 MIPS, about a 168 MHz Cortex-M4)
 //! and missed at the board's own speed (shift 5, about 31 MIPS).
+//!
+//! # `cost-m4`, `cost-m0`
+//!
+//! The firmware's `cost` build (`firmware/src/cost.rs`) under `-icount shift=0`: one
+//! instruction is one nanosecond of virtual time, so a second hardware timer (a CMSDK timer at
+//! 25 MHz on MPS2, 40 instructions a tick; the nRF51's TIMER2 at 16 MHz, 62.5) counts
+//! instructions. It prints the mean instructions per call, the loop around the calls
+//! subtracted, of the raw 32-bit counter read (`raw`), a bare generation-checked clock read
+//! written in the firmware (`floor`: the least a correct lock-free read needs), `Clock::now`
+//! (`now`) and on the extended 16-bit timer (`now_ext`), `ExtendedTimer::ticks`, `CoarseClock::now`,
+//! `Clock::update` 100 µs after the last write, `Clock::deadline` 5 ms ahead, the embassy
+//! driver's `now`, and the longest and mean interrupts-off stretch inside the driver's
+//! `schedule_wake` and `on_alarm` (`irq_off_max`, each call's `irq_off_max_schedule_wake` and
+//! `irq_off_max_on_alarm`, `irq_off_mean`: whole stopwatch ticks, `irq_off_resolution`);
+//! `now_over_floor` is the ratio. `calib_nop1000` (a function of 1 000
+//! `nop`s, less the same function without them) must come out within [`CALIB_SLACK`] of
+//! 1 000, or the run fails: the stopwatch does not count instructions. The firmware is built
+//! as every scenario's: `--release`, Cargo's default release profile (the workspace sets
+//! none: opt-level 3, no LTO, 16 codegen units; baretime's generic `Clock` is compiled, and
+//! inlined, in the firmware crate).
+//!
+//! It fails when the run did not finish, any call returned an error, `now` is above
+//! [`GOAL_NOW_OVER_FLOOR`] × `floor` on either core (met: 1.40 on the M4, 1.85 on the M0), or
+//! (M4) `irq_off_max` is above [`GOAL_M4_IRQ_OFF_MAX`] instructions (met: 200). The issue's
+//! writer targets — on the M4 `deadline` ≤ [`GOAL_M4_DEADLINE`] and `update` ≤
+//! [`GOAL_M4_UPDATE`] instructions — are printed as `goal_*` and named in `missed=` while
+//! missed, not judged: they are not met yet (issue 26 stays open for them). `cargo xtask qemu
+//! cost` runs both.
+//!
+//! # `rtic-m4`
+//!
+//! The firmware's `rtic` build (`firmware/src/rtic_app.rs`): the same scenario on RTIC 2 and
+//! baretime-rtic's monotonic (ticks of 1 ns) over the same clock and CMSDK timer — 12 tasks
+//! sleeping 10 µs – 100 ms by `Mono::delay_until` and `Mono::delay` in turn, 8 at priority 1
+//! (below the alarm's interrupt, 2) and 4 at priority 3 (above it), the clock recalibrated
+//! +100 ppm and −100 ppm midway followed by `Mono::rearm()`. Judged as `timers-m4`, plus
+//! `mono_early=0` (no task found `Mono::now()` before the instant it asked for), under the
+//! same `-icount shift=5,sleep=off`. The firmware has no PAC crate: `firmware/src/pac.rs` is
+//! the few device-crate lines RTIC needs. `cargo xtask qemu rtic-m4` runs it alone; it
+//! answers to `cortex-m4-an386-rtic` too.
+//!
+//! What it gives (the same figures run after run; lateness in µs), beside `timers-m4` built
+//! from the same tree:
+//!
+//! | scenario | wakes | p50 | p99 | max | alarm handler p50 / max |
+//! | --- | --- | --- | --- | --- | --- |
+//! | `rtic-m4` | 1 954 | 59.2 | 237.4 | 662.4 | 0.68 / 57.6 µs |
+//! | `timers-m4` | 1 954 | 77.9 | 329.5 | 1 961.0 | 0.84 / 59.1 µs |
+//!
+//! Here the alarm's handler plans the next wake outside any critical section (rtic-time
+//! pops the due waiters under one, then the backend computes `Clock::deadline` with
+//! interrupts on), where the embassy driver's service runs inside one.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -86,6 +149,9 @@ use crate::cargo;
 
 /// Longest a run may take on the host before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(45);
+/// The same for the cost scenarios: about 100 M instructions, most in timer-polling waits
+/// (each read an I/O exit under `-icount`), 5–25 s on a busy 2-core host.
+const COST_TIMEOUT: Duration = Duration::from_secs(120);
 /// Interrupts a run must have taken (the firmware stops after 120 000).
 const MIN_INTERRUPTS: f64 = 100_000.0;
 /// Wakes a `timers-m4` run must have made: 12 tasks sleeping 15 ms on average for 2.5 s
@@ -93,6 +159,19 @@ const MIN_INTERRUPTS: f64 = 100_000.0;
 const MIN_WAKES: f64 = 1_000.0;
 /// The issue's lateness goal under TCG (reported, not judged).
 const LATENESS_GOAL_P50_US: f64 = 50.0;
+/// How far `calib_nop1000` may be from 1 000 instructions: the two loops' code may differ by
+/// an instruction or two.
+const CALIB_SLACK: f64 = 5.0;
+/// The issue's cost targets, in instructions (`-icount shift=0`): `Clock::now` against the
+/// bare read on both cores; `Clock::deadline`, `Clock::update` and the driver's longest
+/// interrupts-off stretch on the M4.
+const GOAL_NOW_OVER_FLOOR: f64 = 2.0;
+const GOAL_M4_DEADLINE: f64 = 150.0;
+const GOAL_M4_UPDATE: f64 = 300.0;
+const GOAL_M4_IRQ_OFF_MAX: f64 = 250.0;
+
+/// The issue's bound on interrupts off per driver call, in instructions (reported, not judged).
+const IRQ_OFF_GOAL_INSTRUCTIONS: f64 = 250.0;
 
 /// What a firmware build runs.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -101,6 +180,10 @@ enum Kind {
     Reads,
     /// `firmware/src/timers.rs`: embassy tasks sleeping on the clock.
     Timers,
+    /// `firmware/src/rtic_app.rs`: RTIC tasks sleeping on the clock (judged as `Timers`).
+    Rtic,
+    /// `firmware/src/cost.rs`: what each call costs, in instructions.
+    Cost,
 }
 
 /// One firmware build and the board it runs on.
@@ -186,6 +269,30 @@ const BOARDS: &[Board] = &[
         icount_shift: 5,
         kind: Kind::Timers,
     },
+    Board {
+        name: name::RTIC_M4,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "rtic",
+        icount_shift: 5,
+        kind: Kind::Rtic,
+    },
+    Board {
+        name: name::COST_M4,
+        target: "thumbv7em-none-eabihf",
+        machine: "mps2-an386",
+        features: "cost",
+        icount_shift: 0,
+        kind: Kind::Cost,
+    },
+    Board {
+        name: name::COST_M0,
+        target: "thumbv6m-none-eabi",
+        machine: "microbit",
+        features: "cost,single-core",
+        icount_shift: 0,
+        kind: Kind::Cost,
+    },
 ];
 
 /// The firmware's keys each line carries.
@@ -231,8 +338,11 @@ pub(super) fn scenarios(wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
         // Built and run one at a time: every build writes the same executable path.
         match build(board).and_then(|elf| boot(board, &elf)) {
             Err(e) => line.fail(e),
-            Ok(run) if board.kind == Kind::Timers => judge_timers(&mut line, board, &run),
-            Ok(run) => judge(&mut line, &run),
+            Ok(run) => match board.kind {
+                Kind::Reads => judge(&mut line, &run),
+                Kind::Timers | Kind::Rtic => judge_timers(&mut line, board, &run),
+                Kind::Cost => judge_cost(&mut line, board, &run),
+            },
         }
         line.print();
         lines.push(line);
@@ -281,6 +391,10 @@ fn build(board: &Board) -> Result<PathBuf, String> {
 
 /// Boots the firmware; the results come on the semihosting console (QEMU's stderr).
 fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
+    let timeout = match board.kind {
+        Kind::Cost => COST_TIMEOUT,
+        _ => TIMEOUT,
+    };
     let mut cmd = Command::new("qemu-system-arm");
     cmd.args(["-M", board.machine, "-display", "none", "-monitor", "none"])
         .args([
@@ -292,8 +406,8 @@ fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
         .args([
             "-icount",
             &match board.kind {
-                Kind::Reads => format!("shift={}", board.icount_shift),
-                Kind::Timers => format!("shift={},sleep=off", board.icount_shift),
+                Kind::Reads | Kind::Cost => format!("shift={}", board.icount_shift),
+                Kind::Timers | Kind::Rtic => format!("shift={},sleep=off", board.icount_shift),
             },
         ])
         .arg("-kernel")
@@ -303,14 +417,14 @@ fn boot(board: &Board, elf: &std::path::Path) -> Result<Run, String> {
         stderr,
         wall,
         timed_out,
-    } = run_qemu(&mut cmd, "qemu-system-arm", TIMEOUT)?;
+    } = run_qemu(&mut cmd, "qemu-system-arm", timeout)?;
     Ok(Run {
         kv: parse_kv(&format!("{stdout}\n{stderr}")),
         stdout: format!("{stdout}{stderr}"),
         stderr,
         wall,
         timed_out,
-        timeout: TIMEOUT,
+        timeout,
     })
 }
 
@@ -373,11 +487,13 @@ fn judge(line: &mut Line, run: &Run) {
     }
 }
 
-/// The `timers-m4` firmware's keys each line carries.
+/// The `timers-m4` and `rtic-m4` firmware's keys each line carries.
 const TIMERS_KEYS: &[&str] = &[
     "wakes",
     "early",
     "early_max_ns",
+    "mono_early",
+    "framework",
     "lateness_p50_us",
     "lateness_p99_us",
     "lateness_max_us",
@@ -393,6 +509,11 @@ const TIMERS_KEYS: &[&str] = &[
     "update_errors",
     "cost_now_ns",
     "cost_deadline_ns",
+    "irq_off_sections",
+    "irq_off_p50_ns",
+    "irq_off_p99_ns",
+    "irq_off_max_ns",
+    "tick_latency_max_ns",
     "run_ms",
 ];
 
@@ -418,12 +539,31 @@ fn judge_timers(line: &mut Line, board: &Board, run: &Run) {
             "missed"
         },
     );
-    line.key("ns_per_instruction", 1u64 << board.icount_shift);
+    let ns_per_instruction = 1u64 << board.icount_shift;
+    line.key("ns_per_instruction", ns_per_instruction);
+    // Interrupts off, in instructions (`-icount`: each takes `ns_per_instruction`).
+    let irq_off_max = num("irq_off_max_ns") / ns_per_instruction as f64;
+    line.key("irq_off_max_instructions", irq_off_max.round());
+    line.key(
+        "irq_off_goal",
+        if irq_off_max <= IRQ_OFF_GOAL_INSTRUCTIONS {
+            "met"
+        } else {
+            "missed"
+        },
+    );
     let early = num("early");
     if early != 0.0 {
         line.fail(format!(
             "early={early}: a task woke before its deadline by the clock (by up to {} ns)",
             num("early_max_ns")
+        ));
+    }
+    // RTIC's tasks also check the monotonic's own `now()`.
+    if board.kind == Kind::Rtic && num("mono_early") != 0.0 {
+        line.fail(format!(
+            "mono_early={}: a task woke before its instant by Mono::now()",
+            num("mono_early")
         ));
     }
     let wakes = num("wakes");
@@ -448,3 +588,95 @@ fn judge_timers(line: &mut Line, board: &Board, run: &Run) {
         line.fail("no lateness figures");
     }
 }
+
+/// The `cost` firmware's figures (instructions per call under `shift=0`), and what else its
+/// lines carry.
+const COST_FIGURES: &[&str] = &[
+    "calib_nop1000",
+    "empty_loop",
+    "raw",
+    "floor",
+    "now",
+    "now_ext",
+    "ext_ticks",
+    "coarse",
+    "update",
+    "deadline",
+    "driver_now",
+    "irq_off_max",
+    "irq_off_mean",
+];
+const COST_KEYS: &[&str] = &[
+    "irq_off_max_schedule_wake",
+    "irq_off_max_on_alarm",
+    "irq_off_count",
+    "wakes_scheduled",
+    "errors",
+];
+
+/// Checks a `cost-m4` / `cost-m0` run (see the module docs).
+fn judge_cost(line: &mut Line, board: &Board, run: &Run) {
+    line.key("icount_shift", board.icount_shift);
+    line.key("profile", "release");
+    line.copy(run, COST_FIGURES);
+    line.copy(run, COST_KEYS);
+    if let Some(tick) = run.get("stopwatch_tick_ns") {
+        line.key("irq_off_resolution", tick);
+    }
+    if let Some(why) = run.broken() {
+        line.fail(why);
+        return;
+    }
+    let num = |k: &str| run.num(k).unwrap_or(f64::NAN);
+    if let Some(k) = COST_FIGURES.iter().find(|k| num(k).is_nan()) {
+        line.fail(format!("no {k} in the firmware's output"));
+        return;
+    }
+    let calib = num("calib_nop1000");
+    if (calib - 1000.0).abs() > CALIB_SLACK {
+        line.fail(format!(
+            "calib_nop1000={calib}: the stopwatch does not count one instruction a nanosecond"
+        ));
+    }
+    if num("errors") != 0.0 {
+        line.fail(format!("errors={}: a clock call failed", num("errors")));
+    }
+    let ratio = num("now") / num("floor");
+    line.key("now_over_floor", format!("{ratio:.2}"));
+    let mut goals = vec![("now_over_floor", ratio, GOAL_NOW_OVER_FLOOR)];
+    if board.name == name::COST_M4 {
+        goals.extend([
+            ("deadline", num("deadline"), GOAL_M4_DEADLINE),
+            ("update", num("update"), GOAL_M4_UPDATE),
+            ("irq_off_max", num("irq_off_max"), GOAL_M4_IRQ_OFF_MAX),
+        ]);
+    }
+    let mut missed = Vec::new();
+    for (key, value, goal) in goals {
+        line.key(&format!("goal_{key}"), goal);
+        if value.is_nan() || value > goal {
+            missed.push(key);
+        }
+    }
+    line.key(
+        "missed",
+        if missed.is_empty() {
+            "none".to_string()
+        } else {
+            missed.join(",")
+        },
+    );
+    // The read's and the driver's targets are met and judged (a regression fails); the
+    // writers' are not met yet (issue 26 stays open for them): reported in `missed=`, not
+    // judged, as `timers-m4` reports its lateness goal.
+    let judged: Vec<_> = missed.iter().filter(|k| JUDGED.contains(k)).collect();
+    if !judged.is_empty() {
+        line.fail(format!(
+            "missed the issue's targets: {}",
+            judged.iter().map(|k| **k).collect::<Vec<_>>().join(", ")
+        ));
+    }
+}
+
+/// The targets a cost run fails on; the others are reported in `missed=`.
+const JUDGED: &[&str] = &["now_over_floor", "irq_off_max"];

@@ -10,8 +10,16 @@ use crate::Counter;
 /// A narrow hardware timer that counts up and wraps from `2^bits − 1` to 0, and raises a
 /// flag when it wraps: the hardware access an [`ExtendedTimer`] needs.
 ///
-/// A down-counting timer (SysTick, a CMSDK timer) reports `reload − value` with a reload
-/// of `2^bits − 1`.
+/// A down-counting timer (SysTick, a CMSDK timer) with a reload of `2^bits − 1` reports
+/// `(2^bits − value) mod 2^bits` — `value.wrapping_neg() & mask` — not `reload − value`.
+/// Such a timer raises its wrap flag when the value goes from 1 to 0 and reloads a tick
+/// later, so its count must wrap to 0 on the tick the value reaches 0. `reload − value` wraps
+/// a tick late (a reader in that tick sees the flag with the count not yet wrapped: a whole
+/// wrap ahead); worse, SysTick reads 0 after `clear_current()` until its first reload, which
+/// `reload − value` makes the last count of a wrap, followed by 0 with no wrap flag: a clock
+/// started then reads its next reading a whole wrap back (on a 32-bit target, it jumps
+/// `Clock::update_interval` ahead). With `value.wrapping_neg() & mask`, 0 reads as 0 and the
+/// reload as 1: the clock may start at any time after the timer is enabled.
 pub trait NarrowTimer {
     /// The current count, below `2^bits`, counting up.
     fn count(&self) -> u32;
@@ -108,27 +116,39 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 /// # The Clock on top
 ///
 /// [`ExtendedTimer`] is a [`Counter`] of `bits + 31` bits (capped at 64). A clock on it needs
-/// [`crate::Clock::update`] once per half of *that* wrap: on a target with 64-bit atomics, a
-/// 24-bit SysTick at 25 MHz extended to 55 bits needs one every 22 years. On a 32-bit
-/// microcontroller (no 64-bit atomics) the clock reads the low 32 bits of the count, and
-/// needs an update once per 2^31 ticks, about 85 s at 25 MHz: calling `update()` from the
-/// wrap interrupt, right after `on_wrap`, is far more often than needed — every n-th wrap
-/// does as long as n wraps fit in [`crate::Clock::update_interval`].
+/// [`crate::Clock::update`] at least once per [`crate::Clock::update_interval`], and what
+/// that is depends on the target:
+///
+/// - **With 64-bit atomics** the clock reads the whole count: a 24-bit SysTick at 25 MHz
+///   extended to 55 bits needs an update every 22 years.
+/// - **Without** (Cortex-M, 32-bit RISC-V) the clock reads the low 32 bits of the count, and
+///   needs an update once per 2^31 ticks less a margin: 85.9 s at 25 MHz. `update()` from the
+///   wrap interrupt, right after `on_wrap`, keeps that for any timer **narrower than 32
+///   bits**: a 24-bit SysTick at 25 MHz wraps every 0.67 s (128 wraps per interval), a 16-bit
+///   timer at 1 MHz every 65.5 ms; every n-th wrap does as long as n wraps fit in the interval.
+/// - **A 32-bit timer** wraps every 2^32 ticks — twice the interval on such a target (171 s
+///   at 25 MHz): from its wrap interrupt every update would be late. There the extension buys
+///   nothing (the clock reads 32 bits of it): make the 32-bit timer itself the clock's
+///   [`Counter`] and call `update()` from a periodic interrupt at least once per
+///   [`crate::Clock::update_interval`] — a compare channel at every half wrap, or the tick
+///   you already have. With 64-bit atomics a 32-bit timer extends as any other.
 ///
 /// # Example
 ///
 /// ```
-/// use baretime::{Clock, Counter, ExtendedTimer, Frequency, NarrowTimer};
+/// use baretime::{Clock, Counter, ExtendedTimer, Frequency, Instant, NarrowTimer};
 /// use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 ///
-/// /// Stands in for SysTick at 25 MHz with a reload of 2^24 − 1: VAL counts down, and
-/// /// ICSR.PENDSTSET is set at the wrap and cleared by the hardware on interrupt entry.
+/// /// Stands in for SysTick at 25 MHz with a reload of 2^24 − 1: VAL counts down, is 0 after
+/// /// `clear_current()` until its first reload, and ICSR.PENDSTSET is set when VAL goes from
+/// /// 1 to 0 and cleared by the hardware on interrupt entry.
 /// struct SysTick;
-/// static VAL: AtomicU32 = AtomicU32::new(0xff_ffff);
+/// static VAL: AtomicU32 = AtomicU32::new(0);
 /// static PENDSTSET: AtomicBool = AtomicBool::new(false);
 /// impl NarrowTimer for SysTick {
 ///    fn count(&self) -> u32 {
-///        0xff_ffff - VAL.load(Ordering::Relaxed) // reload − VAL: counting up
+///        // (2^24 − VAL) mod 2^24: counting up, 0 while VAL is 0 (not 0xff_ffff − VAL)
+///        VAL.load(Ordering::Relaxed).wrapping_neg() & 0xff_ffff
 ///    }
 ///    fn bits(&self) -> u32 {
 ///        24
@@ -148,14 +168,18 @@ impl<T: NarrowTimer + ?Sized> NarrowTimer for &T {
 ///    let _ = CLOCK.update();
 /// }
 ///
+/// // Started before SysTick's first reload (VAL still 0), then the reload: one tick later.
 /// CLOCK.start(Frequency::nominal_hz(25_000_000, 50_000).unwrap()).unwrap(); // 25 MHz ±50 ppm
+/// VAL.store(0xff_ffff, Ordering::Relaxed);
+/// assert_eq!(CLOCK.now(), Instant::from_nanos(40));
+/// assert!(!CLOCK.health().counter_behind);
 /// assert_eq!(TIMER.bits(), 55);
 /// for _ in 0..3 {
 ///    VAL.store(0x10, Ordering::Relaxed); // near the end of the period
 ///    let before = CLOCK.now();
 ///    VAL.store(0xff_fff0, Ordering::Relaxed); // wrapped: 32 ticks later
 ///    PENDSTSET.store(true, Ordering::Relaxed);
-///    assert_eq!(TIMER.ticks() & 0xff_ffff, 15); // a wrap pending, counted already
+///    assert_eq!(TIMER.ticks() & 0xff_ffff, 16); // a wrap pending, counted already
 ///    PENDSTSET.store(false, Ordering::Relaxed); // the interrupt is entered
 ///    systick_handler();
 ///    assert!(CLOCK.now() - before >= core::time::Duration::from_nanos(32 * 40));

@@ -208,6 +208,13 @@ impl Frequency {
         accuracy: Accuracy::Exact,
     };
 
+    /// The slowest rate the crate accepts ([`Frequency::MIN_HZ`]): the longest tick.
+    pub(crate) const SLOWEST: Frequency = Frequency {
+        millihz: Self::MIN_HZ.saturating_mul(MILLIHZ_PER_HZ),
+        source: Source::User,
+        accuracy: Accuracy::Exact,
+    };
+
     /// A rate of `hz` hertz, or `None` outside [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
     pub const fn from_hz(hz: u64, source: Source, accuracy: Accuracy) -> Option<Self> {
         if hz < Self::MIN_HZ || hz > Self::MAX_HZ {

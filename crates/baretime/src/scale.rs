@@ -97,9 +97,59 @@ pub(crate) const fn saturate_u64(v: u128) -> u64 {
 #[inline(always)]
 #[allow(clippy::arithmetic_side_effects)] // bounds proven above
 pub(crate) const fn mul_q64(ticks: u64, int: u64, frac: u64) -> u128 {
+    // On a 32-bit core a `u128` product is a chain of 32-bit multiplies and carries several
+    // times longer than this: a distance below 2^32 and an integer part below 2^32 (every
+    // clock on such a core) take three 32 × 32 → 64-bit multiplies.
+    #[cfg(target_pointer_width = "32")]
+    if (ticks | int) >> 32 == 0 {
+        return mul_q64_narrow(ticks as u32, int as u32, frac, 0).0 as u128;
+    }
     let whole = (ticks as u128) * (int as u128);
     let part = ((ticks as u128) * (frac as u128)) >> 64;
     whole + part
+}
+
+/// `ticks × (int + frac / 2^64) + carry / 2^64` for 32-bit `ticks` and `int`: its whole part
+/// (below 2^64) and its fraction (in 2^-64), exactly, in 32 × 32 → 64-bit multiplies.
+///
+/// With `t = ticks`, `f = frac = f1·2^32 + f0`, `c = carry = c1·2^32 + c0`:
+/// `p0 = t·f0 + c0 ≤ (2^32 − 1)^2 + 2^32 − 1 < 2^64`, and
+/// `p1 = t·f1 + ⌊p0 / 2^32⌋ + c1 ≤ (2^32 − 1)^2 + 2(2^32 − 1) = 2^64 − 1`; then
+/// `t·f + c = p1·2^32 + (p0 mod 2^32)`, whose whole part `⌊p1 / 2^32⌋ < 2^32` adds to
+/// `t·int ≤ (2^32 − 1)^2`: below 2^64.
+#[inline(always)]
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above
+#[cfg_attr(not(any(test, target_pointer_width = "32")), allow(dead_code))]
+pub(crate) const fn mul_q64_narrow(ticks: u32, int: u32, frac: u64, carry: u64) -> (u64, u64) {
+    let t = ticks as u64;
+    let p0 = t * (frac & 0xffff_ffff) + (carry & 0xffff_ffff);
+    let p1 = t * (frac >> 32) + (p0 >> 32) + (carry >> 32);
+    (t * int as u64 + (p1 >> 32), (p1 << 32) | (p0 & 0xffff_ffff))
+}
+
+/// `⌈ns × inv_mult / 2^shift⌉` for `ns` below 2^32 and `shift` of 32 or more, without `u128`.
+///
+/// `a = ns·inv_lo`, `b = ns·inv_hi` (each below 2^64); `t = ⌊a / 2^32⌋ + b ≤ 2^32 − 1 +
+/// (2^32 − 1)^2 < 2^64`, and `ns × inv_mult = t·2^32 + (a mod 2^32)`. With `s = shift − 32`:
+/// the quotient is `⌊t / 2^s⌋`, plus one if `t mod 2^s` or `a mod 2^32` is not zero.
+#[inline(always)]
+#[allow(clippy::arithmetic_side_effects)] // bounds proven above; shift ≥ 32
+#[cfg_attr(not(any(test, target_pointer_width = "32")), allow(dead_code))]
+pub(crate) const fn ns_to_ticks_ceil_narrow(ns: u32, inv_mult: u64, shift: u32) -> u64 {
+    let ns = ns as u64;
+    let a = ns * (inv_mult & 0xffff_ffff);
+    let t = (a >> 32) + ns * (inv_mult >> 32);
+    let s = shift - 32;
+    let (q, rem) = if s >= 64 {
+        (0, t)
+    } else {
+        (t >> s, t & ((1u64 << s) - 1))
+    };
+    q + if rem != 0 || a & 0xffff_ffff != 0 {
+        1
+    } else {
+        0
+    }
 }
 
 impl Scale {
@@ -163,6 +213,12 @@ impl Scale {
     #[inline]
     #[allow(clippy::arithmetic_side_effects)] // u64 × u64 < 2^128; inv_shift ≤ 127; +1 < 2^128
     pub const fn ns_to_ticks_ceil(&self, ns: u64) -> u64 {
+        // On a 32-bit core, a span below 2^32 ns (4.3 s: a handover margin, a deadline a few
+        // seconds out) in two 32 × 32 → 64-bit multiplies and 64-bit shifts.
+        #[cfg(target_pointer_width = "32")]
+        if ns >> 32 == 0 && self.inv_shift >= 32 {
+            return ns_to_ticks_ceil_narrow(ns as u32, self.inv_mult, self.inv_shift);
+        }
         let prod = (ns as u128) * (self.inv_mult as u128);
         let mask = (1u128 << self.inv_shift) - 1;
         let ticks = (prod >> self.inv_shift) + if prod & mask != 0 { 1 } else { 0 };
@@ -177,6 +233,28 @@ impl Scale {
     allow(dead_code)
 )]
 impl Scale {
+    /// These constants with the tick length's fraction rounded up to a multiple of 2^-32 ns
+    /// (its low 32 bits zero): see the Clock's `in_force`. The inverse is kept: taken from
+    /// the exact, shorter tick, it gives at least as many ticks as the longer one needs.
+    #[allow(clippy::arithmetic_side_effects)] // frac_hi + 1 ≤ 2^32; mult_int + 1 < 2^21
+    pub(crate) const fn frac_rounded_up_to_2_pow_32(self) -> Scale {
+        let low = self.mult_frac & 0xffff_ffff;
+        if low == 0 {
+            return self;
+        }
+        let hi = (self.mult_frac >> 32) + 1;
+        let (mult_int, mult_frac) = if hi == 1 << 32 {
+            (self.mult_int + 1, 0)
+        } else {
+            (self.mult_int, hi << 32)
+        };
+        Scale {
+            mult_int,
+            mult_frac,
+            ..self
+        }
+    }
+
     /// The inverse multiplier (`ticks = ⌈ns × inv_mult >> inv_shift⌉`).
     pub(crate) const fn inv_mult(&self) -> u64 {
         self.inv_mult
@@ -203,6 +281,30 @@ mod tests {
     use super::*;
     use crate::frequency::{Accuracy, Source};
     use proptest::prelude::*;
+
+    proptest! {
+        /// The 32-bit cores' product is the `u128` one, whole part and fraction, exactly.
+        #[test]
+        fn mul_q64_narrow_is_exact(ticks in any::<u32>(), int in any::<u32>(), frac in any::<u64>(), carry in any::<u64>()) {
+            let exact = u128::from(ticks) * u128::from(frac) + u128::from(carry);
+            let whole = u128::from(ticks) * u128::from(int) + (exact >> 64);
+            prop_assert_eq!(mul_q64_narrow(ticks, int, frac, carry), (whole as u64, exact as u64));
+            prop_assert!(whole <= u128::from(u64::MAX));
+        }
+
+        /// The 32-bit cores' tick count for a span below 2^32 ns is the `u128` one, for every
+        /// rate's inverse.
+        #[test]
+        fn ns_to_ticks_ceil_narrow_is_exact(ns in any::<u32>(), millihz in 1_000_000u64..=100_000_000_000_000) {
+            let scale = Scale::new(freq(millihz));
+            let (inv, shift) = (scale.inv_mult, scale.inv_shift);
+            prop_assume!(shift >= 32);
+            let prod = u128::from(ns) * u128::from(inv);
+            let exact = (prod >> shift) + u128::from(prod & ((1u128 << shift) - 1) != 0);
+            prop_assert_eq!(u128::from(ns_to_ticks_ceil_narrow(ns, inv, shift)), exact);
+            prop_assert_eq!(scale.ns_to_ticks_ceil(u64::from(ns)), exact as u64);
+        }
+    }
 
     fn freq(millihz: u64) -> Frequency {
         Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap()

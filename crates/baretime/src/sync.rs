@@ -72,6 +72,17 @@ pub(crate) use target::AtomicU64;
 #[cfg(not(loom))]
 pub(crate) use target::{AtomicBool, AtomicU32};
 
+/// A 32-bit word that is only ever loaded and stored, never compare-and-swapped: the
+/// generation, the halves of a timeline's words, the fast path's gate limit. `core`'s on every
+/// target, loom's under loom: where portable-atomic supplies the compare-and-swap (thumbv6m,
+/// riscv32imc), its critical-section build takes a critical section for *every* operation,
+/// loads included (two calls around each load of the fast path: 20 on the Cortex-M0), where
+/// the target's own 32-bit load and store are single-copy atomic.
+#[cfg(not(loom))]
+pub(crate) use core::sync::atomic::AtomicU32 as PlainU32;
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::AtomicU32 as PlainU32;
+
 /// Whether the Clock's gate words and high-water mark are 64-bit: where the target has
 /// 64-bit atomics (and under loom). Elsewhere they are 32-bit, and the Clock reads at most
 /// the low 32 bits of a counter, so that every value it keeps in them fits.
@@ -79,7 +90,7 @@ pub(crate) const WIDE_ATOMICS: bool = cfg!(any(loom, target_has_atomic = "64"));
 
 /// The Clock's atomics exist where it does (see `lib.rs`).
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
-pub(crate) use clock_words::{GateWord, Mark};
+pub(crate) use clock_words::{GateWord, Mark, PlainWord};
 
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 mod clock_words {
@@ -154,6 +165,50 @@ mod clock_words {
         }
     }
 
+    /// A gate word that is only loaded and stored (the fast path's limit): a [`GateWord`]
+    /// whose 32-bit form is [`PlainU32`], a native load on every target.
+    pub(crate) struct PlainWord {
+        #[cfg(any(loom, target_has_atomic = "64"))]
+        v: AtomicU64,
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        v: PlainU32,
+    }
+
+    impl PlainWord {
+        #[cfg(all(not(loom), target_has_atomic = "64"))]
+        pub(crate) const fn new(v: u64) -> Self {
+            PlainWord {
+                v: AtomicU64::new(v),
+            }
+        }
+        #[cfg(loom)]
+        pub(crate) fn new(v: u64) -> Self {
+            PlainWord {
+                v: AtomicU64::new(v),
+            }
+        }
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        pub(crate) const fn new(v: u64) -> Self {
+            PlainWord {
+                v: PlainU32::new(narrow(v)),
+            }
+        }
+
+        #[inline(always)]
+        pub(crate) fn load(&self, order: Ordering) -> u64 {
+            #[allow(clippy::useless_conversion)] // u32 -> u64 on 32-bit gates
+            u64::from(self.v.load(order))
+        }
+
+        #[inline(always)]
+        pub(crate) fn store(&self, v: u64, order: Ordering) {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            self.v.store(v, order);
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            self.v.store(narrow(v), order);
+        }
+    }
+
     /// The Clock's high-water mark (nanoseconds; only grows). Used for 64-bit counters only,
     /// which exist for the Clock only where the target has 64-bit atomics: elsewhere it is
     /// empty and reads 0.
@@ -206,9 +261,9 @@ pub(crate) struct RelaxedU64 {
     #[cfg(all(target_has_atomic = "64", loom))]
     v: loom::sync::atomic::AtomicU64,
     #[cfg(not(target_has_atomic = "64"))]
-    lo: AtomicU32,
+    lo: PlainU32,
     #[cfg(not(target_has_atomic = "64"))]
-    hi: AtomicU32,
+    hi: PlainU32,
 }
 
 impl RelaxedU64 {
@@ -227,8 +282,8 @@ impl RelaxedU64 {
     #[cfg(not(target_has_atomic = "64"))]
     pub(crate) const fn new(v: u64) -> Self {
         RelaxedU64 {
-            lo: AtomicU32::new(v as u32),
-            hi: AtomicU32::new((v >> 32) as u32),
+            lo: PlainU32::new(v as u32),
+            hi: PlainU32::new((v >> 32) as u32),
         }
     }
 
@@ -243,6 +298,35 @@ impl RelaxedU64 {
             let lo = self.lo.load(Ordering::Relaxed) as u64;
             let hi = self.hi.load(Ordering::Relaxed) as u64;
             (hi << 32) | lo
+        }
+    }
+
+    /// The low 32 bits alone: one load where the word is two halves (the 32-bit fast path
+    /// of `Clock::now`, whose words there are below 2^32 or read modulo 2^32).
+    #[inline(always)]
+    #[cfg_attr(target_has_atomic = "64", allow(dead_code))]
+    pub(crate) fn load_low(&self) -> u32 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.v.load(Ordering::Relaxed) as u32
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            self.lo.load(Ordering::Relaxed)
+        }
+    }
+
+    /// The high 32 bits alone (see [`RelaxedU64::load_low`]).
+    #[inline(always)]
+    #[cfg_attr(target_has_atomic = "64", allow(dead_code))]
+    pub(crate) fn load_high(&self) -> u32 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            (self.v.load(Ordering::Relaxed) >> 32) as u32
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            self.hi.load(Ordering::Relaxed)
         }
     }
 
@@ -269,7 +353,7 @@ pub(crate) type Words<const N: usize> = [RelaxedU64; N];
 /// Cache-line aligned: the sequence number and the first words of slot 0 share a line.
 #[repr(C, align(64))]
 pub(crate) struct Published<const N: usize> {
-    seq: AtomicU32,
+    seq: PlainU32,
     slots: [Words<N>; 2],
 }
 
@@ -296,7 +380,7 @@ impl<const N: usize> Published<N> {
             i += 1;
         }
         Published {
-            seq: AtomicU32::new(0),
+            seq: PlainU32::new(0),
             slots,
         }
     }
@@ -305,7 +389,7 @@ impl<const N: usize> Published<N> {
     #[cfg(loom)]
     pub(crate) fn new(words: [u64; N]) -> Self {
         Published {
-            seq: AtomicU32::new(0),
+            seq: PlainU32::new(0),
             slots: [
                 core::array::from_fn(|i| RelaxedU64::new(words[i])),
                 core::array::from_fn(|_| RelaxedU64::new(0)),
@@ -315,12 +399,10 @@ impl<const N: usize> Published<N> {
 
     #[inline(always)]
     fn slot(&self, i: usize) -> &Words<N> {
-        let [even, odd] = &self.slots;
-        if i & 1 == 0 {
-            even
-        } else {
-            odd
-        }
+        let [even, _] = &self.slots;
+        // `i & 1` is in bounds: an address computed from the parity (where a choice between
+        // two addresses per word took a conditional move for each word read on x86).
+        self.slots.get(i & 1).unwrap_or(even)
     }
 
     /// Runs `f` on one whole published version and returns its result. `f` may run more
@@ -353,7 +435,7 @@ impl<const N: usize> Published<N> {
 
     /// The start of a reader's fast path, spelled out (for `Clock::now`, whose branches
     /// then fold into one): the version published now, its words, and the sequence value
-    /// that [`Published::held`] checks afterwards.
+    /// that [`Published::unchanged`] checks afterwards.
     #[inline(always)]
     pub(crate) fn begin(&self) -> (Version, &Words<N>, u32) {
         let s1 = self.seq.load(Ordering::Acquire);
@@ -363,13 +445,13 @@ impl<const N: usize> Published<N> {
         (Version { number, slot }, self.slot(slot), s1)
     }
 
-    /// Whether the version [`Published::begin`] returned (with `s1`) stayed current through
-    /// everything read since: [`Published::try_read`]'s check.
+    /// Whether nothing was published, nor begun, since [`Published::begin`] returned `s1`:
+    /// stricter than [`Published::try_read`]'s check (a write that began meanwhile fails it, and the
+    /// reader takes its slow path), and one compare on the fast path.
     #[inline(always)]
-    pub(crate) fn held(&self, s1: u32) -> bool {
+    pub(crate) fn unchanged(&self, s1: u32) -> bool {
         fence(Ordering::Acquire);
-        let s2 = self.seq.load(Ordering::Relaxed);
-        s2.wrapping_sub(s1 & !1) <= 2
+        self.seq.load(Ordering::Relaxed) == s1
     }
 
     /// One attempt of [`Published::read`] for a reader's fast path: `f` runs once and may
