@@ -117,6 +117,8 @@ impl Config {
     }
 
     /// Never stop early on fewer accepted samples than this (at least 3 are always needed).
+    /// At [`Config::max_duration`] the calibration ends whatever the count: fewer samples
+    /// give a wider bound, not an error.
     pub const fn with_min_samples(mut self, n: u64) -> Self {
         self.min_samples = n;
         self
@@ -332,8 +334,8 @@ pub enum CalibrationError {
         /// The rate measured (part-way: the rate so far), in mHz (saturated).
         counter_millihz: u64,
     },
-    /// Too few samples survived for a fit (see [`Config::min_samples`]): noise rejected
-    /// nearly every bracket, or the duration was too short.
+    /// Too few samples survived for a fit at all (fewer than three bins): noise rejected
+    /// nearly every bracket, or the duration was too short for more than a couple.
     TooFewSamples {
         /// Samples accepted.
         used: u64,
