@@ -231,14 +231,22 @@ fn too_few_samples() {
         matches!(r, Err(CalibrationError::TooFewSamples { .. })),
         "{r:?}"
     );
+}
+
+/// `min_samples` holds back an early stop, not the result at the duration limit: a
+/// calibration that reaches `max_duration` with fewer samples (a loop whose every sample is
+/// slow: the x86 timers kernel under this project's software KVM took about 1.3 ms a sample
+/// and had 58–63 of the 64 in 100 ms, `timers-x86-kvm` FAIL `calibration_failed`) is a
+/// result with its bound, not `TooFewSamples`, and the bound still holds.
+#[test]
+fn min_samples_does_not_fail_a_full_duration() {
     let cfg = Config::new()
         .with_max_duration(ms(1))
         .with_min_samples(1_000_000);
-    let (r, _) = run(10, None, SimTimer::new(TSC_HZ), SimTimer::pit(), cfg);
-    assert!(
-        matches!(r, Err(CalibrationError::TooFewSamples { used, .. }) if used > 500),
-        "{r:?}"
-    );
+    let (r, truth) = run(10, None, SimTimer::new(TSC_HZ), SimTimer::pit(), cfg);
+    let cal = assert_bounded(r, truth);
+    assert!(cal.samples_used > 500, "{cal:?}");
+    assert!(!cal.met_target, "{cal:?}");
 }
 
 #[test]

@@ -8,6 +8,8 @@
 //! - `cargo xtask fuzz [SECONDS]`: each cargo-fuzz target in fuzz/ for SECONDS (default 60).
 //! - `cargo xtask coverage [BOOTS]`: the `aarch64-virt` calibration booted BOOTS times
 //!   (default 400): how often the bound holds where the truth is exact.
+//! - `cargo xtask sweep`: the calibration's bound over simulated families of worlds
+//!   (`suite/tests/sim_sweep.rs`, 400 runs a family): misses/N and |error|/bound per family.
 
 mod fuzz;
 mod qemu;
@@ -391,6 +393,24 @@ fn bench() -> bool {
     a && b
 }
 
+/// The long simulation sweep of the calibration's bound (`suite/tests/sim_sweep.rs`).
+fn sweep() -> bool {
+    run(
+        "calibration sweep",
+        cargo().args([
+            "test",
+            "--release",
+            "-p",
+            "suite",
+            "--test",
+            "sim_sweep",
+            "--",
+            "--ignored",
+            "--nocapture",
+        ]),
+    )
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let ok = match args.first().map(String::as_str) {
@@ -416,6 +436,7 @@ fn main() -> ExitCode {
             missing.is_empty()
         }
         Some("bench") => bench(),
+        Some("sweep") => sweep(),
         Some("fuzz") => match args.get(1).map(|s| s.parse::<u64>()) {
             None => fuzz::fuzz(60),
             Some(Ok(seconds)) if seconds > 0 => fuzz::fuzz(seconds),
@@ -435,7 +456,9 @@ fn main() -> ExitCode {
             false
         }),
         _ => {
-            eprintln!("usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]|coverage [BOOTS]>");
+            eprintln!(
+                "usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]|coverage [BOOTS]|sweep>"
+            );
             false
         }
     };

@@ -98,20 +98,37 @@ impl Config {
     }
 
     /// Calibrate for at most this long, as measured by the reference.
+    ///
+    /// A reference that runs slower than it declares by a factor `F` stretches this by `F`
+    /// in true time, unless the counter then seems implausibly fast: the calibration ends
+    /// with [`CalibrationError::ImplausibleRate`] as soon as the counter has *provably* run
+    /// faster than 9/8 of the highest plausible rate ([`Config::with_plausible_counter_hz`],
+    /// plus the reference's stated tolerance), judged at each step of the reference. A
+    /// counter at `f` that would seem to run at `F·f` > 2¼ × the highest plausible rate is
+    /// told at the reference's second step after the first sample, two of its (slow) steps
+    /// of true time (a 1 kHz reference declared as 100 GHz: 2 ms; an HPET 1 000 times
+    /// slower than declared: 140 µs); closer to the range, at step `k + 1` where
+    /// `k/(k + 1)·F·f` passes 9/8 of it. A slowness that leaves the counter's rate
+    /// plausible cannot be told from a right reference: [`crate::verify`] checks the result
+    /// against a claim.
     pub const fn with_max_duration(mut self, d: Duration) -> Self {
         self.max_duration_ns = duration_ns(d);
         self
     }
 
     /// Never stop early on fewer accepted samples than this (at least 3 are always needed).
+    /// At [`Config::max_duration`] the calibration ends whatever the count: fewer samples
+    /// give a wider bound, not an error.
     pub const fn with_min_samples(mut self, n: u64) -> Self {
         self.min_samples = n;
         self
     }
 
-    /// The counter rates to accept, in Hz: a measurement outside is
-    /// [`CalibrationError::ImplausibleRate`] (a reference running at the wrong speed, or a wrong
-    /// reference frequency). Also sets how long a reference may stand still (see
+    /// The counter rates to accept, in Hz: a measurement outside, by more than its own bound,
+    /// is [`CalibrationError::ImplausibleRate`] (a reference running at the wrong speed, or a
+    /// wrong reference frequency). A counter at the range's edge measured just outside it,
+    /// within its bound, is accepted; one below [`Frequency::MIN_HZ`] (or above
+    /// [`Frequency::MAX_HZ`]) is reported at that edge, its bound widened by the distance. Also sets how long a reference may stand still (see
     /// [`Config::stuck_after`]). Clamped to [`Frequency::MIN_HZ`]..=[`Frequency::MAX_HZ`].
     pub const fn with_plausible_counter_hz(mut self, min_hz: u64, max_hz: u64) -> Self {
         self.min_counter_hz = clamp_hz(min_hz);
@@ -309,14 +326,16 @@ pub enum CalibrationError {
         /// Size of the step back, in counter ticks.
         by_ticks: u64,
     },
-    /// The measured counter rate is outside [`Config::plausible_counter_hz`]: either the
-    /// counter or the reference (or its stated frequency) is not what it should be.
+    /// The measured counter rate is outside [`Config::plausible_counter_hz`] by more than
+    /// its bound, or the counter provably ran faster than 9/8 of the range's top part-way
+    /// (see [`Config::with_max_duration`]): either the counter or the reference (or its
+    /// stated frequency) is not what it should be.
     ImplausibleRate {
-        /// The rate measured, in mHz (saturated).
+        /// The rate measured (part-way: the rate so far), in mHz (saturated).
         counter_millihz: u64,
     },
-    /// Too few samples survived for a fit (see [`Config::min_samples`]): noise rejected
-    /// nearly every bracket, or the duration was too short.
+    /// Too few samples survived for a fit at all (fewer than three bins): noise rejected
+    /// nearly every bracket, or the duration was too short for more than a couple.
     TooFewSamples {
         /// Samples accepted.
         used: u64,
