@@ -988,9 +988,11 @@ fn report_counts() {
 /// carry the fast path leaves out, so its floored time differs by up to 1 ns). Where the tick
 /// moves later, `check` re-arms (corrected); where it would move earlier, the old tick wakes
 /// up to ~1 ns late and nothing calls the hook.
+///
+/// The docs said "at most a tick"; they now say what promise 2 gives (less than 2 ns of ticks,
+/// plus one), and this checks that, at the rate where the old wording broke.
 #[test]
-#[ignore = "finding: an on-time update moves an armed tick by up to a nanosecond of ticks (5 at 4.9 GHz), not 'at most a tick'"]
-fn finding_on_time_update_moves_tick_more_than_one() {
+fn on_time_update_moves_tick_less_than_2ns_and_a_tick() {
     let mhz = 4_881_000_000_000;
     let mut worst = 0u64;
     for start in 0..200u64 {
@@ -1004,8 +1006,13 @@ fn finding_on_time_update_moves_tick_more_than_one() {
         let (a, b) = (d.ticks(), d2.ticks());
         worst = worst.max(a.max(b) - a.min(b));
     }
+    // 2 ns at 4.881 GHz: 9.762 ticks.
     assert!(
-        worst <= 1,
+        worst <= 10 + 1,
         "an on-time update moved an armed tick by {worst} ticks at 4.881 GHz"
+    );
+    assert!(
+        worst > 1,
+        "the old wording's case: more than one tick ({worst})"
     );
 }

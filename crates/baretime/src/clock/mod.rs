@@ -565,9 +565,11 @@ impl<C: Counter> Clock<C> {
 
     /// This clock, calling `hook` after every write that can move a deadline computed before
     /// it by more than a nanosecond: [`Clock::start`], [`Clock::recalibrate`],
-    /// [`Clock::rebase`], and an [`Clock::update`] that returns [`ClockError::Late`] (an update
-    /// on time moves an armed tick by at most a tick, which the wake's
-    /// [`Clock::check`] corrects). Called by the writer, after its write, outside the clock's
+    /// [`Clock::rebase`], and an [`Clock::update`] that returns [`ClockError::Late`]. An update
+    /// on time moves a deadline's tick by less than 2 ns of ticks, plus one (both timelines
+    /// read less than 2 ns below the counter's time, promise 2; above 1 GHz that is several
+    /// ticks): a tick that moved later is caught by the wake's [`Clock::check`], one that
+    /// moved earlier wakes that much late — under 2 ns — and is not worth a call per update. Called by the writer, after its write, outside the clock's
     /// writer flag, in whatever context wrote (an interrupt handler, say). `const`, for the
     /// `static`: an alarm service re-arms itself without anyone remembering to (with
     /// baretime-embassy: `Clock::uninit(MyCounter).on_write(rearm)` with
