@@ -1,57 +1,24 @@
 //! embassy ticks ([`TICK_HZ`]) to and from the clock's nanoseconds, rounded so that a wake is
 //! never early: `now` rounds down, a deadline rounds up, and `now_ticks(ns_of(t)) >= t`.
 //!
-//! The common rates (1 MHz, 32 768 Hz, 1 GHz) take one 64-bit division by a constant or none;
-//! others go through 128 bits. Every result saturates rather than overflows.
+//! The core's own conversions (`Instant::ticks_floor`, `Instant::from_ticks_ceil`) at
+//! embassy's rate.
 
 use baretime::Instant;
 use embassy_time_driver::TICK_HZ;
 
-const NS_PER_S: u64 = 1_000_000_000;
-
-/// A tick is a whole number of nanoseconds (TICK_HZ divides 10^9: 1 MHz, 1 kHz, 1 GHz).
-const NS_PER_TICK: Option<u64> = if TICK_HZ != 0 && NS_PER_S.is_multiple_of(TICK_HZ) {
-    Some(NS_PER_S / TICK_HZ)
-} else {
-    None
-};
-
-/// The embassy tick that contains `ns`: ⌊ns × TICK_HZ / 10⁹⌋.
+/// The embassy tick that contains `ns`: ⌊ns × TICK_HZ / 10⁹⌋ ([`Instant::ticks_floor`]).
 #[inline]
 pub(crate) fn ticks_floor(ns: u64) -> u64 {
-    match NS_PER_TICK {
-        // NS_PER_TICK is nonzero: TICK_HZ ≤ 10^9 when it divides 10^9.
-        Some(per) => ns.checked_div(per).unwrap_or(0),
-        None => {
-            let t = u128::from(ns)
-                .saturating_mul(u128::from(TICK_HZ))
-                .checked_div(u128::from(NS_PER_S))
-                .unwrap_or(0);
-            u64::try_from(t).unwrap_or(u64::MAX)
-        }
-    }
+    Instant::from_nanos(ns).ticks_floor(TICK_HZ)
 }
 
 /// The first instant at which embassy's clock reads tick `t`: ⌈t × 10⁹ / TICK_HZ⌉ ns,
-/// saturating at `u64::MAX` ns (embassy's "never" is `u64::MAX` ticks).
+/// saturating at `u64::MAX` ns (embassy's "never" is `u64::MAX` ticks)
+/// ([`Instant::from_ticks_ceil`]).
 #[inline]
 pub(crate) fn instant_ceil(t: u64) -> Instant {
-    let ns = match NS_PER_TICK {
-        Some(per) => t.saturating_mul(per),
-        None => {
-            let num = u128::from(t).saturating_mul(u128::from(NS_PER_S));
-            let den = u128::from(TICK_HZ.max(1));
-            // `den` is at least 1: neither division can fail.
-            let q = num.checked_div(den).unwrap_or(u128::MAX);
-            let q = if num.checked_rem(den) != Some(0) {
-                q.saturating_add(1)
-            } else {
-                q
-            };
-            u64::try_from(q).unwrap_or(u64::MAX)
-        }
-    };
-    Instant::from_nanos(ns)
+    Instant::from_ticks_ceil(t, TICK_HZ)
 }
 
 #[cfg(test)]

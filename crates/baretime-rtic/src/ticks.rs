@@ -2,60 +2,22 @@
 //! wake is never early: `now` rounds down, a deadline rounds up, and
 //! `ticks_floor(instant_ceil(t)) >= t`.
 //!
-//! At the default rate (10⁹: a tick is a nanosecond) both are the identity; a rate that divides
-//! 10⁹ (1 MHz, 1 kHz) takes one 64-bit division by a constant; others go through 128 bits.
-//! Every result saturates rather than overflows.
+//! The core's own conversions (`Instant::ticks_floor`, `Instant::from_ticks_ceil`) at the
+//! monotonic's rate: at the default (10⁹: a tick is a nanosecond) both are the identity.
 
 use baretime::Instant;
 
-const NS_PER_S: u64 = 1_000_000_000;
-
-/// Nanoseconds per tick, where a tick is a whole number of them (`HZ` divides 10⁹).
-const fn ns_per_tick(hz: u32) -> Option<u64> {
-    let hz = hz as u64;
-    match (NS_PER_S.checked_rem(hz), NS_PER_S.checked_div(hz)) {
-        (Some(0), Some(per)) => Some(per),
-        _ => None,
-    }
-}
-
-/// The tick that contains `ns`: ⌊ns × HZ / 10⁹⌋.
+/// The tick that contains `ns`: ⌊ns × HZ / 10⁹⌋ ([`Instant::ticks_floor`]).
 #[inline]
 pub(crate) fn ticks_floor<const HZ: u32>(ns: u64) -> u64 {
-    match ns_per_tick(HZ) {
-        Some(1) => ns,
-        // `per` is nonzero: HZ ≤ 10⁹ when it divides 10⁹.
-        Some(per) => ns.checked_div(per).unwrap_or(0),
-        None => {
-            let t = u128::from(ns)
-                .saturating_mul(u128::from(HZ))
-                .checked_div(u128::from(NS_PER_S))
-                .unwrap_or(0);
-            u64::try_from(t).unwrap_or(u64::MAX)
-        }
-    }
+    Instant::from_nanos(ns).ticks_floor(HZ as u64)
 }
 
 /// The first instant at which the monotonic reads tick `t`: ⌈t × 10⁹ / HZ⌉ ns, saturating at
-/// `u64::MAX` ns (584 years: never reached).
+/// `u64::MAX` ns (584 years: never reached) ([`Instant::from_ticks_ceil`]).
 #[inline]
 pub(crate) fn instant_ceil<const HZ: u32>(t: u64) -> Instant {
-    let ns = match ns_per_tick(HZ) {
-        Some(per) => t.saturating_mul(per),
-        None => {
-            let num = u128::from(t).saturating_mul(u128::from(NS_PER_S));
-            let den = u128::from(HZ.max(1));
-            // `den` is at least 1: neither division can fail.
-            let q = num.checked_div(den).unwrap_or(u128::MAX);
-            let q = if num.checked_rem(den) != Some(0) {
-                q.saturating_add(1)
-            } else {
-                q
-            };
-            u64::try_from(q).unwrap_or(u64::MAX)
-        }
-    };
-    Instant::from_nanos(ns)
+    Instant::from_ticks_ceil(t, HZ as u64)
 }
 
 #[cfg(test)]

@@ -41,6 +41,20 @@ pub(crate) const fn duration_ns(d: Duration) -> u64 {
     saturate_u64(d.as_nanos())
 }
 
+/// Nanoseconds in a second.
+const NS_PER_S: u64 = 1_000_000_000;
+
+/// Nanoseconds per tick of a `hz` timebase, where a tick is a whole number of them (`hz`
+/// divides 10⁹, nonzero).
+#[allow(clippy::arithmetic_side_effects)] // `hz` is nonzero where it divides
+const fn ns_per_tick(hz: u64) -> Option<u64> {
+    if hz != 0 && NS_PER_S % hz == 0 {
+        Some(NS_PER_S / hz)
+    } else {
+        None
+    }
+}
+
 impl Instant {
     /// The clock's epoch.
     pub const ZERO: Instant = Instant { ns: 0 };
@@ -53,6 +67,64 @@ impl Instant {
     /// Nanoseconds since the epoch.
     pub const fn as_nanos(&self) -> u64 {
         self.ns
+    }
+
+    /// The tick of a `hz`-ticks-a-second timebase (an executor's: embassy-time's `TICK_HZ`,
+    /// an RTIC monotonic's rate) that contains this instant: `⌊ns × hz / 10⁹⌋`, saturating.
+    /// Rounded down, as a clock's reading is: with [`Instant::from_ticks_ceil`],
+    /// `from_ticks_ceil(t, hz).ticks_floor(hz) >= t`, so a wake at that instant is never
+    /// early by the timebase's clock. A `hz` that divides 10⁹ takes one 64-bit division (none
+    /// at 10⁹), a constant one where `hz` is; others go through 128 bits. `hz` = 0 reads 0.
+    ///
+    /// ```
+    /// use baretime::Instant;
+    /// assert_eq!(Instant::from_nanos(1_999).ticks_floor(1_000_000), 1);
+    /// assert_eq!(Instant::from_nanos(1_000_000_000).ticks_floor(32_768), 32_768);
+    /// assert_eq!(Instant::from_ticks_ceil(2, 1_000_000), Instant::from_nanos(2_000));
+    /// assert_eq!(Instant::from_ticks_ceil(1, 32_768), Instant::from_nanos(30_518)); // 30 517.58
+    /// ```
+    #[inline]
+    #[allow(clippy::arithmetic_side_effects)] // divisors nonzero, product below 2^128: below
+    pub const fn ticks_floor(&self, hz: u64) -> u64 {
+        match ns_per_tick(hz) {
+            Some(1) => self.ns,
+            // `per` is nonzero: it divides 10⁹.
+            Some(per) => self.ns / per,
+            None if hz == 0 => 0,
+            None => {
+                // ns × hz < 2^128; NS_PER_S is nonzero.
+                let t = (self.ns as u128) * (hz as u128) / (NS_PER_S as u128);
+                if t > u64::MAX as u128 {
+                    u64::MAX
+                } else {
+                    t as u64
+                }
+            }
+        }
+    }
+
+    /// The first instant at which a `hz`-ticks-a-second timebase reads tick `ticks` (see
+    /// [`Instant::ticks_floor`]): `⌈ticks × 10⁹ / hz⌉` ns, saturating at `u64::MAX` ns (584
+    /// years: never reached). `hz` = 0 is never reached either.
+    #[inline]
+    #[allow(clippy::arithmetic_side_effects)] // divisor nonzero, product below 2^128: below
+    pub const fn from_ticks_ceil(ticks: u64, hz: u64) -> Instant {
+        let ns = match ns_per_tick(hz) {
+            Some(per) => ticks.saturating_mul(per),
+            None if hz == 0 => u64::MAX,
+            None => {
+                // ticks × 10⁹ < 2^128; `hz` is nonzero.
+                let num = (ticks as u128) * (NS_PER_S as u128);
+                let den = hz as u128;
+                let q = num.div_ceil(den);
+                if q > u64::MAX as u128 {
+                    u64::MAX
+                } else {
+                    q as u64
+                }
+            }
+        };
+        Instant { ns }
     }
 
     /// Whole microseconds since the epoch (truncated: 1999 ns is 1 µs).
