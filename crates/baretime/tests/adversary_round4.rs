@@ -835,15 +835,17 @@ fn on_write_hook_may_write_the_clock() {
 }
 
 // ---------------------------------------------------------------------------------------
-// An on-time update moves an armed tick by at most a tick (`on_write`'s docs).
+// An on-time update moves an armed tick by less than 2 ns of ticks, plus one (`on_write`'s docs).
 // ---------------------------------------------------------------------------------------
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 3000, failure_persistence: None, ..ProptestConfig::default() })]
 
-    /// Passing form: by at most a nanosecond's worth of ticks (one tick up to 1 GHz).
+    /// The documented bound: less than 2 ns of ticks, plus one (both timelines read less than
+    /// 2 ns below the counter's time). A nanosecond's worth, the attack's first guess, is
+    /// exceeded: 96 ticks at 93.37 GHz, 12-bit counter (CI, stop 29).
     #[test]
-    fn on_time_update_moves_tick_at_most_a_nanosecond(
+    fn on_time_update_moves_tick_less_than_2ns_of_ticks_and_one(
         bits in 12u32..=64,
         mhz in rate(),
         sel in any::<u64>(),
@@ -868,8 +870,9 @@ proptest! {
         let d2 = sim.clock.deadline(at).unwrap();
         let (a, b) = (d.ticks(), d2.ticks());
         let moved = Width::new(bits).delta(a.min(b), a.max(b)).min(Width::new(bits).delta(a.max(b), a.min(b)));
-        let ns1 = sim.clock.scale().ns_to_ticks_ceil(1).max(1) + 1;
-        prop_assert!(moved <= ns1, "bits {} mhz {}: an on-time update moved the tick {} -> {} ({} ticks)", bits, mhz, a, b, moved);
+        // Less than 2 ns of ticks plus one: at most the ceiling of 2 ns of ticks, and one.
+        let bound = sim.clock.scale().ns_to_ticks_ceil(2).max(1);
+        prop_assert!(moved <= bound, "bits {} mhz {}: an on-time update moved the tick {} -> {} ({} ticks)", bits, mhz, a, b, moved);
         if moved > 1 { MOVED_MORE_THAN_ONE.fetch_add(1, SeqCst); }
     }
 }
