@@ -33,7 +33,8 @@
 //!   more than the real time that elapsed around them, measured with `std::time::Instant`
 //!   read *before* the first and *after* the second `now()` (so the real interval contains
 //!   both reads). Preemption anywhere only lengthens the real interval, so it can never make
-//!   a correct clock look like it jumped. The tolerance is [`JUMP_TOLERANCE_NS`] +
+//!   a correct clock look like it jumped (a catch-up after a stand-still is judged across
+//!   it, below). The tolerance is [`JUMP_TOLERANCE_NS`] +
 //!   [`JUMP_TOLERANCE_PPM`] of the real interval: the ppm term covers the difference in rate
 //!   between the clock and std (the writer's ±50 ppm, the 50 ms calibration's error, NTP
 //!   slewing std's `CLOCK_MONOTONIC` by up to 500 ppm), the absolute term the read noise of
@@ -56,11 +57,16 @@
 //!   largest.
 //!
 //! Both are reported, not failures: the clock's promise for a stalled writer is time standing
-//! still, never going back; a catch-up larger than the jump tolerance would also count as a
-//! jump.
+//! still, never going back, and a catch-up that equals the stall (promise 3). So the step
+//! that ends a stand-still is judged for a jump over the stand-still: from the reading
+//! before it (and the real time before that `now()`), the clock may not have advanced more
+//! than the real time across, with the same tolerance. A catch-up beyond the time the clock
+//! stood still is a jump.
 //!
 //! Output: a human summary and `key=value` lines per mode; exit code 1 if any mode saw an
-//! inversion (either kind) or a jump. Writer errors (`Busy` within a handover, say) are
+//! inversion (either kind) or a jump while the clock's contract held (in `16bit` mode, before
+//! the writer first went half a wrap without publishing: after that promise 5 allows what
+//! follows, and the run reports it with `contract_ok=false`). Writer errors (`Busy` within a handover, say) are
 //! reported, not failures.
 
 use std::collections::BTreeMap;
@@ -279,6 +285,10 @@ fn reader<C: Counter>(sh: &Shared<C>) -> ReaderStats {
     let mut prev = clock.now().as_nanos();
     // After the first `now()` that returned `prev`: where the run of equal readings began.
     let mut run_start = StdInstant::now();
+    // The reading before that run, and the real time before its `now()`: a catch-up is
+    // judged from there (promise 3: the catch-up equals the stall, so across the stand-still
+    // the clock still advances no more than real time).
+    let (mut pre_run, mut pre_run_real) = (prev, prev_real);
     latest.fetch_max(prev, Ordering::AcqRel);
     loop {
         // Check the flag only every 1024 reads: the loop should be mostly `now()`.
@@ -325,10 +335,19 @@ fn reader<C: Counter>(sh: &Shared<C>) -> ReaderStats {
             // both reads.
             let real = u64::try_from((real_after - prev_real).as_nanos()).unwrap_or(u64::MAX);
             let advance = v - prev;
-            let excess = advance as i64 - real as i64;
-            st.max_excess_ns = st.max_excess_ns.max(excess);
             let allowed = real + JUMP_TOLERANCE_NS + real / 1_000_000 * JUMP_TOLERANCE_PPM;
-            if advance > allowed {
+            // The step that ends a stand-still is judged over the stand-still and the
+            // reading before it: the time the clock stood still is real time it owes.
+            let across = u64::try_from((real_after - pre_run_real).as_nanos()).unwrap_or(u64::MAX);
+            let across_allowed =
+                across + JUMP_TOLERANCE_NS + across / 1_000_000 * JUMP_TOLERANCE_PPM;
+            let owed = v != prev && v.saturating_sub(pre_run) <= across_allowed;
+            let mut excess = advance as i64 - real as i64;
+            if v != prev {
+                excess = excess.min(v.saturating_sub(pre_run) as i64 - across as i64);
+            }
+            st.max_excess_ns = st.max_excess_ns.max(excess);
+            if advance > allowed && !owed {
                 st.jumps += 1;
                 st.worst_jump_ns = st.worst_jump_ns.max(advance - real);
             }
@@ -337,6 +356,9 @@ fn reader<C: Counter>(sh: &Shared<C>) -> ReaderStats {
             && !sh.lapsed(real_after)
         {
             st.failures_in_contract += 1;
+        }
+        if v != prev {
+            (pre_run, pre_run_real) = (prev, prev_real);
         }
         prev = v;
         prev_real = real_before;
@@ -469,7 +491,9 @@ fn run_mode<C: Counter + Send + Sync + 'static>(
     let contract_ok = !sh.lapsed.load(Ordering::Relaxed)
         && !matches!(half_wrap, Some(h) if w.max_publish_gap > h);
     let worst_inversion = r.worst_thread_inversion_ns.max(r.worst_cross_inversion_ns);
-    let pass = r.thread_inversions == 0 && r.cross_inversions == 0 && r.jumps == 0;
+    // Judged on the clock's contract: what a narrow counter's clock did after its writer
+    // broke `update()`'s cadence is reported, not failed (promise 5 says what it may do).
+    let pass = r.failures_in_contract == 0;
     let result = if pass { "PASS" } else { "FAIL" };
 
     println!(
