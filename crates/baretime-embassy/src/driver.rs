@@ -228,9 +228,10 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
         loop {
             let at = instant_ceil(plan.next);
             // `u64::MAX` is embassy's "never"; a tick past the clock's last nanosecond
-            // (584 years) is never reached either: nothing to arm for. Before the start there
-            // is nothing to arm against: `on_alarm` after the start arms.
-            let ticks = if plan.next == u64::MAX || ticks_floor(at.as_nanos()) < plan.next {
+            // (584 years: `instant_ceil` saturates there) is never reached either: nothing to
+            // arm for. Before the start there is nothing to arm against: `on_alarm` after the
+            // start arms.
+            let ticks = if plan.next == u64::MAX || at.as_nanos() == u64::MAX {
                 None
             } else {
                 self.clock.deadline(at).ok().map(|d| d.ticks())
