@@ -173,7 +173,13 @@ unsafe fn DefaultHandler(irqn: i16) {
     match board::timers_irq(irqn) {
         Some(TimersIrq::Alarm) => {
             let now = Main.ticks() as u32;
-            if let Some(at) = Timer0Alarm::clear() {
+            // What a user's handler does: acknowledge, then the driver's service. The
+            // statistics come after it, off the woken tasks' path.
+            let fired = Timer0Alarm::clear();
+            DRIVER.on_alarm();
+            SERVICE.store(now, Relaxed);
+            SERVICE_END.store(Main.ticks() as u32, Relaxed);
+            if let Some(at) = fired {
                 // How long after the loaded count ran out the handler started (ticks).
                 let late = now.wrapping_sub(at);
                 if late < 1 << 31 {
@@ -186,9 +192,6 @@ unsafe fn DefaultHandler(irqn: i16) {
                 ALARM_FIRED.fetch_add(1, Relaxed);
             }
             ALARM_IRQS.fetch_add(1, Relaxed);
-            DRIVER.on_alarm();
-            SERVICE.store(now, Relaxed);
-            SERVICE_END.store(Main.ticks() as u32, Relaxed);
         }
         Some(TimersIrq::Tick) => tick(),
         None => fail("unexpected_interrupt"),

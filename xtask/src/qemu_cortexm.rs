@@ -77,9 +77,10 @@
 //! last alarm handler served; last row): 0.96 µs from the deadline to the handler's first
 //! instruction (the CMSDK timer's count runs out 3 ticks early, `ARM_LEAD_TICKS`, and QEMU
 //! raises the interrupt within about a microsecond: the emulated board's share, the same
-//! under `rtic-m4`), 26.9 µs in the handler's `DRIVER.on_alarm()`, 4.0 µs from the handler's
-//! end to the task's first instruction (the interrupt's exit, embassy-executor's poll,
-//! embassy's `Timer` reading `Instant::now()`). The handler's 26.9 µs, by probes in the
+//! under `rtic-m4`), 25.8 µs in the handler's `DRIVER.on_alarm()`, 5.0 µs from its return
+//! to the task's first instruction (the handler's own statistics, about 1 µs, the
+//! interrupt's exit, embassy-executor's poll, embassy's `Timer` reading `Instant::now()`).
+//! `on_alarm`'s 25.8 µs, by probes in the
 //! driver: the clock read and its conversion to embassy ticks about 1.3 µs; embassy's walk
 //! of its queue 10.6 µs (14 timers at 19 instructions each, and the executor's wake of the
 //! task); the critical sections' entries and exits about 3 µs (this firmware's time
@@ -87,13 +88,18 @@
 //! 10 µs — `Clock::deadline` (221 instructions in `cost-m4`, 7 µs) and the alarm's `arm`.
 //! So the 20 µs goal is out of the driver's reach at 32 ns an instruction: embassy's walk,
 //! the executor and the interrupt's entry are 15.6 µs of the median before any arming, and
-//! the arming is mostly `Clock::deadline`.//!
+//! the arming is mostly `Clock::deadline`. Arming in two steps after a walk (a tick half-way
+//! from the scale in force, the exact one when it fires) was tried: p50 29.4 µs, for half
+//! as many alarm interrupts again; not kept, as the gain is `Clock::deadline`'s cost over
+//! the scale's read, which a cheaper `deadline` takes away.
+//!
 //! The firmware's critical-section implementation measures how long each section keeps
 //! interrupts off (`irq_off_*_ns`, reported in instructions as `irq_off_max_instructions`
 //! against the 250, not judged), and the 1 kHz tick, which outranks the alarm, its
 //! own entry latency (`tick_latency_max_ns`). With `Clock::deadline` inside the driver's
 //! section: 6 628 instructions, 133 µs; with only the queue and the arming inside: 420
-//! instructions (about 150 plus 19 per queued timer: embassy's queue walks all 14), 13.2 µs.
+//! instructions (about 150 plus 19 per queued timer: embassy's queue walks all 14), 13.2 µs;
+//! today 396 instructions, 12.7 µs (`cost-m4`, with 5 timers: at most 200).
 //!
 //! Lateness scales with the instruction time, not with QEMU's timer: the alarm's interrupt
 //! comes within a microsecond, and the rest is code — chiefly the driver's service at each

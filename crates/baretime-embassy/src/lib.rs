@@ -90,9 +90,9 @@
 //!
 //! From a timer's instant to its task running again, on that Cortex-M4 at 32 ns an
 //! instruction (`timers-m4`, 14 timers queued, the median wake: 31.7 µs): about 1 µs until
-//! the alarm's handler starts (the board's timer and the interrupt's entry), 26.9 µs in
-//! [`ClockDriver::on_alarm`], 4 µs for the interrupt's exit and embassy-executor's poll of the
-//! task. `on_alarm` is a clock read (1.3 µs with its conversion to embassy ticks), embassy's
+//! the alarm's handler starts (the board's timer and the interrupt's entry), 25.8 µs in
+//! [`ClockDriver::on_alarm`], 5 µs for the rest of the handler, its exit and
+//! embassy-executor's poll of the task. `on_alarm` is a clock read (1.3 µs with its conversion to embassy ticks), embassy's
 //! walk of its queue that wakes the task (10.6 µs: the part that grows with the number of
 //! timers), and the next arming (about 10 µs, mostly [`Clock::deadline`]), with two short
 //! critical sections between. The task waits for the whole handler, the next arming
