@@ -100,6 +100,66 @@ fn alarm_late_p50_ns() -> u64 {
     }
     0
 }
+/// The last alarm handler's first counter read and the one after its `DRIVER.on_alarm()`
+/// (low 32 bits), for [`split`].
+static SERVICE: AtomicU32 = AtomicU32::new(0);
+static SERVICE_END: AtomicU32 = AtomicU32::new(0);
+/// Bins of [`Split`] (ticks; the last: that many or more).
+const SPLIT_BINS: usize = 2048;
+/// A wake's lateness in three parts, in counter ticks, for the wakes the last alarm handler
+/// served (it started at or after the deadline): deadline to the handler's first instruction
+/// (the alarm's compare, QEMU's timer, the interrupt's entry and whatever held it off), the
+/// handler's `DRIVER.on_alarm()` (the driver's service: the clock read, embassy's walk of
+/// its queue that wakes the task, the next arming), and the handler's end to the task's first
+/// instruction after its `await` (the interrupt's exit, the executor's poll, embassy's
+/// `Timer` reading `Instant::now()`).
+struct Split {
+    wakes: AtomicU32,
+    parts: [[AtomicU32; SPLIT_BINS]; 3],
+}
+static SPLIT: Split = Split {
+    wakes: AtomicU32::new(0),
+    parts: [const { [const { AtomicU32::new(0) }; SPLIT_BINS] }; 3],
+};
+
+/// Files a wake at counter reading `woke` (low 32 bits), `late_ns` after its deadline by the
+/// clock, into [`SPLIT`] if the last alarm handler served it.
+fn split(woke: u32, late_ns: u64) {
+    let late = u32::try_from(late_ns * board::HZ / 1_000_000_000).unwrap_or(u32::MAX);
+    let deadline = woke.wrapping_sub(late);
+    let (start, end) = (SERVICE.load(Relaxed), SERVICE_END.load(Relaxed));
+    let parts = [
+        start.wrapping_sub(deadline),
+        end.wrapping_sub(start),
+        woke.wrapping_sub(end),
+    ];
+    // The handler started at or after the deadline and ended before the wake.
+    if parts.iter().any(|&p| p >= 1 << 31) {
+        return;
+    }
+    SPLIT.wakes.fetch_add(1, Relaxed);
+    for (bins, ticks) in SPLIT.parts.iter().zip(parts) {
+        if let Some(n) = bins.get((ticks as usize).min(SPLIT_BINS - 1)) {
+            n.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// The median of each part of [`SPLIT`], in ns.
+fn split_p50_ns() -> [u64; 3] {
+    let total = SPLIT.wakes.load(Relaxed);
+    SPLIT.parts.each_ref().map(|bins| {
+        let mut seen = 0u32;
+        for (ticks, n) in bins.iter().enumerate() {
+            seen += n.load(Relaxed);
+            if seen * 2 >= total {
+                return ticks as u64 * 1_000_000_000 / board::HZ;
+            }
+        }
+        0
+    })
+}
+
 /// Tick interrupts taken, and their `update()` results.
 static TICKS: AtomicU32 = AtomicU32::new(0);
 /// The tick's longest entry latency (ticks): it outranks the alarm, so what holds it off is
@@ -113,7 +173,13 @@ unsafe fn DefaultHandler(irqn: i16) {
     match board::timers_irq(irqn) {
         Some(TimersIrq::Alarm) => {
             let now = Main.ticks() as u32;
-            if let Some(at) = Timer0Alarm::clear() {
+            // What a user's handler does: acknowledge, then the driver's service. The
+            // statistics come after it, off the woken tasks' path.
+            let fired = Timer0Alarm::clear();
+            DRIVER.on_alarm();
+            SERVICE.store(now, Relaxed);
+            SERVICE_END.store(Main.ticks() as u32, Relaxed);
+            if let Some(at) = fired {
                 // How long after the loaded count ran out the handler started (ticks).
                 let late = now.wrapping_sub(at);
                 if late < 1 << 31 {
@@ -126,7 +192,6 @@ unsafe fn DefaultHandler(irqn: i16) {
                 ALARM_FIRED.fetch_add(1, Relaxed);
             }
             ALARM_IRQS.fetch_add(1, Relaxed);
-            DRIVER.on_alarm();
         }
         Some(TimersIrq::Tick) => tick(),
         None => fail("unexpected_interrupt"),
@@ -186,8 +251,9 @@ fn tick_start_ns(ticks: u64) -> u64 {
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
-/// Records a wake from a sleep until embassy instant `until`, at `now_ns` by the clock.
-fn record(until: Instant, now_ns: u64) {
+/// Records a wake from a sleep until embassy instant `until`, at `now_ns` by the clock (and
+/// `woke` by the counter, just before).
+fn record(until: Instant, now_ns: u64, woke: u32) {
     let deadline_ns = tick_start_ns(until.as_ticks());
     critical_section::with(|cs| {
         let mut s = STATS.borrow_ref_mut(cs);
@@ -198,6 +264,7 @@ fn record(until: Instant, now_ns: u64) {
                 s.early_max_ns = s.early_max_ns.max(deadline_ns - now_ns);
             }
             Some(late) => {
+                split(woke, late);
                 s.late_max_ns = s.late_max_ns.max(late);
                 let kept = s.kept;
                 if let Some(slot) = s.late_ns.get_mut(kept) {
@@ -215,7 +282,8 @@ async fn sleeper(id: u32, end_ns: u64) {
     while CLOCK.now().as_nanos() < end_ns {
         let until = Instant::now() + Duration::from_micros(rng.sleep_us());
         Timer::at(until).await;
-        record(until, CLOCK.now().as_nanos());
+        let woke = Main.ticks() as u32;
+        record(until, CLOCK.now().as_nanos(), woke);
     }
     FINISHED.fetch_add(1, Relaxed);
 }
@@ -380,6 +448,14 @@ fn report() {
         TICKS.load(Relaxed),
         UPDATES.load(Relaxed),
         UPDATE_ERRORS.load(Relaxed),
+    );
+    line.send();
+    let [to_handler, service, poll] = split_p50_ns();
+    let mut line = Line::new();
+    let _ = write!(
+        line,
+        "split_wakes={} split_to_handler_p50_ns={to_handler} split_service_p50_ns={service} split_poll_p50_ns={poll}",
+        SPLIT.wakes.load(Relaxed),
     );
     line.send();
     let ns = |ticks: u32| u64::from(ticks) * 1_000_000_000 / board::HZ;

@@ -692,7 +692,9 @@ const RAW_INSTANT: usize = 4;
 const STD: usize = 5;
 const QUANTA: usize = 6;
 const MINSTANT: usize = 7;
-const READS: usize = 8;
+const FLOOR: usize = 8;
+const FLOOR_PLAIN: usize = 9;
+const READS: usize = 10;
 
 /// `read_ns_*` keys, in table order.
 const READ_KEYS: [&str; READS] = [
@@ -704,6 +706,8 @@ const READ_KEYS: [&str; READS] = [
     "read_ns_std",
     "read_ns_quanta",
     "read_ns_minstant",
+    "read_ns_floor",
+    "read_ns_floor_plain",
 ];
 
 /// Each read's base for its ratio: the ordered read for what is built on it, the plain read
@@ -717,8 +721,56 @@ const BASE: [usize; READS] = {
     b[STD] = RAW;
     b[QUANTA] = PLAIN;
     b[MINSTANT] = PLAIN;
+    b[FLOOR] = RAW;
+    b[FLOOR_PLAIN] = PLAIN;
     b
 };
+
+/// The bare floor of a clock read, written here as `cargo bench --bench read_ratio` has it:
+/// a one-slot seqlock (generation word, the counter read, base ticks, base ns, multiplier and
+/// shift, the generation again) and one `u128` multiply — the least a correct lock-free
+/// conversion does. `Clock::now` over it on the same counter read is what the crate's
+/// protocol costs beyond that (`read_floor_ratio_now`, `read_floor_ratio_now_plain`).
+struct Floor {
+    seq: std::sync::atomic::AtomicU32,
+    base_ticks: std::sync::atomic::AtomicU64,
+    base_ns: std::sync::atomic::AtomicU64,
+    mult: std::sync::atomic::AtomicU64,
+    shift: std::sync::atomic::AtomicU32,
+}
+
+impl Floor {
+    /// `ns = base_ns + (ticks − base_ticks) × mult >> 32`, from `ticks` on, at `hz` (≥ 1).
+    fn new(ticks: u64, hz: u64) -> Floor {
+        use std::sync::atomic::{AtomicU32, AtomicU64};
+        Floor {
+            seq: AtomicU32::new(0),
+            base_ticks: AtomicU64::new(ticks),
+            base_ns: AtomicU64::new(0),
+            mult: AtomicU64::new(((1_000_000_000u128 << 32) / u128::from(hz.max(1))) as u64),
+            shift: AtomicU32::new(32),
+        }
+    }
+
+    #[inline(always)]
+    fn now(&self, counter: &impl Counter) -> u64 {
+        use std::sync::atomic::{fence, Ordering};
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let t = counter.ticks();
+            let b = self.base_ticks.load(Ordering::Relaxed);
+            let ns = self.base_ns.load(Ordering::Relaxed);
+            let mult = self.mult.load(Ordering::Relaxed);
+            let shift = self.shift.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 && s1 & 1 == 0 {
+                let d = u128::from(t.wrapping_sub(b));
+                return ns.wrapping_add(((d * u128::from(mult)) >> (shift & 127)) as u64);
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
 
 /// One read's figures.
 struct ReadFigure {
@@ -735,6 +787,9 @@ struct ReadFigure {
 /// The read-cost table.
 struct ReadCost {
     figures: Vec<ReadFigure>,
+    /// `Clock::now` over the bare floor on the ordered and on the plain read: the medians of
+    /// the per-round ratios (NaN when not measured).
+    over_floor: [f64; 2],
     /// Which attempt was kept (1-based) and how many were made.
     attempt: u32,
     attempts: u32,
@@ -779,6 +834,7 @@ fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
     let clock = Clock::new(counter, rate);
     let plain = counter.unordered();
     let plain_clock = Clock::new(plain, rate);
+    let floor = Floor::new(counter.ticks(), rate.as_hz());
     // The loops are monomorphized; only the call per round and read is dynamic.
     let mut timers: Vec<Box<dyn FnMut(u32) -> f64 + '_>> = vec![
         Box::new(|n| time(n, || counter.ticks())),
@@ -789,6 +845,8 @@ fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
         Box::new(|n| time(n, StdInstant::now)),
         Box::new(|n| time(n, quanta::Instant::now)),
         Box::new(|n| time(n, minstant::Instant::now)),
+        Box::new(|n| time(n, || floor.now(&counter))),
+        Box::new(|n| time(n, || floor.now(&plain))),
     ];
     // Warm-up (quanta and minstant calibrate on first use), not counted.
     for t in &mut timers {
@@ -807,8 +865,13 @@ fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
             }
         }
         let figures = judge(&ns);
+        let over = |read: usize, fl: usize| {
+            let v = sorted(ns[read].iter().zip(&ns[fl]).map(|(a, b)| a / b).collect());
+            quantile(&v, 0.5)
+        };
         let cost = ReadCost {
             figures,
+            over_floor: [over(NOW, FLOOR), over(NOW_PLAIN, FLOOR_PLAIN)],
             attempt,
             attempts: attempt,
         };
@@ -825,6 +888,7 @@ fn read_cost(counter: platform::Ctr, rate: Frequency) -> ReadCost {
     }
     let mut best = best.unwrap_or(ReadCost {
         figures: Vec::new(),
+        over_floor: [f64::NAN; 2],
         attempt: 0,
         attempts: 0,
     });
@@ -857,7 +921,7 @@ fn judge(ns: &[Vec<f64>]) -> Vec<ReadFigure> {
                 Some(format!(
                     "impossible: {vs_plain:.2}× the plain counter read, which nothing beats"
                 ))
-            } else if matches!(i, NOW | RAW_INSTANT) && vs_ordered < RATIO_FLOOR {
+            } else if matches!(i, NOW | RAW_INSTANT | FLOOR) && vs_ordered < RATIO_FLOOR {
                 Some(format!(
                     "impossible: {vs_ordered:.2}× the ordered read it is built on"
                 ))
@@ -1156,6 +1220,7 @@ fn measure(max_ms: u64) -> Findings {
         Some(r) => read_cost(counter, r),
         None => ReadCost {
             figures: Vec::new(),
+            over_floor: [f64::NAN; 2],
             attempt: 0,
             attempts: 0,
         },
@@ -1604,6 +1669,11 @@ fn read_section(out: &Out, f: &Findings) {
         ),
         ("quanta Instant", r.quanta.to_string()),
         ("minstant Instant", r.minstant.to_string()),
+        (
+            "bare floor",
+            format!("a one-slot seqlock read written here, on {}", r.ordered),
+        ),
+        ("bare floor, plain", format!("the same on {}", r.plain)),
     ];
     for (i, (label, what)) in labels.iter().enumerate() {
         let key = READ_KEYS[i];
@@ -1627,6 +1697,24 @@ fn read_section(out: &Out, f: &Findings) {
         );
         out.item(key, format!("{:.2}", fig.ns), label, shown, &note);
         out.key(&ratio_key, format!("{:.3}", fig.ratio));
+    }
+    for (key, ratio) in ["read_floor_ratio_now", "read_floor_ratio_now_plain"]
+        .iter()
+        .zip(c.over_floor)
+    {
+        if ratio.is_nan() {
+            out.key(key, "none");
+        } else {
+            out.key(key, format!("{ratio:.3}"));
+        }
+    }
+    if !c.over_floor[0].is_nan() {
+        out.row(
+            "Clock::now / floor",
+            format!("{:.2}× / {:.2}×", c.over_floor[0], c.over_floor[1]),
+            "Clock::now over the bare floor on the same read, ordered / plain: what the \
+             clock's protocol costs beyond the least one (median of the per-round ratios)",
+        );
     }
     let noisy = c.noisy_keys();
     out.key("read_noisy", list(&noisy));
@@ -1796,7 +1884,7 @@ mod tests {
     }
 
     /// Plausible costs: ordered 15.5, plain 9.4, Clock::now 17.8, ...
-    const GOOD: [f64; READS] = [15.5, 9.4, 17.8, 9.5, 15.5, 22.0, 9.5, 9.4];
+    const GOOD: [f64; READS] = [15.5, 9.4, 17.8, 9.5, 15.5, 22.0, 9.5, 9.4, 17.0, 9.5];
 
     fn flagged(figures: &[ReadFigure]) -> Vec<usize> {
         (0..figures.len())

@@ -3,7 +3,14 @@
 //! ratios (each round times every read back to back, so load changes hit all alike).
 //!
 //! `cargo bench --bench read_ratio [-- ROUNDS CALLS]` (default 40 rounds of 1 000 000 calls).
-//! Prints one line per read with its median ns per call and its median ratio to its base.
+//! Prints one line per read with its median ns per call and its median ratio to its base,
+//! then `Clock::now` over the bare floor (below), by rounds and by short adjacent pairs.
+//!
+//! `bare floor` is the least a correct lock-free clock read does, written here (`Floor`): a
+//! generation word, one slot of base ticks, base ns and a multiplier with its shift, the
+//! counter read (ordered or plain, as the `Clock::now` beside it), the generation checked
+//! again, one `u128` multiply. `Clock::now` is also given as a ratio to it, on the same
+//! counter read: what the crate's protocol costs beyond the least one.
 //!
 //! `CoarseClock::now` is measured against `Clock::now (plain)`, the read it stands in for on
 //! a hot path, with a refresher thread storing a fresh time every millisecond meanwhile (a
@@ -12,13 +19,55 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use baretime::{Clock, CoarseClock, Counter, Frequency};
 
 mod common;
 
 use common::counter;
+
+/// The bare floor: a seqlock-checked conversion with one slot, written for this benchmark.
+/// A writer (none runs here) would make `seq` odd, store the words, then make it even.
+struct Floor {
+    seq: AtomicU32,
+    base_ticks: AtomicU64,
+    base_ns: AtomicU64,
+    mult: AtomicU64,
+    shift: AtomicU32,
+}
+
+impl Floor {
+    /// `ns = base_ns + (ticks − base_ticks) × mult >> shift`, from `ticks` on, at `hz`.
+    fn new(ticks: u64, hz: u64) -> Floor {
+        let shift = 32;
+        Floor {
+            seq: AtomicU32::new(0),
+            base_ticks: AtomicU64::new(ticks),
+            base_ns: AtomicU64::new(0),
+            mult: AtomicU64::new(((1_000_000_000u128 << shift) / u128::from(hz)) as u64),
+            shift: AtomicU32::new(shift),
+        }
+    }
+
+    #[inline(always)]
+    fn now(&self, counter: &impl Counter) -> u64 {
+        loop {
+            let s1 = self.seq.load(Ordering::Acquire);
+            let t = counter.ticks();
+            let b = self.base_ticks.load(Ordering::Relaxed);
+            let ns = self.base_ns.load(Ordering::Relaxed);
+            let mult = self.mult.load(Ordering::Relaxed);
+            let shift = self.shift.load(Ordering::Relaxed);
+            fence(Ordering::Acquire);
+            if self.seq.load(Ordering::Relaxed) == s1 && s1 & 1 == 0 {
+                let d = u128::from(t.wrapping_sub(b));
+                return ns.wrapping_add(((d * u128::from(mult)) >> (shift & 127)) as u64);
+            }
+            std::hint::spin_loop();
+        }
+    }
+}
 
 /// Nanoseconds per call of `f` over `calls` calls.
 fn time(calls: u32, mut f: impl FnMut()) -> f64 {
@@ -45,6 +94,7 @@ fn main() {
     let clock = Clock::new(counter, Frequency::exact_hz(2_000_000_000).unwrap());
     let plain = clock.counter().unordered();
     let plain_clock = Clock::new(plain, Frequency::exact_hz(2_000_000_000).unwrap());
+    let floor = Floor::new(counter.ticks(), 2_000_000_000);
     let q = quanta::Clock::new();
     let coarse = CoarseClock::new();
     coarse.refresh(&plain_clock);
@@ -66,6 +116,7 @@ fn main() {
             &plain_clock,
             &q,
             &coarse,
+            &floor,
         );
         stop.store(true, Ordering::Relaxed);
     });
@@ -82,6 +133,7 @@ fn rounds_of<C: Counter, P: Counter>(
     plain_clock: &Clock<P>,
     q: &quanta::Clock,
     coarse: &CoarseClock,
+    floor: &Floor,
 ) {
     let names = [
         "raw counter, ordered",
@@ -92,12 +144,17 @@ fn rounds_of<C: Counter, P: Counter>(
         "quanta Clock::now",
         "minstant Instant::now",
         "CoarseClock::now",
+        "bare floor (ordered)",
+        "bare floor (plain)",
     ];
     // Each read's base for the ratio: the ordered or the plain raw read; for the coarse
     // clock, the plain `Clock::now` it stands in for.
-    let base = [0usize, 0, 2, 2, 0, 2, 2, 3];
+    let base = [0usize, 0, 2, 2, 0, 2, 2, 3, 0, 2];
+    // `Clock::now` over the bare floor on the same counter read: (read, floor).
+    let over_floor = [(1usize, 8usize), (3, 9)];
     let mut ns: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
     let mut ratio: Vec<Vec<f64>> = vec![Vec::new(); names.len()];
+    let mut floor_ratio: Vec<Vec<f64>> = vec![Vec::new(); over_floor.len()];
     for _ in 0..rounds {
         let r = [
             time(calls, || {
@@ -124,10 +181,19 @@ fn rounds_of<C: Counter, P: Counter>(
             time(calls, || {
                 black_box(coarse.now());
             }),
+            time(calls, || {
+                black_box(floor.now(counter));
+            }),
+            time(calls, || {
+                black_box(floor.now(&plain));
+            }),
         ];
         for (i, v) in r.iter().enumerate() {
             ns[i].push(*v);
             ratio[i].push(v / r[base[i]]);
+        }
+        for (k, (read, fl)) in over_floor.iter().enumerate() {
+            floor_ratio[k].push(r[*read] / r[*fl]);
         }
     }
     println!(
@@ -145,4 +211,72 @@ fn rounds_of<C: Counter, P: Counter>(
             }
         );
     }
+    for (k, (read, fl)) in over_floor.iter().enumerate() {
+        report_ratio(
+            &format!("{} / {}, rounds", names[*read], names[*fl]),
+            floor_ratio[k].clone(),
+        );
+    }
+    // The same ratios from short adjacent pairs (the order alternating), many of them: a
+    // preemption spoils a few pairs, not a whole round.
+    let pairs = 20 * rounds;
+    let short = (calls / 100).max(1);
+    let mut ordered = Vec::new();
+    let mut unordered = Vec::new();
+    for i in 0..pairs {
+        let (a, b) = paired(i, short, || floor.now(counter), || clock.now());
+        ordered.push(b / a);
+        let (a, b) = paired(i, short, || floor.now(&plain), || plain_clock.now());
+        unordered.push(b / a);
+    }
+    report_ratio(
+        &format!("Clock::now / bare floor (ordered), {pairs} pairs of {short} calls"),
+        ordered,
+    );
+    report_ratio(
+        &format!("Clock::now / bare floor (plain), {pairs} pairs of {short} calls"),
+        unordered,
+    );
+}
+
+/// Times `a` and `b` over `calls` calls each, back to back, `a` first on even `i`.
+fn paired<A, B>(
+    i: u32,
+    calls: u32,
+    mut a: impl FnMut() -> A,
+    mut b: impl FnMut() -> B,
+) -> (f64, f64) {
+    if i % 2 == 0 {
+        let ta = time(calls, || {
+            black_box(a());
+        });
+        (
+            ta,
+            time(calls, || {
+                black_box(b());
+            }),
+        )
+    } else {
+        let tb = time(calls, || {
+            black_box(b());
+        });
+        (
+            time(calls, || {
+                black_box(a());
+            }),
+            tb,
+        )
+    }
+}
+
+/// Prints the median of `v` and its quartiles.
+fn report_ratio(what: &str, mut v: Vec<f64>) {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+    println!(
+        "{what}: {:.3}x (quartiles {:.3} .. {:.3})",
+        q(0.5),
+        q(0.25),
+        q(0.75)
+    );
 }

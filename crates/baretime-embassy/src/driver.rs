@@ -23,7 +23,7 @@
 //! does not go back): a timer it finds not due stays queued, the plan arms for it, and the
 //! check after arming (the tick may already have passed) services the queue again.
 
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 #[cfg(target_has_atomic = "64")]
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::task::Waker;
@@ -45,6 +45,9 @@ pub struct ClockDriver<C: Counter + 'static, A: Alarm> {
     /// Timers registered from inside the driver (a waker that polls its task at once, while
     /// the queue is being serviced), queued as soon as the service ends.
     deferred: Mutex<RefCell<Deferred>>,
+    /// Whether `deferred` may hold a registration: the services' two looks at it cost a
+    /// load while it is empty, as it nearly always is.
+    kept: Mutex<Cell<bool>>,
     /// The latest `now()` handed out: embassy's clock never goes back, even where the
     /// counter lags between CPUs by up to `baretime::LAG_NS` (which `Clock::now` allows).
     #[cfg(target_has_atomic = "64")]
@@ -123,6 +126,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
             clock,
             state: Mutex::new(RefCell::new(State::new(Some(alarm)))),
             deferred: Mutex::new(RefCell::new([const { None }; DEFERRED])),
+            kept: Mutex::new(Cell::new(false)),
             #[cfg(target_has_atomic = "64")]
             latest: AtomicU64::new(0),
         }
@@ -137,6 +141,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
             clock,
             state: Mutex::new(RefCell::new(State::new(None))),
             deferred: Mutex::new(RefCell::new([const { None }; DEFERRED])),
+            kept: Mutex::new(Cell::new(false)),
             #[cfg(target_has_atomic = "64")]
             latest: AtomicU64::new(0),
         }
@@ -228,9 +233,10 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
         loop {
             let at = instant_ceil(plan.next);
             // `u64::MAX` is embassy's "never"; a tick past the clock's last nanosecond
-            // (584 years) is never reached either: nothing to arm for. Before the start there
-            // is nothing to arm against: `on_alarm` after the start arms.
-            let ticks = if plan.next == u64::MAX || ticks_floor(at.as_nanos()) < plan.next {
+            // (584 years: `instant_ceil` saturates there) is never reached either: nothing to
+            // arm for. Before the start there is nothing to arm against: `on_alarm` after the
+            // start arms.
+            let ticks = if plan.next == u64::MAX || at.as_nanos() == u64::MAX {
                 None
             } else {
                 self.clock.deadline(at).ok().map(|d| d.ticks())
@@ -301,6 +307,7 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
                     None => at,
                 };
                 *slot = Some((at, waker.clone()));
+                self.kept.borrow(cs).set(true);
                 Some(())
             });
         if slot.is_none() {
@@ -311,13 +318,17 @@ impl<C: Counter + 'static, A: Alarm> ClockDriver<C, A> {
     /// Queues the registrations kept by `defer`; whether the next expiry moved earlier.
     fn drain(&self, cs: CriticalSection<'_>, state: &mut State<A>) -> bool {
         let mut lowered = false;
+        if !self.kept.borrow(cs).replace(false) {
+            return lowered;
+        }
         loop {
-            let next = self
-                .deferred
-                .borrow(cs)
-                .try_borrow_mut()
-                .ok()
-                .and_then(|mut slots| slots.iter_mut().find_map(Option::take));
+            let Ok(mut slots) = self.deferred.borrow(cs).try_borrow_mut() else {
+                // Never here (no borrow outlives `defer`): kept for the next look.
+                self.kept.borrow(cs).set(true);
+                return lowered;
+            };
+            let next = slots.iter_mut().find_map(Option::take);
+            drop(slots);
             let Some((at, waker)) = next else {
                 return lowered;
             };
