@@ -500,10 +500,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
             let wall = target(c)?;
             let main = Fn_::at(wall, c);
             Ok(match old {
-                None => (
-                    Version_ { main, prefix: None },
-                    Outcome::Set,
-                ),
+                None => (Version_ { main, prefix: None }, Outcome::Set),
                 Some(old) => {
                     let was = old.eval(c);
                     let step = i128::from(wall).saturating_sub(i128::from(was));
@@ -600,7 +597,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
         if let Some(old) = old {
             let mut reads = 0;
             while self.clock.now().as_nanos() < old.main.base && reads < HANDOVER_WAIT_READS {
-                reads += 1;
+                reads = reads.saturating_add(1);
                 core::hint::spin_loop();
             }
         }
@@ -624,11 +621,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
             }
         });
         if let Ok((_, Outcome::Step(step))) = &made {
-            let saturated = i64::try_from(*step).unwrap_or(if *step < 0 {
-                i64::MIN
-            } else {
-                i64::MAX
-            });
+            let saturated =
+                i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
             self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
             self.steps.fetch_add(1, Ordering::Relaxed);
         }
@@ -679,7 +673,11 @@ mod tests {
 
     #[test]
     fn function_is_monotone_and_ends_exact() {
-        for (off, ppm, neg) in [(500_000_000, 250_000, false), (7, 1, true), (1, 500_000, true)] {
+        for (off, ppm, neg) in [
+            (500_000_000, 250_000, false),
+            (7, 1, true),
+            (1, 500_000, true),
+        ] {
             let f = Fn_ {
                 wall: 1000,
                 base: 10,
@@ -689,7 +687,10 @@ mod tests {
             };
             let end = 10 + off * 1_000_000 / u64::from(ppm) + 1_000_000;
             let mut prev = f.eval(0);
-            for t in (0..end).step_by(((end / 10_000) as usize).max(1)).chain([end]) {
+            for t in (0..end)
+                .step_by(((end / 10_000) as usize).max(1))
+                .chain([end])
+            {
                 let w = f.eval(t);
                 assert!(w >= prev);
                 prev = w;
@@ -712,14 +713,20 @@ mod tests {
         assert_eq!(wall.unix_ns(), Some(5_001_000_000));
         // Two seconds back at the handover.
         t.set(2_000_000);
-        let step = wall.set(3_002_000_000 + HANDOVER_NS, Instant::from_nanos(2_000_000 + HANDOVER_NS));
+        let step = wall.set(
+            3_002_000_000 + HANDOVER_NS,
+            Instant::from_nanos(2_000_000 + HANDOVER_NS),
+        );
         assert_eq!(step, Ok(Some(-2_000_000_000)));
         t.set(3_000_000);
         assert_eq!(wall.unix_ns(), Some(3_003_000_000));
         let h = wall.health();
         assert_eq!((h.steps, h.last_step_ns), (1, -2_000_000_000));
         // A time before 1970 is refused, nothing changes.
-        assert_eq!(wall.set(0, Instant::from_nanos(u64::MAX)), Err(WallError::BeforeEpoch));
+        assert_eq!(
+            wall.set(0, Instant::from_nanos(u64::MAX)),
+            Err(WallError::BeforeEpoch)
+        );
         assert_eq!(wall.unix_ns(), Some(3_003_000_000));
         assert_eq!(wall.slew(1, 0), Err(WallError::BadRate));
         assert_eq!(wall.slew(1, MAX_SLEW_PPM + 1), Err(WallError::BadRate));

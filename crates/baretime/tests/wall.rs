@@ -26,7 +26,9 @@ const OFFSET: i64 = 3_000;
 
 #[test]
 fn readers_never_see_a_slew_go_back() {
-    CLOCK.start(Frequency::exact_hz(1_000_000_000).unwrap()).unwrap();
+    CLOCK
+        .start(Frequency::exact_hz(1_000_000_000).unwrap())
+        .unwrap();
     assert_eq!(WALL.set(UNIX, Instant::ZERO), Ok(None));
     let readers: Vec<_> = (0..3)
         .map(|_| {
@@ -63,7 +65,9 @@ fn readers_never_see_a_slew_go_back() {
     for _ in 0..2_000 {
         let offset = sign * OFFSET - net;
         started += u32::from(offset != 0);
-        let left = WALL.slew(offset, 400_000).expect("one writer: never refused");
+        let left = WALL
+            .slew(offset, 400_000)
+            .expect("one writer: never refused");
         net += last - left;
         last = offset;
         assert!(net.abs() <= OFFSET);

@@ -1,0 +1,136 @@
+//! [`Pl031`]: Arm's PrimeCell PL031 real-time clock (QEMU `virt`'s RTC at 0x0901_0000), a
+//! 32-bit count of seconds, as the boot's time of day ([`Pl031::read_at_edge`]) and as a
+//! coarse [`Reference`].
+
+use core::fmt;
+use core::ptr;
+
+use baretime::{Accuracy, Clock, Counter, Frequency, Reference, SecondsEdge, Source};
+
+/// The data register: the current count, in seconds.
+const RTCDR: usize = 0x000;
+/// How long [`Pl031::read_at_edge`] waits for the count to change: a second, plus 10 %, plus
+/// a 100 ms margin.
+const EDGE_WAIT_NS: u64 = 1_200_000_000;
+/// The crystal's tolerance, in ppb: a 32.768 kHz watch crystal, commonly ±20 ppm at 25 °C,
+/// worse over temperature and age; 100 ppm covers an untrimmed board.
+const RTC_TOLERANCE_PPB: u64 = 100_000;
+
+const RTC_FREQUENCY: Frequency = match Frequency::from_millihz(
+    1_000_000, // Unix milliseconds: the crate's slowest rate, 1 kHz
+    Source::Reference,
+    Accuracy::Nominal {
+        tolerance_ppb: RTC_TOLERANCE_PPB,
+    },
+) {
+    Some(f) => f,
+    None => panic!("1 kHz is within Frequency's range"),
+};
+
+/// Why [`Pl031::read_at_edge`] found no edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Pl031Error {
+    /// The count did not change within 1.2 s of the clock: the RTC does not tick (not
+    /// started: RTCCR's enable bit clear, or no PL031 at the address).
+    NotTicking,
+}
+
+impl fmt::Display for Pl031Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pl031Error::NotTicking => f.write_str("PL031 count did not change in 1.2 s"),
+        }
+    }
+}
+
+impl core::error::Error for Pl031Error {}
+
+/// The PL031 real-time clock: its data register RTCDR counts seconds, which firmware (and
+/// QEMU, from `-rtc base=`) sets to Unix time, as Linux's `rtc-pl031` takes it.
+///
+/// [`Pl031::read_at_edge`] polls RTCDR until it changes and returns the new count with the
+/// [`Clock`]'s readings around that change, so the boot's time of day is good to the poll (a
+/// few microseconds under QEMU: `cargo xtask qemu wall-aarch64`) instead of to the second;
+/// the RTC's own error (how well it was set, its crystal) is the floor.
+///
+/// As a [`Reference`] it counts Unix milliseconds at 1 kHz (stated ±100 ppm), stepping by
+/// 1000 once a second: a calibration against it is good only to about a second over its
+/// length, so it serves long checks of a rate, not a boot calibration. The count is 32 bits
+/// of seconds: it wraps in 2106, which the reference reads as the wrap it is.
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pl031 {
+    base: usize,
+}
+
+impl Pl031 {
+    /// The PL031 whose registers are mapped (as device memory) at `base`: from the device
+    /// tree's `arm,pl031` node or the board's manual (`virt`: 0x0901_0000).
+    ///
+    /// # Safety
+    ///
+    /// `base` is the address, mapped as device memory, of a PL031's register block for as
+    /// long as the `Pl031` lives; reading RTCDR there has no side effect on anything else.
+    pub unsafe fn new(base: usize) -> Pl031 {
+        Pl031 { base }
+    }
+
+    /// The count: Unix seconds, as the RTC was set.
+    pub fn read_unix_seconds(&mut self) -> u64 {
+        // SAFETY: `new`'s contract: a PL031's registers are mapped at `base`; RTCDR is a
+        // read-only 32-bit register, read with one aligned volatile load.
+        let v = unsafe { ptr::read_volatile(self.base.wrapping_add(RTCDR) as *const u32) };
+        u64::from(v)
+    }
+
+    /// Waits for the RTC's next seconds edge and returns it: the second that began, and
+    /// `clock`'s readings before the last read that saw the previous second and after the
+    /// first that saw the new one. The edge lies between them; set a
+    /// [`baretime::WallClock`] from it with `set_at_edge`. Waits at most 1.2 s of `clock`
+    /// time, then [`Pl031Error::NotTicking`].
+    pub fn read_at_edge<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+    ) -> Result<SecondsEdge, Pl031Error> {
+        let start = clock.now();
+        let mut before = start;
+        let first = self.read_unix_seconds();
+        loop {
+            let b = clock.now();
+            if b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS) {
+                return Err(Pl031Error::NotTicking);
+            }
+            let seconds = self.read_unix_seconds();
+            let after = clock.now();
+            if seconds != first {
+                return Ok(SecondsEdge {
+                    unix_seconds: seconds,
+                    before,
+                    after,
+                });
+            }
+            before = b;
+        }
+    }
+}
+
+impl Reference for Pl031 {
+    /// Unix milliseconds, whole seconds only.
+    fn read(&mut self) -> u64 {
+        self.read_unix_seconds().saturating_mul(1_000)
+    }
+
+    fn bits(&self) -> u32 {
+        64
+    }
+
+    fn frequency(&self) -> Frequency {
+        RTC_FREQUENCY
+    }
+
+    fn name(&self) -> &'static str {
+        "pl031"
+    }
+}
