@@ -459,9 +459,11 @@ impl<'a, C: Counter> WallClock<'a, C> {
     }
 
     /// The slew still to run, in ns (positive: the wall time is being moved forward); 0 when
-    /// none runs or the wall time is not set.
+    /// none runs or the wall time is not set. A slew asked for counts whole from the call on
+    /// (it begins at the handover, at most 100 µs later).
     pub fn slew_remaining_ns(&self) -> i64 {
-        self.read().map_or(0, |(v, t)| v.at(t).remaining(t))
+        // Before the base, the slew has not begun: all of it is still to run.
+        self.read().map_or(0, |(v, t)| v.main.remaining(t))
     }
 
     /// What the writers have done: steps (with the latest's size), slews.
