@@ -58,7 +58,8 @@ impl core::error::Error for Pl031Error {}
 /// As a [`Reference`] it counts Unix milliseconds at 1 kHz (stated ±100 ppm), stepping by
 /// 1000 once a second: a calibration against it is good only to about a second over its
 /// length, so it serves long checks of a rate, not a boot calibration. The count is 32 bits
-/// of seconds: it wraps in 2106, which the reference reads as the wrap it is.
+/// of seconds: it wraps in 2106 (to 0, a step back for the reference and for
+/// [`Pl031::read_unix_seconds`]).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Pl031 {

@@ -68,6 +68,8 @@ macro_rules! const_frequency {
 
 mod bytes;
 mod candidates;
+// The CMOS RTC's decoding is pure (tested on any host); only the x86_64 reader uses it.
+#[cfg(any(target_arch = "x86_64", test))]
 mod cmos;
 mod cpuid;
 #[cfg(feature = "defmt")]
@@ -105,7 +107,6 @@ mod tsc_adjust;
 // The public API, one path per item. On every host: CPUID sources, discovery and its
 // findings, dump replay, the pure paravirtual decoding.
 pub use candidates::{Disagreement, Implausible};
-pub use cmos::CmosError;
 pub use cpuid::{CpuidRegs, CpuidSource};
 pub use discover::{
     discover_with, Crystal, CrystalSource, HypervisorKind, HypervisorRange, X86Discovery,
@@ -121,6 +122,8 @@ pub use unavailable::CounterUnavailable;
 pub use acpi_pm::{AcpiPmTimer, AcpiPmWidth};
 #[cfg(target_arch = "x86_64")]
 pub use apic::{ApicTimer, ApicTimerError, LocalApic};
+#[cfg(target_arch = "x86_64")]
+pub use cmos::CmosError;
 #[cfg(target_arch = "x86_64")]
 pub use cmos_rtc::CmosRtc;
 #[cfg(target_arch = "x86_64")]

@@ -159,7 +159,7 @@ pub struct SecondsEdge {
 impl SecondsEdge {
     /// The middle of the bracket: the clock's time of the edge, good to half
     /// [`SecondsEdge::width_ns`].
-    pub fn midpoint(&self) -> Instant {
+    pub(crate) fn midpoint(&self) -> Instant {
         let (a, b) = (self.before.as_nanos(), self.after.as_nanos());
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
         Instant::from_nanos(lo.saturating_add(hi.saturating_sub(lo) / 2))
@@ -523,7 +523,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
     }
 
     /// [`WallClock::set`] from a real-time clock's seconds edge: the wall time was
-    /// `edge.unix_seconds` at the bracket's [`SecondsEdge::midpoint`].
+    /// `edge.unix_seconds` at the middle of the bracket (good to half
+    /// [`SecondsEdge::width_ns`], plus the RTC's own error).
     pub fn set_at_edge(&self, edge: &SecondsEdge) -> Result<Option<i128>, WallError> {
         let ns = edge
             .unix_seconds
