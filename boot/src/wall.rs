@@ -31,6 +31,32 @@ fn arg<T: core::str::FromStr>(cmdline: &str, key: &str) -> Option<T> {
         .and_then(|(_, v)| v.parse().ok())
 }
 
+/// The widest edge bracket taken as it is: a wider one (the vCPU preempted by the host
+/// during the poll, an interrupt on real hardware) is read again at the next edge.
+const EDGE_WIDTH_MAX_NS: u64 = 100_000;
+/// How many edges to try for one that narrow (each costs a second).
+const EDGE_TRIES: u32 = 3;
+
+/// The RTC's seconds edge from `read`, read again (up to [`EDGE_TRIES`] edges) while its
+/// bracket is wider than [`EDGE_WIDTH_MAX_NS`]; the narrowest if none is. Prints
+/// `edge_tries`.
+pub fn tight_edge<E>(
+    out: &mut impl Write,
+    mut read: impl FnMut() -> Result<SecondsEdge, E>,
+) -> Result<SecondsEdge, E> {
+    let mut best = read()?;
+    let mut tries = 1;
+    while best.width_ns() > EDGE_WIDTH_MAX_NS && tries < EDGE_TRIES {
+        let edge = read()?;
+        tries += 1;
+        if edge.width_ns() < best.width_ns() {
+            best = edge;
+        }
+    }
+    let _ = writeln!(out, "edge_tries={tries}");
+    Ok(best)
+}
+
 /// One reading: the counter before, the clock, the wall time, the clock and counter after.
 #[derive(Clone, Copy)]
 struct Reading {

@@ -70,6 +70,7 @@ fn check(line: &mut Line, run: &Run) {
             "rtc_base",
             "edge_unix_seconds",
             "edge_width_ns",
+            "edge_tries",
             "boot_error_ns",
             "boot_error_bound_ns",
             "slew_ns",

@@ -109,7 +109,7 @@ fn wall(out: &mut Serial, cmdline: &str) -> bool {
     // SAFETY: `virt` has a PL031 at this address, mapped as device memory; nothing else in
     // this kernel uses it.
     let mut rtc = unsafe { Pl031::new(PL031_BASE) };
-    let edge = match rtc.read_at_edge(&CLOCK) {
+    let edge = match crate::wall::tight_edge(out, || rtc.read_at_edge(&CLOCK)) {
         Ok(edge) => edge,
         Err(e) => {
             let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");

@@ -159,7 +159,7 @@ fn wall(out: &mut Serial, cmdline: &str, century: Option<u8>) -> bool {
     );
     // SAFETY: ring 0 with interrupts off; nothing else in this kernel touches the CMOS.
     let mut rtc = unsafe { CmosRtc::new(century) };
-    let edge = match rtc.read_at_edge(&CLOCK) {
+    let edge = match crate::wall::tight_edge(out, || rtc.read_at_edge(&CLOCK)) {
         Ok(edge) => edge,
         Err(e) => {
             let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");

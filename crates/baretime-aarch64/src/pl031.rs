@@ -89,7 +89,9 @@ impl Pl031 {
     /// Waits for the RTC's next seconds edge and returns it: the second that began, and
     /// `clock`'s readings before the last read that saw the previous second and after the
     /// first that saw the new one. The edge lies between them; set a
-    /// [`baretime::WallClock`] from it with `set_at_edge`. Waits at most 1.2 s of `clock`
+    /// [`baretime::WallClock`] from it with `set_at_edge`. An interrupt (or a vCPU preempted)
+    /// during the poll widens the bracket: poll with interrupts masked, or check
+    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge. Waits at most 1.2 s of `clock`
     /// time, then [`Pl031Error::NotTicking`].
     pub fn read_at_edge<C: Counter>(
         &mut self,

@@ -129,7 +129,9 @@ impl CmosRtc {
     /// Waits for the RTC's next seconds edge and returns it: the second that began, and
     /// `clock`'s readings before the last read that saw the previous second (or UIP set)
     /// and after the first that saw the new one. The edge lies between them; set a
-    /// [`baretime::WallClock`] from it with `set_at_edge`. Waits at most 1.2 s of `clock`
+    /// [`baretime::WallClock`] from it with `set_at_edge`. An interrupt (or a vCPU preempted)
+    /// during the poll widens the bracket: poll with interrupts masked, or check
+    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge. Waits at most 1.2 s of `clock`
     /// time (a second, the update cycle, a 100 ms margin), then [`CmosError::NotTicking`];
     /// also the errors of [`CmosRtc::read_unix_seconds`], whose full read follows the edge.
     pub fn read_at_edge<C: Counter>(&mut self, clock: &Clock<C>) -> Result<SecondsEdge, CmosError> {
