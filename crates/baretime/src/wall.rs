@@ -604,10 +604,25 @@ impl<'a, C: Counter> WallClock<'a, C> {
                 core::hint::spin_loop();
             }
         }
-        self.end(version.slot)
-            .store(CLOSING | u64::from(version.number), Ordering::SeqCst);
+        self.announce(version.slot, version.number);
         let c = self.close(version.slot, version.number);
-        let made = make(old, c);
+        self.finish(old, make(old, c))
+    }
+
+    /// Announces the close of version `number` (in `slot`): readers from now on propose its
+    /// end themselves if the writer has not.
+    fn announce(&self, slot: usize, number: u32) {
+        self.end(slot)
+            .store(CLOSING | u64::from(number), Ordering::SeqCst);
+    }
+
+    /// Publishes what `make` built (or `old` again if it refused), counts a step, and lets
+    /// the next writer in.
+    fn finish(
+        &self,
+        old: Option<Version_>,
+        made: Result<(Version_, Outcome), WallError>,
+    ) -> Result<Outcome, WallError> {
         let next = match &made {
             Ok((next, _)) => Some(*next),
             Err(_) => old,
@@ -754,6 +769,55 @@ mod tests {
         // Absorbed: 500.1 µs of the first slew, then −10 ns.
         assert_eq!(wall.unix_ns(), Some(10_000_000_000 + 500_100 - 10));
         assert_eq!(wall.health().slews, 2);
+    }
+
+    /// A writer stalled between announcing the close and proposing the end: the next reader
+    /// proposes it, readers past it stand still there (no wait, no step back), and the
+    /// version published later continues from it.
+    #[test]
+    fn a_stalled_writer_costs_time_standing_still_never_a_wait() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(0, Instant::ZERO).unwrap();
+        t.set(1_000_000);
+        // The writer: flag taken, close announced, then stalled.
+        assert!(wall
+            .writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
+        let (v, words) = wall.versions.current();
+        let old = Version_::load(words);
+        wall.announce(v.slot, v.number);
+        assert_eq!(wall.unix_ns(), Some(1_000_000)); // proposes 1 ms + H
+        assert_eq!(
+            wall.end(v.slot).load(Ordering::SeqCst),
+            1_000_000 + HANDOVER_NS
+        );
+        t.set(1_000_000 + 5 * HANDOVER_NS);
+        assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS)); // stands at the end
+        assert_eq!(wall.slew(1, 1), Err(WallError::Busy));
+        // The writer resumes: its proposal loses to the reader's.
+        let c = wall.close(v.slot, v.number);
+        assert_eq!(c, 1_000_000 + HANDOVER_NS);
+        let main = Fn_ {
+            wall: old.unwrap().eval(c),
+            base: c,
+            off: 1_000,
+            ppm: 1_000,
+            neg: false,
+        };
+        let next = Version_ {
+            main,
+            prefix: old.map(|o| o.main),
+        };
+        assert!(matches!(
+            wall.finish(old, Ok((next, Outcome::Slew(0)))),
+            Ok(Outcome::Slew(0))
+        ));
+        // From the end on, at the slew's rate: 400 µs later, 400 ns absorbed.
+        assert_eq!(wall.unix_ns(), Some(1_000_000 + 5 * HANDOVER_NS + 400));
+        assert_eq!(wall.slew_remaining_ns(), 600);
     }
 
     proptest! {
