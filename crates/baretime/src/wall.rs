@@ -865,6 +865,23 @@ mod tests {
             }
         }
 
+        /// The function itself, for any u64 input and any rate the crate takes: no panic, no
+        /// step back from t to any later t', at most 1 + ppm / 10⁶ per ns (no jump), and the
+        /// remaining slew never grows.
+        #[test]
+        fn function_never_overflows(
+            wall in any::<u64>(), base in any::<u64>(), off in any::<u64>(),
+            ppm in 1u32..=MAX_SLEW_PPM, neg: bool, t in any::<u64>(), dt in any::<u64>(),
+        ) {
+            let f = Fn_ { wall, base, off, ppm, neg };
+            let t2 = t.saturating_add(dt);
+            let (a, b) = (f.eval(t), f.eval(t2));
+            prop_assert!(b >= a);
+            let most = u128::from(t2 - t) * (1_000_000 + u128::from(ppm)) / 1_000_000 + 1;
+            prop_assert!(u128::from(b - a) <= most);
+            prop_assert!(f.remaining(t2).unsigned_abs() <= f.remaining(t).unsigned_abs());
+        }
+
         /// Steps of any size at any time: the step reported is the move at the handover.
         #[test]
         fn step_is_reported_exactly(a in any::<u64>(), b in any::<u64>(), at in 0u64..(1 << 60)) {
