@@ -11,8 +11,8 @@
 //! - **A reference**: [`SemihostingElapsed`] (QEMU's `SYS_ELAPSED`) implements
 //!   [`baretime::Reference`].
 //! - **The time of day**: [`Pl031`], Arm's real-time clock (`virt`'s), read at its seconds
-//!   edge for a [`baretime::WallClock`] ([`Pl031::read_at_edge`]), or as a coarse
-//!   [`baretime::Reference`].
+//!   edge for a [`baretime::WallClock`] ([`Pl031::read_at_edge`]), or as a slow
+//!   [`baretime::Reference`] (each read waits for the next edge).
 //! - **An alarm**: [`VirtualTimer`], the EL1 virtual timer (CNTV_CVAL_EL0, CNTV_CTL_EL0), is a
 //!   [`baretime::Alarm`]: a `Clock`'s deadline ticks on [`GenericTimer`] arm it as they are;
 //!   the interrupt controller (PPI 27) stays the caller's.

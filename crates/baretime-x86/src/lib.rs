@@ -17,7 +17,7 @@
 //!   [`baretime::Reference`] for [`baretime::calibrate_and_verify`].
 //! - **The time of day**: [`CmosRtc`], the PC's CMOS real-time clock read by the
 //!   update-in-progress rule, at its seconds edge for a [`baretime::WallClock`]
-//!   ([`CmosRtc::read_at_edge`]), or as a coarse [`baretime::Reference`].
+//!   ([`CmosRtc::read_at_edge`]), or as a slow [`baretime::Reference`] (each read waits for the next edge).
 //! - **Alarms**: [`ApicTimer`], the local APIC timer in TSC-deadline mode or one-shot mode
 //!   calibrated against the TSC, is a [`baretime::Alarm`] armed with TSC values (the ticks of
 //!   [`baretime::Clock::deadline`] on a [`Tsc`]); the APIC is a [`LocalApic`] (xAPIC MMIO or
