@@ -354,8 +354,9 @@ impl Version_ {
 ///
 /// - **Readers never wait**, and a reading is one version of the wall time evaluated at a
 ///   clock reading made within the call.
-/// - **A slew never moves the wall time back** and never jumps it: from its start (at most
-///   100 µs after the call, the handover margin) the wall time runs at the clock's rate
+/// - **A slew never moves the wall time back** and never jumps it: from its start (the
+///   handover: 100 µs after the write's clock reading, which follows the previous write's
+///   handover) the wall time runs at the clock's rate
 ///   ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining offset
 ///   is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself is.
 /// - **A step is reported**: [`WallClock::set`] returns its size and sign, and
@@ -460,7 +461,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
 
     /// The slew still to run, in ns (positive: the wall time is being moved forward); 0 when
     /// none runs or the wall time is not set. A slew asked for counts whole from the call on
-    /// (it begins at the handover, at most 100 µs later).
+    /// (it begins at the handover, 100 µs after the write reads the clock).
     pub fn slew_remaining_ns(&self) -> i64 {
         // Before the base, the slew has not begun: all of it is still to run.
         self.read().map_or(0, |(v, t)| v.main.remaining(t))
@@ -477,7 +478,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
 
     /// Sets the wall time: at the clock's time `at` it was `unix_ns` (a real-time clock's
     /// reading and the clock's time of that reading; `at` may be in the past). From the
-    /// handover on (at most 100 µs after the call) the wall time is `unix_ns` plus the
+    /// handover on (100 µs after the write reads the clock) the wall time is `unix_ns` plus the
     /// clock's time since `at`; any slew in progress is cancelled.
     ///
     /// Returns the step — how far the wall time moved at the handover, positive forward —
@@ -534,7 +535,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
     }
 
     /// Slews the wall time by `offset_ns` (positive: forward), adjtime-like: from the
-    /// handover on (at most 100 µs after the call) it runs faster (or slower) than the clock
+    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than the clock
     /// by `max_ppm` parts per million until the offset is absorbed, then at the clock's rate
     /// again — exactly `offset_ns` ahead (behind) of where it would have been, never
     /// overshooting, never going back, no jump at either end. A slew of `|offset_ns|` ns
