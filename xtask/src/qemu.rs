@@ -25,6 +25,7 @@
 //! | `rtic-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-rtic` too) | `mps2-an386` (see `qemu_cortexm.rs`) | the same on RTIC 2: 12 tasks (8 below the alarm's priority, 4 above) sleeping through baretime-rtic's monotonic, `Mono::delay` and `Mono::delay_until`: no early wake by the clock or by `Mono::now()`, every task finished, lateness p50 / p99 / max reported |
 //! | `cost-m4`, `cost-m0` | `mps2-an386`, `microbit`, `-icount shift=0` (see `qemu_cortexm.rs`) | what each clock call costs in instructions (`raw`, `floor`, `now`, `update`, `deadline`, the embassy driver's longest interrupts-off stretch, …), timed by a second hardware timer: FAIL when a run did not finish or missed the targets (`now` ≤ 2 × `floor`; on the M4 `deadline` ≤ 150, `update` ≤ 300, `irq_off_max` ≤ 250) |
 //! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
+//! | `wall-x86`, `wall-aarch64` | `pc`, `virt`, TCG `-icount shift=4`; `-rtc base=2031-03-14T15:09:26,clock=vm` (see `qemu_wall.rs`) | the boot's time of day from the CMOS RTC / PL031 at its seconds edge: within 5 ms of the truth (goal 1 ms); a slew of +0.5 s at 250 000 ppm ends on time, absorbs exactly 0.5 s, and on every read neither the wall time nor the monotonic clock goes back or jumps |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -69,6 +70,9 @@ mod smp;
 /// The x86 timer scenarios (`timers-x86-tcg`, `timers-x86-kvm`).
 #[path = "qemu_timers.rs"]
 mod timers;
+/// The time-of-day scenarios (`wall-x86`, `wall-aarch64`).
+#[path = "qemu_wall.rs"]
+mod wall;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -130,6 +134,8 @@ pub(crate) mod name {
     pub const RTIC_M4_ALIAS: &str = "cortex-m4-an386-rtic";
     pub const COST_M4: &str = "cost-m4";
     pub const COST_M0: &str = "cost-m0";
+    pub const WALL_X86: &str = "wall-x86";
+    pub const WALL_AARCH64: &str = "wall-aarch64";
 
     /// Whether a filter picks `name`: by itself, or for `timers-m4` and `rtic-m4` by their
     /// aliases.
@@ -156,6 +162,7 @@ pub(crate) mod name {
         CALIBRATION_FAULT,
         TIMERS_TCG,
         TIMERS_KVM,
+        WALL_X86,
     ];
     /// The scenarios of the aarch64 kernel, in the order they run.
     pub const AARCH64: &[&str] = &[
@@ -165,6 +172,7 @@ pub(crate) mod name {
         AARCH64_ERRATA,
         AARCH64_SMP,
         TIMERS_AARCH64,
+        WALL_AARCH64,
     ];
     /// The Cortex-M firmware's scenarios (`qemu_cortexm.rs`), in the order they run.
     pub const CORTEX_M: &[&str] = &[
@@ -741,6 +749,9 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     lines.extend(hv::scenarios(kernel, wanted));
     lines.extend(smp::x86(kernel, wanted));
     lines.extend(timers::scenarios(kernel, wanted));
+    if wanted(name::WALL_X86) {
+        lines.push(wall::scenario(Arch::X86_64, kernel));
+    }
     lines
 }
 
@@ -990,6 +1001,9 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
     lines.extend(smp::aarch64(kernel, wanted));
     if wanted(name::TIMERS_AARCH64) {
         lines.push(timers_scenario(kernel));
+    }
+    if wanted(name::WALL_AARCH64) {
+        lines.push(wall::scenario(Arch::Aarch64, kernel));
     }
     lines
 }

@@ -9,9 +9,9 @@ mod timers;
 
 use core::fmt::{self, Write};
 
-use baretime::Clock;
-use baretime_aarch64::GenericTimer;
+use baretime::{Clock, WallClock};
 use baretime_aarch64::SemihostingElapsed;
+use baretime_aarch64::{GenericTimer, Pl031};
 use core::arch::asm;
 
 use crate::scenario::{self, Args};
@@ -87,6 +87,46 @@ fn current_el() -> u64 {
 /// Cortex-A73, so every core reads this clock with one `ISB; MRS`.
 static CLOCK: Clock<GenericTimer> = Clock::uninit(GenericTimer::any_core().without_erratum());
 
+/// The kernel's wall clock on its `Clock`: `const`, beside it.
+static WALL: WallClock<'static, GenericTimer> = WallClock::new(&CLOCK);
+
+/// `virt`'s PL031 (in the first GiB, mapped as device memory by the entry code).
+const PL031_BASE: usize = 0x0901_0000;
+
+/// `mode=wall` (see `crate::wall`): the PL031's seconds edge sets `WALL`; the truth is
+/// `rtc_base=` seconds plus CNTVCT_EL0 × 16 ns, QEMU's virtual clock, which the PL031 counts
+/// from its base too.
+fn wall(out: &mut Serial, cmdline: &str) -> bool {
+    let Some(rate) = baretime_aarch64::discover().best() else {
+        let _ = writeln!(out, "error=no_cntfrq");
+        return false;
+    };
+    if let Err(e) = CLOCK.start(rate) {
+        let _ = writeln!(out, "error=clock_start detail=\"{e}\"");
+        return false;
+    }
+    let _ = writeln!(out, "rtc=pl031 rate_hz={}", rate.as_hz());
+    // SAFETY: `virt` has a PL031 at this address, mapped as device memory; nothing else in
+    // this kernel uses it.
+    let mut rtc = unsafe { Pl031::new(PL031_BASE) };
+    let edge = match crate::wall::tight_edge(out, || rtc.read_at_edge(&CLOCK)) {
+        Ok(edge) => edge,
+        Err(e) => {
+            let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");
+            return false;
+        }
+    };
+    let base = cmdline
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("rtc_base="))
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(0);
+    let ns_per_tick = u128::from(1_000_000_000 / rate.as_hz().max(1));
+    crate::wall::run(out, cmdline, &WALL, edge, |ticks| {
+        u128::from(base) * 1_000_000_000 + u128::from(ticks) * ns_per_tick
+    })
+}
+
 /// Called by the entry code with the MMU on.
 #[no_mangle]
 extern "C" fn kernel_main() -> ! {
@@ -127,6 +167,14 @@ extern "C" fn kernel_main() -> ! {
         }
         let _ = writeln!(out, "rate_hz={}", rate.as_hz());
         let ok = timers::run(&mut out, rate, cmdline.contains("idle=spin"));
+        let _ = writeln!(out, "done=1");
+        exit(if ok { 0 } else { 1 });
+    }
+
+    // The time of day: the PL031 at its seconds edge on a clock at CNTFRQ_EL0's rate (the
+    // rate QEMU's counter really runs at), then a slew.
+    if args.mode == "wall" {
+        let ok = wall(&mut out, cmdline);
         let _ = writeln!(out, "done=1");
         exit(if ok { 0 } else { 1 });
     }

@@ -1,4 +1,5 @@
-//! Finding the timers through ACPI: RSDP → RSDT/XSDT → FADT (PM timer port and width) and
+//! Finding the timers through ACPI: RSDP → RSDT/XSDT → FADT (PM timer port and width, the
+//! RTC's century register) and
 //! the HPET table (MMIO base). Physical memory is identity-mapped, so a table's physical
 //! address is a pointer.
 
@@ -11,6 +12,8 @@ pub struct Timers {
     pub pm_timer: Option<(u16, bool)>,
     /// HPET register block, physical address.
     pub hpet: Option<u64>,
+    /// The CMOS RTC's century register (FADT `CENTURY`, offset 108), where it is not 0.
+    pub rtc_century: Option<u8>,
 }
 
 /// Reads the tables starting from the RSDP at `rsdp` (from the PVH start info), or, if that is
@@ -51,7 +54,12 @@ pub fn find_timers(rsdp: u64) -> Timers {
             continue;
         }
         match &bytes::<4>(table) {
-            b"FACP" => timers.pm_timer = pm_timer(table),
+            b"FACP" => {
+                timers.pm_timer = pm_timer(table);
+                if read::<u32>(table + 4) > 108 {
+                    timers.rtc_century = Some(read::<u8>(table + 108)).filter(|r| *r != 0);
+                }
+            }
             // Base address: a generic address structure at offset 40, in memory space (0).
             b"HPET" if read::<u8>(table + 40) == 0 => timers.hpet = Some(read::<u64>(table + 44)),
             _ => {}

@@ -10,6 +10,9 @@
 //!   pure function, tested on any host); [`discover()`] reads them on aarch64.
 //! - **A reference**: [`SemihostingElapsed`] (QEMU's `SYS_ELAPSED`) implements
 //!   [`baretime::Reference`].
+//! - **The time of day**: [`Pl031`], Arm's real-time clock (`virt`'s), read at its seconds
+//!   edge for a [`baretime::WallClock`] ([`Pl031::read_at_edge`]), or as a slow
+//!   [`baretime::Reference`] (each read waits for the next edge).
 //! - **An alarm**: [`VirtualTimer`], the EL1 virtual timer (CNTV_CVAL_EL0, CNTV_CTL_EL0), is a
 //!   [`baretime::Alarm`]: a `Clock`'s deadline ticks on [`GenericTimer`] arm it as they are;
 //!   the interrupt controller (PPI 27) stays the caller's.
@@ -42,6 +45,8 @@ mod errata;
 #[cfg(target_arch = "aarch64")]
 mod generic_timer;
 #[cfg(target_arch = "aarch64")]
+mod pl031;
+#[cfg(target_arch = "aarch64")]
 mod semihosting;
 #[cfg(target_arch = "aarch64")]
 mod semihosting_call;
@@ -55,6 +60,8 @@ pub use discover::{from_registers, Aarch64Discovery, Midr};
 pub use errata::{Erratum, ErratumRead};
 #[cfg(target_arch = "aarch64")]
 pub use generic_timer::{GenericTimer, GenericTimerUnordered};
+#[cfg(target_arch = "aarch64")]
+pub use pl031::{Pl031, Pl031Error};
 #[cfg(target_arch = "aarch64")]
 pub use semihosting::{SemihostingElapsed, SemihostingError};
 #[cfg(target_arch = "aarch64")]

@@ -15,6 +15,9 @@
 //!   [`read_hyperv_tsc_frequency`], added with [`X86Discovery::add_claim`].
 //! - **References**: the [`Pit`], the [`AcpiPmTimer`] and the [`Hpet`] implement
 //!   [`baretime::Reference`] for [`baretime::calibrate_and_verify`].
+//! - **The time of day**: [`CmosRtc`], the PC's CMOS real-time clock read by the
+//!   update-in-progress rule, at its seconds edge for a [`baretime::WallClock`]
+//!   ([`CmosRtc::read_at_edge`]), or as a slow [`baretime::Reference`] (each read waits for the next edge).
 //! - **Alarms**: [`ApicTimer`], the local APIC timer in TSC-deadline mode or one-shot mode
 //!   calibrated against the TSC, is a [`baretime::Alarm`] armed with TSC values (the ticks of
 //!   [`baretime::Clock::deadline`] on a [`Tsc`]); the APIC is a [`LocalApic`] (xAPIC MMIO or
@@ -65,6 +68,9 @@ macro_rules! const_frequency {
 
 mod bytes;
 mod candidates;
+// The CMOS RTC's decoding is pure (tested on any host); only the x86_64 reader uses it.
+#[cfg(any(target_arch = "x86_64", test))]
+mod cmos;
 mod cpuid;
 #[cfg(feature = "defmt")]
 mod defmt;
@@ -79,6 +85,8 @@ mod unavailable;
 mod acpi_pm;
 #[cfg(target_arch = "x86_64")]
 mod apic;
+#[cfg(target_arch = "x86_64")]
+mod cmos_rtc;
 #[cfg(target_arch = "x86_64")]
 mod hpet;
 #[cfg(target_arch = "x86_64")]
@@ -114,6 +122,10 @@ pub use unavailable::CounterUnavailable;
 pub use acpi_pm::{AcpiPmTimer, AcpiPmWidth};
 #[cfg(target_arch = "x86_64")]
 pub use apic::{ApicTimer, ApicTimerError, LocalApic};
+#[cfg(target_arch = "x86_64")]
+pub use cmos::CmosError;
+#[cfg(target_arch = "x86_64")]
+pub use cmos_rtc::CmosRtc;
 #[cfg(target_arch = "x86_64")]
 pub use cpuid::NativeCpuid;
 #[cfg(target_arch = "x86_64")]

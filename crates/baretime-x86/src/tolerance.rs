@@ -24,3 +24,10 @@ pub(crate) const ACPI_PM_TOLERANCE_PPB: u64 = PIT_TOLERANCE_PPB;
 /// register states. (500 ppm is also NTP's frequency limit, which Linux's clocksource
 /// watchdog takes as the skew it tolerates between two clocks.)
 pub(crate) const HPET_TOLERANCE_PPB: u64 = 500_000;
+
+/// The real-time clocks' tolerance, in ppb (100 ppm).
+///
+/// A CMOS RTC or a PL031 counts a 32.768 kHz watch crystal, commonly ±20 ppm at 25 °C and
+/// worse over temperature and age; a board with no trimming is worse still. 100 ppm, the
+/// same grade as the PIT's, covers them.
+pub(crate) const RTC_TOLERANCE_PPB: u64 = 100_000;

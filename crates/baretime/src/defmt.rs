@@ -54,3 +54,16 @@ impl Format for crate::CoarseClock {
         write!(f, "CoarseClock {{ now_ns: {=u64} }}", self.now().as_nanos())
     }
 }
+
+/// The time of day and the slew still to run.
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+impl<C: Counter> Format for crate::WallClock<'_, C> {
+    fn format(&self, f: Formatter<'_>) {
+        write!(
+            f,
+            "WallClock {{ unix_ns: {}, slew_remaining_ns: {=i64} }}",
+            self.unix_ns(),
+            self.slew_remaining_ns()
+        )
+    }
+}

@@ -61,6 +61,9 @@ mod scale;
     allow(dead_code, unused_imports)
 )]
 mod sync;
+// The time of day: its ends are 64-bit atomics.
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+mod wall;
 
 // Every module is private and each item has this one path (as embassy-time and quanta keep
 // theirs): the list below is the whole API.
@@ -85,6 +88,8 @@ pub use frequency::{Accuracy, Frequency, Source};
 pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
+#[cfg(all(not(loom), target_has_atomic = "64"))]
+pub use wall::{SecondsEdge, WallClock, WallError, WallHealth, MAX_SLEW_PPM};
 
 /// The interleaving test's hook (debug builds with `std` only; not part of the API).
 #[cfg(all(debug_assertions, feature = "std", not(loom)))]

@@ -1,0 +1,177 @@
+//! [`Pl031`]: Arm's PrimeCell PL031 real-time clock (QEMU `virt`'s RTC at 0x0901_0000), a
+//! 32-bit count of seconds, as the boot's time of day ([`Pl031::read_at_edge`]) and as a
+//! slow [`Reference`] (each read waits for the next edge).
+
+use core::fmt;
+use core::ptr;
+
+use baretime::{Accuracy, Clock, Counter, Frequency, Reference, SecondsEdge, Source};
+
+/// The data register: the current count, in seconds.
+const RTCDR: usize = 0x000;
+/// How long [`Pl031::read_at_edge`] waits for the count to change: a second, plus 10 %, plus
+/// a 100 ms margin.
+const EDGE_WAIT_NS: u64 = 1_200_000_000;
+/// How many RTCDR reads (0.1–1 µs each on hardware, about 1 µs under QEMU) a
+/// [`Reference::read`] waits for the next edge: 2^24, 1.6–17 s, before it gives up.
+const REFERENCE_POLLS: u32 = 1 << 24;
+/// The crystal's tolerance, in ppb: a 32.768 kHz watch crystal, commonly ±20 ppm at 25 °C,
+/// worse over temperature and age; 100 ppm covers an untrimmed board.
+const RTC_TOLERANCE_PPB: u64 = 100_000;
+
+const RTC_FREQUENCY: Frequency = match Frequency::from_millihz(
+    1_000_000, // Unix milliseconds: the crate's slowest rate, 1 kHz
+    Source::Reference,
+    Accuracy::Nominal {
+        tolerance_ppb: RTC_TOLERANCE_PPB,
+    },
+) {
+    Some(f) => f,
+    None => panic!("1 kHz is within Frequency's range"),
+};
+
+/// Why [`Pl031::read_at_edge`] found no edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Pl031Error {
+    /// The count did not change within 1.2 s of the clock: the RTC does not tick (not
+    /// started: RTCCR's enable bit clear, or no PL031 at the address).
+    NotTicking,
+}
+
+impl fmt::Display for Pl031Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Pl031Error::NotTicking => f.write_str("PL031 count did not change in 1.2 s"),
+        }
+    }
+}
+
+impl core::error::Error for Pl031Error {}
+
+/// The PL031 real-time clock: its data register RTCDR counts seconds, which firmware (and
+/// QEMU, from `-rtc base=`) sets to Unix time, as Linux's `rtc-pl031` takes it.
+///
+/// [`Pl031::read_at_edge`] polls RTCDR until it changes and returns the new count with the
+/// [`Clock`]'s readings around that change, so the boot's time of day is good to the poll (a
+/// few microseconds under QEMU: `cargo xtask qemu wall-aarch64`) instead of to the second;
+/// the RTC's own error (how well it was set, its crystal) is the floor.
+///
+/// As a [`Reference`] it counts Unix milliseconds at 1 kHz (stated ±100 ppm), and each read
+/// **waits for the next seconds edge** (up to a second) and returns that edge's count, so
+/// that every read is latched at an instant the calibrator can bracket (a count read at once
+/// would stand still for a second at a time: a stuck reference to the calibrator). The
+/// brackets are about a second wide, and the bound with them: a model of it
+/// (`tests/rtc_reference.rs` in the core) measured a 1 GHz counter to 0.003 ppm in 100 s with
+/// a stated ±59 ppm (±159 with the crystal's tolerance): a slow check of a rate over
+/// minutes, not a boot calibration. A read that finds no edge in 2^24 reads returns the
+/// previous count. The count is 32 bits
+/// of seconds: it wraps in 2106 (to 0, a step back for the reference and for
+/// [`Pl031::read_unix_seconds`]).
+#[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pl031 {
+    base: usize,
+    last_ms: u64,
+}
+
+impl Pl031 {
+    /// The PL031 whose registers are mapped (as device memory) at `base`: from the device
+    /// tree's `arm,pl031` node or the board's manual (`virt`: 0x0901_0000).
+    ///
+    /// # Safety
+    ///
+    /// `base` is the address, mapped as device memory, of a PL031's register block for as
+    /// long as the `Pl031` lives; reading RTCDR there has no side effect on anything else.
+    pub unsafe fn new(base: usize) -> Pl031 {
+        Pl031 { base, last_ms: 0 }
+    }
+
+    /// The count: Unix seconds, as the RTC was set.
+    pub fn read_unix_seconds(&mut self) -> u64 {
+        // SAFETY: `new`'s contract: a PL031's registers are mapped at `base`; RTCDR is a
+        // read-only 32-bit register, read with one aligned volatile load.
+        let v = unsafe { ptr::read_volatile(self.base.wrapping_add(RTCDR) as *const u32) };
+        u64::from(v)
+    }
+
+    /// Waits for the RTC's next seconds edge and returns it: the second that began, and
+    /// `clock`'s readings before the last read that saw the previous second and after the
+    /// first that saw the new one. The edge lies between them; set a
+    /// [`baretime::WallClock`] from it with `set_at_edge`. An interrupt (or a vCPU preempted)
+    /// during the poll widens the bracket: poll with interrupts masked, or check
+    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge. Waits at most 1.2 s of `clock`
+    /// time, then [`Pl031Error::NotTicking`].
+    pub fn read_at_edge<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+    ) -> Result<SecondsEdge, Pl031Error> {
+        let start = clock.now();
+        let (unix_seconds, before, after) = self.edge(
+            || clock.now(),
+            |b| b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS),
+        )?;
+        Ok(SecondsEdge {
+            unix_seconds,
+            before,
+            after,
+        })
+    }
+
+    /// Polls RTCDR until it changes, stamping each poll with `stamp`, until `give_up` says
+    /// so about a stamp; returns the new count, the stamp before the last read that saw the
+    /// previous count and the one after the read that saw the new one.
+    fn edge<T: Copy>(
+        &mut self,
+        mut stamp: impl FnMut() -> T,
+        mut give_up: impl FnMut(&T) -> bool,
+    ) -> Result<(u64, T, T), Pl031Error> {
+        let mut before = stamp();
+        let first = self.read_unix_seconds();
+        loop {
+            let b = stamp();
+            if give_up(&b) {
+                return Err(Pl031Error::NotTicking);
+            }
+            let seconds = self.read_unix_seconds();
+            let after = stamp();
+            if seconds != first {
+                return Ok((seconds, before, after));
+            }
+            before = b;
+        }
+    }
+}
+
+impl Reference for Pl031 {
+    /// Waits for the next seconds edge (at most 2^24 reads) and returns its
+    /// count in milliseconds: latched at the edge, the end of the read. The previous count if
+    /// no edge came (a calibration then ends in `ReferenceStuck`, never a wrong rate).
+    fn read(&mut self) -> u64 {
+        let mut polls = 0u32;
+        let edge = self.edge(
+            || (),
+            |_| {
+                polls = polls.saturating_add(1);
+                polls > REFERENCE_POLLS
+            },
+        );
+        if let Ok((seconds, _, _)) = edge {
+            self.last_ms = seconds.saturating_mul(1_000);
+        }
+        self.last_ms
+    }
+
+    fn bits(&self) -> u32 {
+        64
+    }
+
+    fn frequency(&self) -> Frequency {
+        RTC_FREQUENCY
+    }
+
+    fn name(&self) -> &'static str {
+        "pl031"
+    }
+}

@@ -1,0 +1,906 @@
+//! [`WallClock`]: the time of day, as Unix nanoseconds = a [`Clock`]'s time + an offset that
+//! only its writers change (a step, reported, or an adjtime-like slew); readers never lock
+//! and never wait, and the monotonic [`Clock`] is never touched.
+//!
+//! # The timeline of the wall time
+//!
+//! Each version of the wall time is a function of the clock's time `t` (ns), kept in one
+//! generation-checked snapshot ([`Published`]: the Clock's own publication primitive):
+//!
+//! `W(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − c` (`t ≥ c`),
+//!
+//! with `U` the wall time at the version's *base* `c`, and a slew of `off` ns at `ppm`
+//! running from `c`. For the few readings before `c` (a reader that read the clock just
+//! before the base of a version published meanwhile) the version keeps its predecessor's
+//! function (the *prefix*); before a function's own base it runs at the clock's rate
+//! (`W(t) = U − (c − t)`, 0 at the least). Integer arithmetic in
+//! `u128`, saturated to `u64` at the end: no input overflows.
+//!
+//! - **Monotone during a slew.** For `ppm ≤ 10⁶` (the crate takes at most [`MAX_SLEW_PPM`]),
+//!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `W(d+1) ≥ W(d)` whichever the sign,
+//!   and once the correction reaches `off` it stays there: the slew ends exactly on time
+//!   (its remaining offset 0, no overshoot), and neither its start (`W(c) = U`) nor its end
+//!   jumps. A slew changes the wall time by at most `ppm × 10⁻⁶` of the elapsed time, plus
+//!   a nanosecond per reading.
+//! - **The handover.** A writer first *closes* the current version: it stores "closing"
+//!   (tagged with the version number) into the version's end, then reads the clock `t_w`
+//!   and proposes the end `c = t_w + HANDOVER_NS` by compare-and-swap. A reader that finds
+//!   the end "closing" proposes one the same way from a clock reading of its own (so a
+//!   writer stalled there costs nobody a wait); the first proposal wins. Every reader
+//!   evaluates its version at `min(t, end)`: past the end, the wall time stands still at
+//!   `W(c)` until the next version is published, which starts at `c` from `W(c)` (a slew) or
+//!   from the time asked (a step). This is the Clock's own close (see `clock/mod.rs`, "Why
+//!   time never goes back"), with the same argument: a reader that saw the end open read
+//!   its clock before the "closing" store was visible to it, and whoever proposed the end
+//!   read the clock after seeing that store, so the reader's `t` is below the end; the
+//!   margin covers a clock read a few instructions late and CPUs whose clocks are up to
+//!   [`crate::LAG_NS`] apart.
+//! - **Why the wall time never goes back during a slew.** Two readings, the first finished
+//!   before the second began, on one version: `W(min(t, end))` with `t` not smaller, `W`
+//!   non-decreasing. On consecutive versions: the old one returns at most `W_old(c)` and
+//!   `W_old(t)` for `t < c`; the new one reads `W_old(t)` before `c` (its prefix) and from
+//!   `W_old(c)` on after it. A step (`set`) is the one write that may move the wall time
+//!   back, by design, and it says by how much.
+//!
+//! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
+
+use core::fmt;
+use core::sync::atomic::AtomicU64;
+
+use crate::clock::Clock;
+use crate::counter::Counter;
+use crate::instant::Instant;
+use crate::sync::{AtomicBool, AtomicU32, Ordering, Published, Words};
+
+/// The largest slew rate [`WallClock::slew`] accepts, in ppm: the wall time may run at
+/// between half and one and a half times the clock's rate while it slews. (Linux's
+/// `adjtime` slews at 500 ppm; a boot that corrects a fraction of a second in a few seconds
+/// needs far more.)
+pub const MAX_SLEW_PPM: u32 = 500_000;
+
+/// How far after the writer's clock reading a new version takes over (ns): the handover
+/// margin (module docs), five times [`crate::LAG_NS`].
+const HANDOVER_NS: u64 = 100_000;
+
+/// How many clock reads a writer waits for the previous version's base to pass (at most a
+/// handover margin of clock time) before it writes all the same (a clock that stands still).
+const HANDOVER_WAIT_READS: u32 = 1 << 14;
+
+/// An end that is still open.
+const OPEN: u64 = u64::MAX;
+/// The tag of a "closing" end: this bit and the version number below it.
+const CLOSING: u64 = 1 << 63;
+/// The latest end (and base) a version can have: 2^63 − 2 ns of clock time, 292 years.
+const MAX_END: u64 = CLOSING - 2;
+
+/// Words of one version (see [`Fn_`]): flags, then the main function, then the prefix.
+const WORDS: usize = 7;
+const W_FLAGS: usize = 0;
+const W_BASE_WALL: usize = 1;
+const W_BASE: usize = 2;
+const W_OFF: usize = 3;
+const W_PREFIX_WALL: usize = 4;
+const W_PREFIX_BASE: usize = 5;
+const W_PREFIX_OFF: usize = 6;
+
+/// Flag bits: the wall time has been set; each function's sign; the prefix exists. The
+/// two rates sit above them.
+const F_SET: u64 = 1;
+const F_NEG: u64 = 2;
+const F_PREFIX: u64 = 4;
+const F_PREFIX_NEG: u64 = 8;
+const PPM_SHIFT: u32 = 8;
+const PREFIX_PPM_SHIFT: u32 = 32;
+const PPM_MASK: u64 = 0x00ff_ffff;
+
+/// Why a [`WallClock`] did not do what was asked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum WallError {
+    /// The wall time has not been set yet ([`WallClock::set`]): nothing to slew.
+    NotSet,
+    /// Another writer is active right now; nothing was changed.
+    Busy,
+    /// The time asked would be before 1970-01-01T00:00:00Z (Unix time 0) at the new
+    /// version's base; nothing was changed.
+    BeforeEpoch,
+    /// The time asked is beyond what the wall clock holds: past `u64::MAX` Unix ns (the year
+    /// 2554), or a seconds count whose nanoseconds overflow; nothing was changed.
+    OutOfRange,
+    /// A slew rate of 0 ppm or above [`MAX_SLEW_PPM`].
+    BadRate,
+}
+
+impl fmt::Display for WallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            WallError::NotSet => "wall time not set",
+            WallError::Busy => "wall clock busy: another writer is active",
+            WallError::BeforeEpoch => "wall time before 1970 (Unix time 0)",
+            WallError::OutOfRange => "wall time beyond u64 Unix nanoseconds (2554)",
+            WallError::BadRate => "slew rate of 0 ppm or above MAX_SLEW_PPM",
+        })
+    }
+}
+
+impl core::error::Error for WallError {}
+
+/// What a [`WallClock`]'s writers have done: the steps, with the latest one's size, and the
+/// slews.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub struct WallHealth {
+    /// Steps: every [`WallClock::set`] after the first (which sets, it does not step).
+    pub steps: u32,
+    /// The latest step, in ns (positive: forward), saturated to `i64` (±292 years).
+    pub last_step_ns: i64,
+    /// Slews started ([`WallClock::slew`] with a non-zero offset).
+    pub slews: u32,
+}
+
+/// A real-time clock's seconds edge: the Unix second that began, and the [`Clock`]'s
+/// readings that bracket the moment it began (the platform crates' RTC readers measure one:
+/// baretime-x86's CMOS RTC, baretime-aarch64's PL031). The edge is between `before` and
+/// `after`; [`WallClock::set_at_edge`] sets the wall time at their midpoint, so the setting
+/// is good to half the bracket plus the RTC's own error (how well it was set, its crystal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SecondsEdge {
+    /// The Unix time, in whole seconds, that began at the edge.
+    pub unix_seconds: u64,
+    /// A clock reading made before the RTC read that last saw the previous second began.
+    pub before: Instant,
+    /// A clock reading made after the RTC read that first saw `unix_seconds` ended.
+    pub after: Instant,
+}
+
+impl SecondsEdge {
+    /// The middle of the bracket: the clock's time of the edge, good to half
+    /// [`SecondsEdge::width_ns`].
+    pub(crate) fn midpoint(&self) -> Instant {
+        let (a, b) = (self.before.as_nanos(), self.after.as_nanos());
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        Instant::from_nanos(lo.saturating_add(hi.saturating_sub(lo) / 2))
+    }
+
+    /// How wide the bracket is, in ns.
+    pub fn width_ns(&self) -> u64 {
+        self.after.as_nanos().abs_diff(self.before.as_nanos())
+    }
+}
+
+/// One function of the wall time: `W(t) = wall + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − base`
+/// (before the base: `wall − (base − t)`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Fn_ {
+    wall: u64,
+    base: u64,
+    off: u64,
+    ppm: u32,
+    neg: bool,
+}
+
+impl Fn_ {
+    /// A step to `wall` at `base`: no slew.
+    const fn at(wall: u64, base: u64) -> Fn_ {
+        Fn_ {
+            wall,
+            base,
+            off: 0,
+            ppm: 0,
+            neg: false,
+        }
+    }
+
+    /// The slew's correction after `d` ns: at most `off`.
+    fn correction(&self, d: u64) -> u64 {
+        // d < 2^64 and ppm < 2^24: the product is below 2^88.
+        let drift = u128::from(d).saturating_mul(u128::from(self.ppm)) / 1_000_000;
+        // At most `off`, a u64.
+        u64::try_from(drift.min(u128::from(self.off))).unwrap_or(self.off)
+    }
+
+    /// `W(t)`, saturated at `u64::MAX` ns; before the base, the base's value less the time
+    /// to it (at the clock's rate, 0 at the least).
+    fn eval(&self, t: u64) -> u64 {
+        if t < self.base {
+            return self.wall.saturating_sub(self.base.saturating_sub(t));
+        }
+        let d = t.saturating_sub(self.base);
+        let c = u128::from(self.correction(d));
+        let w = u128::from(self.wall).saturating_add(u128::from(d));
+        // A negative correction is at most d × ppm / 10⁶ ≤ d / 2: w ≥ c.
+        let w = if self.neg {
+            w.saturating_sub(c)
+        } else {
+            w.saturating_add(c)
+        };
+        u64::try_from(w).unwrap_or(u64::MAX)
+    }
+
+    /// The slew still to run at `t`, signed (saturated to `i64`).
+    fn remaining(&self, t: u64) -> i64 {
+        let left = self
+            .off
+            .saturating_sub(self.correction(t.saturating_sub(self.base)));
+        let left = i64::try_from(left).unwrap_or(i64::MAX);
+        if self.neg {
+            left.saturating_neg()
+        } else {
+            left
+        }
+    }
+}
+
+/// One version: the wall time's function from its base on, and the one before it (the
+/// prefix) for readings before the base. `None` before the wall time is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Version_ {
+    main: Fn_,
+    prefix: Option<Fn_>,
+}
+
+impl Version_ {
+    fn load(words: &Words<WORDS>) -> Option<Version_> {
+        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
+        let flags = w(W_FLAGS);
+        if flags & F_SET == 0 {
+            return None;
+        }
+        let ppm = |shift: u32| u32::try_from((flags >> shift) & PPM_MASK).unwrap_or(0);
+        let main = Fn_ {
+            wall: w(W_BASE_WALL),
+            base: w(W_BASE),
+            off: w(W_OFF),
+            ppm: ppm(PPM_SHIFT),
+            neg: flags & F_NEG != 0,
+        };
+        let prefix = (flags & F_PREFIX != 0).then(|| Fn_ {
+            wall: w(W_PREFIX_WALL),
+            base: w(W_PREFIX_BASE),
+            off: w(W_PREFIX_OFF),
+            ppm: ppm(PREFIX_PPM_SHIFT),
+            neg: flags & F_PREFIX_NEG != 0,
+        });
+        Some(Version_ { main, prefix })
+    }
+
+    fn store(&self, words: &Words<WORDS>) {
+        let mut flags = F_SET | (u64::from(self.main.ppm) & PPM_MASK) << PPM_SHIFT;
+        if self.main.neg {
+            flags |= F_NEG;
+        }
+        let prefix = self.prefix.unwrap_or(Fn_::at(0, 0));
+        if self.prefix.is_some() {
+            flags |= F_PREFIX | (u64::from(prefix.ppm) & PPM_MASK) << PREFIX_PPM_SHIFT;
+        }
+        if prefix.neg {
+            flags |= F_PREFIX_NEG;
+        }
+        for (i, v) in [
+            flags,
+            self.main.wall,
+            self.main.base,
+            self.main.off,
+            prefix.wall,
+            prefix.base,
+            prefix.off,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            if let Some(word) = words.get(i) {
+                word.store(v);
+            }
+        }
+    }
+
+    /// The wall time at clock time `t`: the prefix before the base, where there is one.
+    fn eval(&self, t: u64) -> u64 {
+        match self.prefix {
+            Some(p) if t < self.main.base => p.eval(t),
+            _ => self.main.eval(t),
+        }
+    }
+
+    /// The function in force at `t`.
+    fn at(&self, t: u64) -> Fn_ {
+        match self.prefix {
+            Some(p) if t < self.main.base => p,
+            _ => self.main,
+        }
+    }
+}
+
+/// The time of day: Unix nanoseconds, the [`Clock`]'s time plus an offset, set from a
+/// real-time clock and corrected by a step ([`WallClock::set`], reported) or a slew
+/// ([`WallClock::slew`], adjtime-like: the wall time runs faster or slower by at most a
+/// rate you give until the offset is absorbed, exactly). The monotonic clock is never
+/// touched: measure intervals and deadlines on the [`Clock`], and ask the wall clock only
+/// what time of day it is.
+///
+/// `const`, over a `&'static Clock` for a kernel's `static`s, read lock-free from any CPU or
+/// interrupt handler (one [`Clock::now`] and a generation-checked snapshot; a reader never
+/// waits for a writer, even one it interrupted). One writer at a time; a second gets
+/// [`WallError::Busy`].
+///
+/// ```
+/// use baretime::{Clock, FnCounter, Frequency, Instant, WallClock};
+/// use core::sync::atomic::{AtomicU64, Ordering};
+///
+/// static TICKS: AtomicU64 = AtomicU64::new(0);
+/// fn ticks() -> u64 {
+///     TICKS.load(Ordering::Relaxed)
+/// }
+/// static CLOCK: Clock<FnCounter<fn() -> u64>> = Clock::uninit(FnCounter::new(ticks as fn() -> u64, 64));
+/// static WALL: WallClock<'static, FnCounter<fn() -> u64>> = WallClock::new(&CLOCK);
+///
+/// CLOCK.start(Frequency::exact_hz(1_000_000_000).unwrap()).unwrap(); // 1 tick = 1 ns
+/// assert_eq!(WALL.unix_ns(), None); // not set yet
+/// // The RTC said 2024-01-01T00:00:00Z when the clock read 0 (its seconds edge).
+/// WALL.set(1_704_067_200_000_000_000, Instant::ZERO).unwrap();
+/// TICKS.store(1_000_000_000, Ordering::Relaxed); // one second later
+/// assert_eq!(WALL.unix_ns(), Some(1_704_067_201_000_000_000));
+/// // NTP says we are 5 ms behind: slew it in at 500 ppm (10 s), never stepping.
+/// WALL.slew(5_000_000, 500).unwrap();
+/// TICKS.store(12_000_000_000, Ordering::Relaxed); // 11 s later: the slew is over
+/// assert_eq!(WALL.slew_remaining_ns(), 0);
+/// assert_eq!(WALL.unix_ns(), Some(1_704_067_212_005_000_000));
+/// ```
+///
+/// # What it promises
+///
+/// - **Readers never wait**, and a reading is one version of the wall time evaluated at a
+///   clock reading made within the call.
+/// - **A slew never moves the wall time back** and never jumps it: from its start (the
+///   handover: 100 µs after the write's clock reading, which follows the previous write's
+///   handover) the wall time runs at the clock's rate
+///   ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining offset
+///   is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself is.
+/// - **A step is reported**: [`WallClock::set`] returns its size and sign, and
+///   [`WallClock::health`] counts the steps. It cancels any slew in progress (as
+///   `settimeofday` cancels `adjtime`).
+/// - The wall time saturates at `u64::MAX` ns (the year 2554); no input overflows or
+///   panics.
+/// - A writer stalled between closing a version and publishing the next makes the wall time
+///   stand still for the stall (it then continues from where it stood: no jump), as the
+///   [`Clock`]'s writers do.
+///
+/// # Leap seconds
+///
+/// Unix time does not count them: a day is always 86 400 s, and so is this clock's. A leap
+/// second is the user's to apply: a step of −1 s at the leap (what most kernels do), or a
+/// slew (a smear: Google's and AWS's 24-hour smear is [`WallClock::slew`] of −1 s at
+/// 11.6 ppm started 12 h before the leap). The RTC readers return what the RTC says, which
+/// never shows second 60.
+pub struct WallClock<'a, C: Counter> {
+    clock: &'a Clock<C>,
+    versions: Published<WORDS>,
+    /// Per slot, the end of its version: [`OPEN`], `CLOSING | number`, or the end `c`.
+    ends: [AtomicU64; 2],
+    writer: AtomicBool,
+    steps: AtomicU32,
+    slews: AtomicU32,
+    last_step_ns: AtomicU64,
+}
+
+impl<'a, C: Counter> WallClock<'a, C> {
+    /// A wall clock on `clock`, not set yet (`const`: for a `static` beside the clock's).
+    pub const fn new(clock: &'a Clock<C>) -> WallClock<'a, C> {
+        WallClock {
+            clock,
+            versions: Published::new([0; WORDS]),
+            ends: [AtomicU64::new(OPEN), AtomicU64::new(OPEN)],
+            writer: AtomicBool::new(false),
+            steps: AtomicU32::new(0),
+            slews: AtomicU32::new(0),
+            last_step_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// The clock this wall clock runs on.
+    pub fn clock(&self) -> &'a Clock<C> {
+        self.clock
+    }
+
+    fn end(&self, slot: usize) -> &AtomicU64 {
+        let [even, odd] = &self.ends;
+        if slot & 1 == 0 {
+            even
+        } else {
+            odd
+        }
+    }
+
+    /// Proposes an end for version `number` from a clock reading made now, unless it is
+    /// decided already; returns the end (or `OPEN` if the slot was reused: the read that
+    /// asked is stale and will be rejected).
+    fn close(&self, slot: usize, number: u32) -> u64 {
+        let end = self.end(slot);
+        let closing = CLOSING | u64::from(number);
+        let proposal = self
+            .clock
+            .now()
+            .as_nanos()
+            .saturating_add(HANDOVER_NS)
+            .min(MAX_END);
+        match end.compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst) {
+            Ok(_) => proposal,
+            Err(actual) if actual & CLOSING == 0 => actual,
+            Err(_) => OPEN,
+        }
+    }
+
+    /// The version's function and the clock time to evaluate it at, for one read.
+    fn read(&self) -> Option<(Version_, u64)> {
+        self.versions.read(|version, words| {
+            let t = self.clock.now().as_nanos();
+            let end = self.end(version.slot).load(Ordering::SeqCst);
+            let end = if end == OPEN {
+                u64::MAX
+            } else if end & CLOSING != 0 {
+                if end == CLOSING | u64::from(version.number) {
+                    self.close(version.slot, version.number)
+                } else {
+                    u64::MAX // a reused slot: this read is rejected
+                }
+            } else {
+                end
+            };
+            (Version_::load(words).map(|v| (v, t.min(end))), false)
+        })
+    }
+
+    /// The time of day in Unix nanoseconds (UTC, leap seconds not counted), or `None` before
+    /// the first [`WallClock::set`].
+    pub fn unix_ns(&self) -> Option<u64> {
+        self.read().map(|(v, t)| v.eval(t))
+    }
+
+    /// The slew still to run, in ns (positive: the wall time is being moved forward); 0 when
+    /// none runs or the wall time is not set. A slew asked for counts whole from the call on
+    /// (it begins at the handover, 100 µs after the write reads the clock).
+    pub fn slew_remaining_ns(&self) -> i64 {
+        // Before the base, the slew has not begun: all of it is still to run.
+        self.read().map_or(0, |(v, t)| v.main.remaining(t))
+    }
+
+    /// What the writers have done: steps (with the latest's size), slews.
+    pub fn health(&self) -> WallHealth {
+        WallHealth {
+            steps: self.steps.load(Ordering::Relaxed),
+            last_step_ns: self.last_step_ns.load(Ordering::Relaxed) as i64,
+            slews: self.slews.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Sets the wall time: at the clock's time `at` it was `unix_ns` (a real-time clock's
+    /// reading and the clock's time of that reading; `at` may be in the past). From the
+    /// handover on (100 µs after the write reads the clock) the wall time is `unix_ns` plus the
+    /// clock's time since `at`; any slew in progress is cancelled.
+    ///
+    /// Returns the step — how far the wall time moved at the handover, positive forward —
+    /// or `None` for the first setting, which is no step. Errors: [`WallError::BeforeEpoch`]
+    /// or [`WallError::OutOfRange`] when the wall time at the handover would be outside
+    /// `0..=u64::MAX` ns (nothing changes), [`WallError::Busy`].
+    pub fn set(&self, unix_ns: u64, at: Instant) -> Result<Option<i128>, WallError> {
+        let target = |c: u64| {
+            // Sums of u64s in i128: exact.
+            let w = i128::from(unix_ns)
+                .saturating_add(i128::from(c))
+                .saturating_sub(i128::from(at.as_nanos()));
+            if w < 0 {
+                Err(WallError::BeforeEpoch)
+            } else {
+                u64::try_from(w).map_err(|_| WallError::OutOfRange)
+            }
+        };
+        // Refused before anything is written when the clock's time now says so already.
+        target(self.clock.now().as_nanos().saturating_add(HANDOVER_NS))?;
+        self.write(|old, c| {
+            let wall = target(c)?;
+            let main = Fn_::at(wall, c);
+            Ok(match old {
+                None => (Version_ { main, prefix: None }, Outcome::Set),
+                Some(old) => {
+                    let was = old.eval(c);
+                    let step = i128::from(wall).saturating_sub(i128::from(was));
+                    (
+                        Version_ {
+                            main,
+                            prefix: Some(old.at(c)),
+                        },
+                        Outcome::Step(step),
+                    )
+                }
+            })
+        })
+        .map(|outcome| match outcome {
+            Outcome::Step(step) => Some(step),
+            _ => None,
+        })
+    }
+
+    /// [`WallClock::set`] from a real-time clock's seconds edge: the wall time was
+    /// `edge.unix_seconds` at the middle of the bracket (good to half
+    /// [`SecondsEdge::width_ns`], plus the RTC's own error).
+    pub fn set_at_edge(&self, edge: &SecondsEdge) -> Result<Option<i128>, WallError> {
+        let ns = edge
+            .unix_seconds
+            .checked_mul(1_000_000_000)
+            .ok_or(WallError::OutOfRange)?;
+        self.set(ns, edge.midpoint())
+    }
+
+    /// Slews the wall time by `offset_ns` (positive: forward), adjtime-like: from the
+    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than the clock
+    /// by `max_ppm` parts per million until the offset is absorbed, then at the clock's rate
+    /// again — exactly `offset_ns` ahead (behind) of where it would have been, never
+    /// overshooting, never going back, no jump at either end. A slew of `|offset_ns|` ns
+    /// takes `|offset_ns| × 10⁶ / max_ppm` ns of clock time (0.5 s at 250 000 ppm: 2 s).
+    ///
+    /// Replaces any slew in progress (as `adjtime` does) and returns what was left of it.
+    /// An offset of 0 cancels the slew in progress. Errors: [`WallError::NotSet`],
+    /// [`WallError::BadRate`] (0, or above [`MAX_SLEW_PPM`]), [`WallError::Busy`].
+    pub fn slew(&self, offset_ns: i64, max_ppm: u32) -> Result<i64, WallError> {
+        if max_ppm == 0 || max_ppm > MAX_SLEW_PPM {
+            return Err(WallError::BadRate);
+        }
+        if self.unix_ns().is_none() {
+            return Err(WallError::NotSet);
+        }
+        let outcome = self.write(|old, c| {
+            let old = old.ok_or(WallError::NotSet)?;
+            let was = old.at(c);
+            let main = Fn_ {
+                wall: old.eval(c),
+                base: c,
+                off: offset_ns.unsigned_abs(),
+                ppm: max_ppm,
+                neg: offset_ns < 0,
+            };
+            Ok((
+                Version_ {
+                    main,
+                    prefix: Some(was),
+                },
+                Outcome::Slew(was.remaining(c)),
+            ))
+        })?;
+        match outcome {
+            Outcome::Slew(left) => {
+                if offset_ns != 0 {
+                    self.slews.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(left)
+            }
+            _ => Ok(0),
+        }
+    }
+
+    /// One write: closes the current version at a point `c` just ahead and publishes what
+    /// `make` builds from it (the old version, `c`). If `make` refuses, the old version is
+    /// published again unchanged (its readers past `c` stood still; they continue).
+    fn write(
+        &self,
+        make: impl FnOnce(Option<Version_>, u64) -> Result<(Version_, Outcome), WallError>,
+    ) -> Result<Outcome, WallError> {
+        if self
+            .writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            return Err(WallError::Busy);
+        }
+        let (version, words) = self.versions.current();
+        let old = Version_::load(words);
+        // The previous handover first: the clock past the newest base (bounded, for a
+        // clock that stands still).
+        if let Some(old) = old {
+            let mut reads = 0;
+            while self.clock.now().as_nanos() < old.main.base && reads < HANDOVER_WAIT_READS {
+                reads = reads.saturating_add(1);
+                core::hint::spin_loop();
+            }
+        }
+        self.announce(version.slot, version.number);
+        let c = self.close(version.slot, version.number);
+        self.finish(old, make(old, c))
+    }
+
+    /// Announces the close of version `number` (in `slot`): readers from now on propose its
+    /// end themselves if the writer has not.
+    fn announce(&self, slot: usize, number: u32) {
+        self.end(slot)
+            .store(CLOSING | u64::from(number), Ordering::SeqCst);
+    }
+
+    /// Publishes what `make` built (or `old` again if it refused), counts a step, and lets
+    /// the next writer in.
+    fn finish(
+        &self,
+        old: Option<Version_>,
+        made: Result<(Version_, Outcome), WallError>,
+    ) -> Result<Outcome, WallError> {
+        let next = match &made {
+            Ok((next, _)) => Some(*next),
+            Err(_) => old,
+        };
+        self.versions.publish(|new, slot| {
+            self.end(new.slot).store(OPEN, Ordering::Relaxed);
+            match next {
+                Some(next) => next.store(slot),
+                None => {
+                    for word in slot.iter() {
+                        word.store(0);
+                    }
+                }
+            }
+        });
+        if let Ok((_, Outcome::Step(step))) = &made {
+            let saturated =
+                i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
+            self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
+            self.steps.fetch_add(1, Ordering::Relaxed);
+        }
+        self.writer.store(false, Ordering::Release);
+        made.map(|(_, outcome)| outcome)
+    }
+}
+
+/// What a write did.
+#[derive(Clone, Copy, Debug)]
+enum Outcome {
+    /// The first setting.
+    Set,
+    /// A step of this many ns.
+    Step(i128),
+    /// A slew, replacing one with this much left.
+    Slew(i64),
+}
+
+impl<C: Counter> fmt::Debug for WallClock<'_, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WallClock")
+            .field("unix_ns", &self.unix_ns())
+            .field("slew_remaining_ns", &self.slew_remaining_ns())
+            .field("health", &self.health())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{FnCounter, Frequency};
+    use proptest::prelude::*;
+    use std::cell::Cell;
+
+    /// A clock on a hand-moved 64-bit counter at 1 GHz (1 tick = 1 ns), started at tick 0:
+    /// its time is the tick count.
+    fn ns_clock(t: &Cell<u64>) -> Clock<FnCounter<impl Fn() -> u64 + '_>> {
+        let start = t.replace(0);
+        let clock = Clock::new(
+            FnCounter::new(move || t.get(), 64),
+            Frequency::exact_hz(1_000_000_000).unwrap(),
+        );
+        t.set(start);
+        clock
+    }
+
+    #[test]
+    fn function_is_monotone_and_ends_exact() {
+        for (off, ppm, neg) in [
+            (500_000_000, 250_000, false),
+            (7, 1, true),
+            (1, 500_000, true),
+        ] {
+            let f = Fn_ {
+                wall: 1000,
+                base: 10,
+                off,
+                ppm,
+                neg,
+            };
+            let end = 10 + off * 1_000_000 / u64::from(ppm) + 1_000_000;
+            let mut prev = f.eval(0);
+            for t in (0..end)
+                .step_by(((end / 10_000) as usize).max(1))
+                .chain([end])
+            {
+                let w = f.eval(t);
+                assert!(w >= prev);
+                prev = w;
+            }
+            assert_eq!(f.remaining(end), 0);
+            let exact = 1000 + (end - 10);
+            assert_eq!(f.eval(end), if neg { exact - off } else { exact + off });
+        }
+    }
+
+    #[test]
+    fn set_then_step_is_reported() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        assert_eq!(wall.unix_ns(), None);
+        assert_eq!(wall.slew(1, 1), Err(WallError::NotSet));
+        assert_eq!(wall.set(5_000_000_000, Instant::ZERO), Ok(None));
+        t.set(1_000_000);
+        assert_eq!(wall.unix_ns(), Some(5_001_000_000));
+        // Two seconds back at the handover.
+        t.set(2_000_000);
+        let step = wall.set(
+            3_002_000_000 + HANDOVER_NS,
+            Instant::from_nanos(2_000_000 + HANDOVER_NS),
+        );
+        assert_eq!(step, Ok(Some(-2_000_000_000)));
+        t.set(3_000_000);
+        assert_eq!(wall.unix_ns(), Some(3_003_000_000));
+        let h = wall.health();
+        assert_eq!((h.steps, h.last_step_ns), (1, -2_000_000_000));
+        // A time before 1970 is refused, nothing changes.
+        assert_eq!(
+            wall.set(0, Instant::from_nanos(u64::MAX)),
+            Err(WallError::BeforeEpoch)
+        );
+        assert_eq!(wall.unix_ns(), Some(3_003_000_000));
+        assert_eq!(wall.slew(1, 0), Err(WallError::BadRate));
+        assert_eq!(wall.slew(1, MAX_SLEW_PPM + 1), Err(WallError::BadRate));
+    }
+
+    #[test]
+    fn slew_replaces_and_returns_what_was_left() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(0, Instant::ZERO).unwrap();
+        t.set(1_000_000);
+        assert_eq!(wall.slew(1_000_000, 1_000), Ok(0)); // 1 ms at 1000 ppm: 1 s
+        t.set(1_000_000 + HANDOVER_NS + 500_000_000);
+        assert_eq!(wall.slew_remaining_ns(), 500_000);
+        let before = wall.unix_ns().unwrap();
+        // At the handover, 100 µs later at 1000 ppm, 100 ns more were absorbed.
+        assert_eq!(wall.slew(-10, 1_000), Ok(499_900));
+        assert!(wall.unix_ns().unwrap() >= before);
+        t.set(10_000_000_000);
+        assert_eq!(wall.slew_remaining_ns(), 0);
+        // Absorbed: 500.1 µs of the first slew, then −10 ns.
+        assert_eq!(wall.unix_ns(), Some(10_000_000_000 + 500_100 - 10));
+        assert_eq!(wall.health().slews, 2);
+    }
+
+    /// A writer stalled between announcing the close and proposing the end: the next reader
+    /// proposes it, readers past it stand still there (no wait, no step back), and the
+    /// version published later continues from it.
+    #[test]
+    fn a_stalled_writer_costs_time_standing_still_never_a_wait() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(0, Instant::ZERO).unwrap();
+        t.set(1_000_000);
+        // The writer: flag taken, close announced, then stalled.
+        assert!(wall
+            .writer
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok());
+        let (v, words) = wall.versions.current();
+        let old = Version_::load(words);
+        wall.announce(v.slot, v.number);
+        assert_eq!(wall.unix_ns(), Some(1_000_000)); // proposes 1 ms + H
+        assert_eq!(
+            wall.end(v.slot).load(Ordering::SeqCst),
+            1_000_000 + HANDOVER_NS
+        );
+        t.set(1_000_000 + 5 * HANDOVER_NS);
+        assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS)); // stands at the end
+        assert_eq!(wall.slew(1, 1), Err(WallError::Busy));
+        // The writer resumes: its proposal loses to the reader's.
+        let c = wall.close(v.slot, v.number);
+        assert_eq!(c, 1_000_000 + HANDOVER_NS);
+        let main = Fn_ {
+            wall: old.unwrap().eval(c),
+            base: c,
+            off: 1_000,
+            ppm: 1_000,
+            neg: false,
+        };
+        let next = Version_ {
+            main,
+            prefix: old.map(|o| o.main),
+        };
+        assert!(matches!(
+            wall.finish(old, Ok((next, Outcome::Slew(0)))),
+            Ok(Outcome::Slew(0))
+        ));
+        // From the end on, at the slew's rate: 400 µs later, 400 ns absorbed.
+        assert_eq!(wall.unix_ns(), Some(1_000_000 + 5 * HANDOVER_NS + 400));
+        assert_eq!(wall.slew_remaining_ns(), 600);
+    }
+
+    proptest! {
+        /// Any slew on any setting: readings along the clock never go back, the slew ends
+        /// exactly (its offset absorbed, remaining 0), and nothing overflows for any u64.
+        #[test]
+        fn slew_is_monotone_and_exact(
+            unix in any::<u64>(),
+            start in 0u64..(1 << 60),
+            offset in any::<i64>(),
+            ppm in 1u32..=MAX_SLEW_PPM,
+            steps in proptest::collection::vec(any::<u64>(), 1..40),
+        ) {
+            let t = Cell::new(start);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            if wall.set(unix, Instant::from_nanos(start)).is_err() {
+                return Ok(()); // past u64::MAX at the handover
+            }
+            prop_assert_eq!(wall.slew(offset, ppm), Ok(0));
+            let base = start + HANDOVER_NS;
+            let before = wall.unix_ns().unwrap();
+            let mut prev = before;
+            let mut now = start;
+            for s in steps {
+                now = now.saturating_add(s >> (s % 64)).min(1 << 61);
+                t.set(now);
+                let w = wall.unix_ns().unwrap();
+                prop_assert!(w >= prev, "back from {} to {} at {}", prev, w, now);
+                prev = w;
+            }
+            // The end: exact, unless it is beyond the clock's range.
+            let duration = u128::from(offset.unsigned_abs()) * 1_000_000 / u128::from(ppm) + 1;
+            if let Some(end) = u64::try_from(u128::from(base) + duration).ok().filter(|e| *e < (1 << 61)) {
+                let end = end.max(now);
+                t.set(end);
+                prop_assert_eq!(wall.slew_remaining_ns(), 0);
+                let plain = i128::from(unix) + i128::from(end - start);
+                let want = (plain + i128::from(offset)).clamp(0, i128::from(u64::MAX));
+                let got = i128::from(wall.unix_ns().unwrap());
+                // Saturation at u64::MAX is the one place the sum is not exact.
+                if plain + i128::from(offset.max(0)) <= i128::from(u64::MAX) {
+                    prop_assert_eq!(got, want);
+                }
+            }
+        }
+
+        /// The function itself, for any u64 input and any rate the crate takes: no panic, no
+        /// step back from t to any later t', at most 1 + ppm / 10⁶ per ns (no jump), and the
+        /// remaining slew never grows.
+        #[test]
+        fn function_never_overflows(
+            wall in any::<u64>(), base in any::<u64>(), off in any::<u64>(),
+            ppm in 1u32..=MAX_SLEW_PPM, neg: bool, t in any::<u64>(), dt in any::<u64>(),
+        ) {
+            let f = Fn_ { wall, base, off, ppm, neg };
+            let t2 = t.saturating_add(dt);
+            let (a, b) = (f.eval(t), f.eval(t2));
+            prop_assert!(b >= a);
+            let most = u128::from(t2 - t) * (1_000_000 + u128::from(ppm)) / 1_000_000 + 1;
+            prop_assert!(u128::from(b - a) <= most);
+            prop_assert!(f.remaining(t2).unsigned_abs() <= f.remaining(t).unsigned_abs());
+        }
+
+        /// Steps of any size at any time: the step reported is the move at the handover.
+        #[test]
+        fn step_is_reported_exactly(a in any::<u64>(), b in any::<u64>(), at in 0u64..(1 << 60)) {
+            let t = Cell::new(at);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            if wall.set(a, Instant::from_nanos(at)).is_err() { return Ok(()); }
+            match wall.set(b, Instant::from_nanos(at)) {
+                Ok(Some(step)) => {
+                    // Both handovers are at `at + HANDOVER_NS` (the clock did not move).
+                    t.set(at + HANDOVER_NS);
+                    let now = wall.unix_ns().unwrap();
+                    prop_assert_eq!(i128::from(now), i128::from(b) + i128::from(HANDOVER_NS));
+                    prop_assert_eq!(step, i128::from(b) - i128::from(a));
+                }
+                Ok(None) => prop_assert!(false, "a second set is a step"),
+                Err(e) => prop_assert_eq!(e, WallError::OutOfRange),
+            }
+        }
+    }
+}
