@@ -61,6 +61,8 @@ mod scale;
     allow(dead_code, unused_imports)
 )]
 mod sync;
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+mod watchdog;
 
 // Every module is private and each item has this one path (as embassy-time and quanta keep
 // theirs): the list below is the whole API.
@@ -85,6 +87,8 @@ pub use frequency::{Accuracy, Frequency, Source};
 pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+pub use watchdog::{Unjudged, Watch, Watchdog, WatchdogHealth};
 
 /// The interleaving test's hook (debug builds with `std` only; not part of the API).
 #[cfg(all(debug_assertions, feature = "std", not(loom)))]
