@@ -25,6 +25,7 @@
 //! | `rtic-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-rtic` too) | `mps2-an386` (see `qemu_cortexm.rs`) | the same on RTIC 2: 12 tasks (8 below the alarm's priority, 4 above) sleeping through baretime-rtic's monotonic, `Mono::delay` and `Mono::delay_until`: no early wake by the clock or by `Mono::now()`, every task finished, lateness p50 / p99 / max reported |
 //! | `cost-m4`, `cost-m0` | `mps2-an386`, `microbit`, `-icount shift=0` (see `qemu_cortexm.rs`) | what each clock call costs in instructions (`raw`, `floor`, `now`, `update`, `deadline`, the embassy driver's longest interrupts-off stretch, …), timed by a second hardware timer: FAIL when a run did not finish or missed the targets (`now` ≤ 2 × `floor`; on the M4 `deadline` ≤ 150, `update` ≤ 300, `irq_off_max` ≤ 250) |
 //! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
+//! | `aarch64-watchdog`, `aarch64-watchdog-delays`, `aarch64-refine` (`aarch64-refine-60` by hand) | `virt`, TCG (see `qemu_watch.rs`) | a rate change midway (+100 ppm, then +0.1 %) detected within three accepted intervals and recalibrated with no step back or jump; delayed reference reads with no false alarm; refinement's bound and true error after 1, 10 (and 60) s |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -69,6 +70,9 @@ mod smp;
 /// The x86 timer scenarios (`timers-x86-tcg`, `timers-x86-kvm`).
 #[path = "qemu_timers.rs"]
 mod timers;
+/// The watchdog and refinement scenarios (`aarch64-watchdog`, `aarch64-refine`).
+#[path = "qemu_watch.rs"]
+mod watch;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -113,6 +117,11 @@ pub(crate) mod name {
     pub const AARCH64_ERRATA: &str = "aarch64-errata";
     pub const AARCH64_SMP: &str = "aarch64-smp";
     pub const TIMERS_AARCH64: &str = "timers-aarch64";
+    pub const AARCH64_WATCHDOG: &str = "aarch64-watchdog";
+    pub const AARCH64_WATCHDOG_DELAYS: &str = "aarch64-watchdog-delays";
+    pub const AARCH64_REFINE: &str = "aarch64-refine";
+    /// By hand only (`cargo xtask qemu refine-60`): a minute of wall time.
+    pub const AARCH64_REFINE_60: &str = "aarch64-refine-60";
     pub const CM4: &str = "cortex-m4-an386";
     pub const CM4_PA: &str = "cortex-m4-an386-portable-atomic";
     pub const CM4_PA_CS: &str = "cortex-m4-an386-portable-atomic-cs";
@@ -165,6 +174,10 @@ pub(crate) mod name {
         AARCH64_ERRATA,
         AARCH64_SMP,
         TIMERS_AARCH64,
+        AARCH64_WATCHDOG,
+        AARCH64_WATCHDOG_DELAYS,
+        AARCH64_REFINE,
+        AARCH64_REFINE_60,
     ];
     /// The Cortex-M firmware's scenarios (`qemu_cortexm.rs`), in the order they run.
     pub const CORTEX_M: &[&str] = &[
@@ -991,6 +1004,7 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
     if wanted(name::TIMERS_AARCH64) {
         lines.push(timers_scenario(kernel));
     }
+    lines.extend(watch::scenarios(kernel, wanted));
     lines
 }
 

@@ -14,8 +14,8 @@
 use core::fmt::Write;
 
 use baretime::{
-    calibrate, Accuracy, Clock, Config, Counter, FnCounter, Frequency, Reference, Source,
-    Unjudged, Watch, Watchdog,
+    calibrate, Accuracy, Clock, Config, Counter, FnCounter, Frequency, Reference, Source, Unjudged,
+    Watch, Watchdog,
 };
 use baretime_aarch64::{GenericTimer, SemihostingElapsed};
 use core::time::Duration;
@@ -136,9 +136,13 @@ pub fn watchdog(out: &mut impl Write, cmdline: &str) -> bool {
     if !delays {
         reference.rng = 0; // xorshift stays at 0: never delays
     }
-    let Some(rate) =
-        Frequency::from_hz(HZ, Source::Cntfrq, Accuracy::Nominal { tolerance_ppb: 1_000 })
-    else {
+    let Some(rate) = Frequency::from_hz(
+        HZ,
+        Source::Cntfrq,
+        Accuracy::Nominal {
+            tolerance_ppb: 1_000,
+        },
+    ) else {
         return false;
     };
     let clock = Clock::new(&counter, rate);
@@ -234,7 +238,8 @@ pub fn watchdog(out: &mut impl Write, cmdline: &str) -> bool {
             match detect[k] {
                 Some((ms, checks, accepted, millihz)) => {
                     let truth = truth_millihz(ppm);
-                    let err_ppb = (millihz.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
+                    let err_ppb =
+                        (millihz.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
                     let _ = writeln!(
                         out,
                         "change{}_ppm={ppm} detect{}_ms={ms} detect{}_checks={checks} detect{}_accepted={accepted} rate{}_error_ppb={err_ppb}",
@@ -282,7 +287,8 @@ pub fn refine(out: &mut impl Write, cmdline: &str) -> bool {
         }
     };
     let truth = HZ * 1000;
-    let err = |millihz: u64| (millihz.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
+    let err =
+        |millihz: u64| (millihz.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
     let _ = writeln!(
         out,
         "calibrated_error_ppb={} calibrated_bound_ppb={}",
@@ -313,7 +319,12 @@ pub fn refine(out: &mut impl Write, cmdline: &str) -> bool {
             let h = wd.health();
             let e = err(clock.scale().millihz());
             let m = marks[reported];
-            let _ = writeln!(out, "bound_ppb_{m}s={} error_ppb_{m}s={e} within_{m}s={}", h.bound_ppb, e <= h.bound_ppb);
+            let _ = writeln!(
+                out,
+                "bound_ppb_{m}s={} error_ppb_{m}s={e} within_{m}s={}",
+                h.bound_ppb,
+                e <= h.bound_ppb
+            );
             ok &= e <= h.bound_ppb;
             reported += 1;
         }
