@@ -93,7 +93,7 @@ fn watchdog(kernel: &Path, name: &'static str, cmdline: &str) -> Line {
             }
             for k in ["false_alarms", "steps_back", "jumps"] {
                 match run.num(k) {
-                    Some(n) if n == 0.0 => {}
+                    Some(0.0) => {}
                     n => line.fail(format!("{k}={n:?}")),
                 }
             }

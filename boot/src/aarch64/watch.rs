@@ -217,7 +217,6 @@ pub fn watchdog(out: &mut impl Write, cmdline: &str) -> bool {
         }
     }
     let h = wd.health();
-    drop(wd);
     let truth_millihz = |ppm: u64| HZ * 1000 + HZ * ppm / 1000;
     let _ = writeln!(
         out,
