@@ -783,3 +783,81 @@ fn measured(millihz: u64, bound_ppb: u64) -> Frequency {
     );
     Frequency::from_millihz(clamped, Source::Calibrated, accuracy).unwrap_or(Frequency::FASTEST)
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::calibrate::CounterReference;
+    use crate::counter::FnCounter;
+    use core::cell::Cell;
+
+    fn xorshift(s: &Cell<u64>) -> u64 {
+        let mut x = s.get();
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s.set(x);
+        x
+    }
+
+    /// Any counts, any widths, any rates: verdicts, never a panic, and the clock never
+    /// steps back.
+    #[test]
+    fn arbitrary_inputs_never_panic() {
+        for seed in 1..200u64 {
+            let s = Cell::new(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+            let cbits = 1 + (xorshift(&s) % 64) as u32;
+            let rbits = 1 + (xorshift(&s) % 64) as u32;
+            let mode = xorshift(&s) % 3;
+            let c = Cell::new(xorshift(&s));
+            let counter = FnCounter::new(
+                || match mode {
+                    0 => xorshift(&s),
+                    1 => {
+                        c.set(c.get().wrapping_add(xorshift(&s) % 1000));
+                        c.get()
+                    }
+                    _ => c.get(),
+                },
+                cbits,
+            );
+            let hz = Frequency::MIN_HZ + xorshift(&s) % Frequency::MAX_HZ;
+            let rate = Frequency::exact_hz(hz.min(Frequency::MAX_HZ)).unwrap();
+            let reference = CounterReference::new(
+                FnCounter::new(|| xorshift(&s), rbits),
+                Frequency::exact_hz(1_000 + xorshift(&s) % 1_000_000_000).unwrap(),
+            );
+            let clock = Clock::new(&counter, rate);
+            let mut wd = Watchdog::new(reference, rate)
+                .with_tries((xorshift(&s) % 70) as u32)
+                .with_slew_ppb(xorshift(&s) % 10_000_000);
+            for _ in 0..50 {
+                let _ = wd.check(&clock);
+                let _ = clock.update();
+            }
+            assert_eq!(wd.health().checks, 50);
+        }
+    }
+
+    #[test]
+    fn the_bound_is_the_exact_worst_case() {
+        let p = |y, x, width| Point {
+            c0_raw: 0,
+            r_raw: 0,
+            y,
+            x,
+            width,
+        };
+        // 10^6 counter ticks (2·10^6 y units) against 10^3 reference ticks of a 1 kHz
+        // reference: 1 MHz. Brackets of 10 and 20 ticks, steps of 1: u_y = 32 y units.
+        let s = measure(&p(0, 0, 10), &p(2_000_000, 1_000, 20), 1_000_000, 1, 1).unwrap();
+        assert_eq!(s.millihz, 1_000_000_000);
+        // (X·u_y + Y·u_x) / (Y·(X − u_x)) = (1000·32 + 2·10^6) / (2·10^6 · 999): 1 017 017
+        // ppb exactly; computed as b1 + b2 + b1·b2 (16 000 + 1 001 002 + 17, each rounded
+        // up), plus 1 ppb of rounding to mHz.
+        assert_eq!(s.bound_ppb, 16_000 + 1_001_002 + 17 + 1);
+        assert!(s.bound_ppb >= 1_017_017);
+        assert!(measure(&p(0, 0, 10), &p(30, 1_000, 20), 1_000_000, 1, 1).is_none());
+        assert!(measure(&p(0, 0, 10), &p(2_000_000, 1, 20), 1_000_000, 1, 1).is_none());
+    }
+}
