@@ -560,3 +560,44 @@ fn narrow_counters_are_unwrapped() {
         assert!(detected.is_some(), "seed {seed}");
     }
 }
+
+/// Coarse references (a 1 ms clock, a 32 kHz RTC): their step is learnt, nothing is
+/// judged wrong, and a change beyond their (wide) bound is still seen.
+#[test]
+fn coarse_references() {
+    for (reference, name) in [
+        (SimTimer::new(1_000_000).with_quantum(1_000), "1ms_clock"),
+        (
+            SimTimer::new(32_768)
+                .with_bits(32)
+                .with_read_cost(Duration::from_micros(2), Duration::from_nanos(500)),
+            "rtc_32k",
+        ),
+    ] {
+        let mut detected = 0;
+        let mut worst = Duration::ZERO;
+        for seed in 0..SEEDS {
+            let mut s = Setup::new(seed);
+            s.reference = reference;
+            s.ppb = 10_000_000;
+            s.at = Duration::from_millis(10_250);
+            s.checks = 40;
+            s.delay = (50, Duration::from_millis(1));
+            let r = s.run();
+            assert_eq!(
+                (r.false_alarms, r.steps_back, r.max_jump_ns),
+                (0, 0, 0),
+                "{name} {r:?}"
+            );
+            if let Some(d) = r.detect {
+                detected += 1;
+                worst = worst.max(d);
+            }
+        }
+        eprintln!(
+            "watchdog coarse reference={name} change=1% detected={detected}/{SEEDS} detect_ms_max={:.0}",
+            ms(worst)
+        );
+        assert_eq!(detected, SEEDS, "{name}");
+    }
+}

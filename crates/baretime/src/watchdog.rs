@@ -22,6 +22,9 @@ const PPB: u64 = 1_000_000_000;
 const MAX_JUDGED_PPB: u64 = 10_000_000;
 /// A deviation beyond this (12.5 %) is not a rate change: a jump of one count or the other.
 const GROSS_PPB: u64 = PPB / 8;
+/// Reads spent, per check until it is found, on the reference's step (a 1 kHz tick read in
+/// 1 µs moves within 1 000 reads).
+const STEP_READS: u32 = 1 << 14;
 
 /// The watchdog's verdict on one check (see [`Watchdog`] for how each is decided).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -209,7 +212,10 @@ struct Span {
 /// `(ΔX·u_c + ΔC·u_x) / (ΔC·(ΔX − u_x))`, exactly, plus the rounding to millihertz. The
 /// steps are learnt as the smallest non-zero move between two consecutive reads (an
 /// overestimate where reads are slower than a step: a looser bound, never a false one;
-/// a counter whose reads never differ within a check is taken to step by one).
+/// a counter whose reads never differ within a check is taken to step by one). Until the
+/// reference has moved between two reads, each check reads it back to back until it does
+/// (at most 16 384 reads: a 1 kHz tick read in 1 µs moves within 1 000), and nothing is
+/// judged.
 ///
 /// # The verdicts
 ///
@@ -402,6 +408,20 @@ impl<R: Reference> Watchdog<R> {
     fn sample<C: Counter>(&mut self, counter: &C) -> (u64, u64, u64) {
         let cw = Width::of(counter);
         let rw = Width::new(self.reference.bits());
+        if self.ref_step == u64::MAX {
+            // Until the reference's step is known (nothing is judged before), read it back
+            // to back until it moves: a coarse reference (a 1 kHz tick, a 32 kHz RTC) does
+            // not move within a check's few tries.
+            let mut prev = rw.value(self.reference.read());
+            for _ in 0..STEP_READS {
+                let r = rw.value(self.reference.read());
+                learn(&mut self.ref_step, rw, prev, r);
+                if r != prev {
+                    break;
+                }
+                prev = r;
+            }
+        }
         let mut best = (0, 0, u64::MAX);
         let mut prev: Option<(u64, u64)> = None;
         for _ in 0..self.tries {
