@@ -14,6 +14,8 @@
 mod scenario;
 #[cfg(target_os = "none")]
 mod smp;
+#[cfg(target_os = "none")]
+mod watch;
 
 #[cfg(all(target_os = "none", target_arch = "x86_64"))]
 mod x86_64;

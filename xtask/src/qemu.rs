@@ -25,7 +25,7 @@
 //! | `rtic-m4` (also picked by `cortex-m`: it answers to `cortex-m4-an386-rtic` too) | `mps2-an386` (see `qemu_cortexm.rs`) | the same on RTIC 2: 12 tasks (8 below the alarm's priority, 4 above) sleeping through baretime-rtic's monotonic, `Mono::delay` and `Mono::delay_until`: no early wake by the clock or by `Mono::now()`, every task finished, lateness p50 / p99 / max reported |
 //! | `cost-m4`, `cost-m0` | `mps2-an386`, `microbit`, `-icount shift=0` (see `qemu_cortexm.rs`) | what each clock call costs in instructions (`raw`, `floor`, `now`, `update`, `deadline`, the embassy driver's longest interrupts-off stretch, …), timed by a second hardware timer: FAIL when a run did not finish or missed the targets (`now` ≤ 2 × `floor`; on the M4 `deadline` ≤ 150, `update` ≤ 300, `irq_off_max` ≤ 250) |
 //! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
-//! | `aarch64-watchdog`, `aarch64-watchdog-delays`, `aarch64-refine` (`aarch64-refine-60` by hand) | `virt`, TCG (see `qemu_watch.rs`) | a rate change midway (+100 ppm, then +0.1 %) detected within three accepted intervals and recalibrated with no step back or jump; delayed reference reads with no false alarm; refinement's bound and true error after 1, 10 (and 60) s |
+//! | `aarch64-watchdog`, `aarch64-watchdog-delays`, `aarch64-refine` (`aarch64-refine-60` by hand), `x86_64-watchdog-hpet`, `-acpipm`, `-delays` | `virt`, `pc`, TCG (see `qemu_watch.rs`) | a rate change midway (+100 ppm, then +0.1 %) detected within three accepted intervals and recalibrated with no step back or jump; delayed reference reads with no false alarm; refinement's bound and true error after 1, 10 (and 60) s |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -117,6 +117,9 @@ pub(crate) mod name {
     pub const AARCH64_ERRATA: &str = "aarch64-errata";
     pub const AARCH64_SMP: &str = "aarch64-smp";
     pub const TIMERS_AARCH64: &str = "timers-aarch64";
+    pub const X86_WATCHDOG_HPET: &str = "x86_64-watchdog-hpet";
+    pub const X86_WATCHDOG_ACPIPM: &str = "x86_64-watchdog-acpipm";
+    pub const X86_WATCHDOG_DELAYS: &str = "x86_64-watchdog-delays";
     pub const AARCH64_WATCHDOG: &str = "aarch64-watchdog";
     pub const AARCH64_WATCHDOG_DELAYS: &str = "aarch64-watchdog-delays";
     pub const AARCH64_REFINE: &str = "aarch64-refine";
@@ -165,6 +168,9 @@ pub(crate) mod name {
         CALIBRATION_FAULT,
         TIMERS_TCG,
         TIMERS_KVM,
+        X86_WATCHDOG_HPET,
+        X86_WATCHDOG_ACPIPM,
+        X86_WATCHDOG_DELAYS,
     ];
     /// The scenarios of the aarch64 kernel, in the order they run.
     pub const AARCH64: &[&str] = &[
@@ -754,6 +760,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     lines.extend(hv::scenarios(kernel, wanted));
     lines.extend(smp::x86(kernel, wanted));
     lines.extend(timers::scenarios(kernel, wanted));
+    lines.extend(watch::x86(kernel, wanted));
     lines
 }
 
