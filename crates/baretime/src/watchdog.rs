@@ -308,6 +308,10 @@ struct Span {
 /// change beyond 5 %.
 ///
 /// Everything is integer arithmetic, saturating or checked: no input makes it panic.
+///
+/// One watchdog per clock, called from one place (`check` takes `&mut self`), and after
+/// [`Clock::start`] the clock's only rate writer: it reads the rate in force, but its bound
+/// on that rate assumes it set it.
 pub struct Watchdog<R: Reference> {
     reference: R,
     tries: u32,
