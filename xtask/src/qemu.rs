@@ -26,6 +26,7 @@
 //! | `cost-m4`, `cost-m0` | `mps2-an386`, `microbit`, `-icount shift=0` (see `qemu_cortexm.rs`) | what each clock call costs in instructions (`raw`, `floor`, `now`, `update`, `deadline`, the embassy driver's longest interrupts-off stretch, …), timed by a second hardware timer: FAIL when a run did not finish or missed the targets (`now` ≤ 2 × `floor`; on the M4 `deadline` ≤ 150, `update` ≤ 300, `irq_off_max` ≤ 250) |
 //! | `timers-x86-tcg`, `timers-x86-kvm` | TCG (APIC one-shot), KVM (TSC-deadline) (see `qemu_timers.rs`) | embassy tasks sleeping random durations on the local APIC timer through the `Clock`, recalibrated ±100 ppm midway: no early wake; lateness p50 / p99 / max |
 //! | `wall-x86`, `wall-aarch64` | `pc`, `virt`, TCG `-icount shift=4`; `-rtc base=2031-03-14T15:09:26,clock=vm` (see `qemu_wall.rs`) | the boot's time of day from the CMOS RTC / PL031 at its seconds edge: within 5 ms of the truth (goal 1 ms); a slew of +0.5 s at 250 000 ppm ends on time, absorbs exactly 0.5 s, and on every read neither the wall time nor the monotonic clock goes back or jumps |
+//! | `aarch64-watchdog`, `aarch64-watchdog-delays`, `aarch64-refine` (`aarch64-refine-60` by hand), `x86_64-watchdog-hpet`, `-acpipm`, `-delays` | `virt`, `pc`, TCG (see `qemu_watch.rs`) | a rate change midway (+100 ppm, then +0.1 %) detected within three accepted intervals and recalibrated with no step back or jump; delayed reference reads with no false alarm; refinement's bound and true error after 1, 10 (and 60) s |
 //! | `x86_64-smp`, `x86_64-smp-kvm`, `x86_64-smp-tsc-skew`, `x86_64-smp-tsc-skew-sim`, `x86_64-calibration-fault`, `aarch64-smp` | `-smp 4` (see `qemu_smp.rs`) | one `Clock` read on every CPU while CPU 0 recalibrates; the warp check; a skewed TSC; a failing reference |
 //!
 //! # The agreement bound
@@ -73,6 +74,9 @@ mod timers;
 /// The time-of-day scenarios (`wall-x86`, `wall-aarch64`).
 #[path = "qemu_wall.rs"]
 mod wall;
+/// The watchdog and refinement scenarios (`aarch64-watchdog`, `aarch64-refine`).
+#[path = "qemu_watch.rs"]
+mod watch;
 
 /// Longest a scenario may run before it is killed and fails.
 const TIMEOUT: Duration = Duration::from_secs(60);
@@ -117,6 +121,14 @@ pub(crate) mod name {
     pub const AARCH64_ERRATA: &str = "aarch64-errata";
     pub const AARCH64_SMP: &str = "aarch64-smp";
     pub const TIMERS_AARCH64: &str = "timers-aarch64";
+    pub const X86_WATCHDOG_HPET: &str = "x86_64-watchdog-hpet";
+    pub const X86_WATCHDOG_ACPIPM: &str = "x86_64-watchdog-acpipm";
+    pub const X86_WATCHDOG_DELAYS: &str = "x86_64-watchdog-delays";
+    pub const AARCH64_WATCHDOG: &str = "aarch64-watchdog";
+    pub const AARCH64_WATCHDOG_DELAYS: &str = "aarch64-watchdog-delays";
+    pub const AARCH64_REFINE: &str = "aarch64-refine";
+    /// By hand only (`cargo xtask qemu refine-60`): a minute of wall time.
+    pub const AARCH64_REFINE_60: &str = "aarch64-refine-60";
     pub const CM4: &str = "cortex-m4-an386";
     pub const CM4_PA: &str = "cortex-m4-an386-portable-atomic";
     pub const CM4_PA_CS: &str = "cortex-m4-an386-portable-atomic-cs";
@@ -163,6 +175,9 @@ pub(crate) mod name {
         TIMERS_TCG,
         TIMERS_KVM,
         WALL_X86,
+        X86_WATCHDOG_HPET,
+        X86_WATCHDOG_ACPIPM,
+        X86_WATCHDOG_DELAYS,
     ];
     /// The scenarios of the aarch64 kernel, in the order they run.
     pub const AARCH64: &[&str] = &[
@@ -173,6 +188,10 @@ pub(crate) mod name {
         AARCH64_SMP,
         TIMERS_AARCH64,
         WALL_AARCH64,
+        AARCH64_WATCHDOG,
+        AARCH64_WATCHDOG_DELAYS,
+        AARCH64_REFINE,
+        AARCH64_REFINE_60,
     ];
     /// The Cortex-M firmware's scenarios (`qemu_cortexm.rs`), in the order they run.
     pub const CORTEX_M: &[&str] = &[
@@ -752,6 +771,7 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
     if wanted(name::WALL_X86) {
         lines.push(wall::scenario(Arch::X86_64, kernel));
     }
+    lines.extend(watch::x86(kernel, wanted));
     lines
 }
 
@@ -1005,6 +1025,7 @@ fn aarch64_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> 
     if wanted(name::WALL_AARCH64) {
         lines.push(wall::scenario(Arch::Aarch64, kernel));
     }
+    lines.extend(watch::scenarios(kernel, wanted));
     lines
 }
 

@@ -6,6 +6,7 @@ mod gic;
 mod semihosting;
 mod smp;
 mod timers;
+mod watch;
 
 use core::fmt::{self, Write};
 
@@ -175,6 +176,17 @@ extern "C" fn kernel_main() -> ! {
     // rate QEMU's counter really runs at), then a slew.
     if args.mode == "wall" {
         let ok = wall(&mut out, cmdline);
+        let _ = writeln!(out, "done=1");
+        exit(if ok { 0 } else { 1 });
+    }
+
+    // The watchdog and refinement (issue 28).
+    if args.mode == "watchdog" || args.mode == "refine" {
+        let ok = if args.mode == "watchdog" {
+            watch::watchdog(&mut out, cmdline)
+        } else {
+            watch::refine(&mut out, cmdline)
+        };
         let _ = writeln!(out, "done=1");
         exit(if ok { 0 } else { 1 });
     }

@@ -208,6 +208,11 @@ fn run<R: Reference>(
     if args.mode == "timers" {
         return timers::main(out, cmdline, tsc, verified.chosen);
     }
+    if args.mode == "watchdog" {
+        // The TSC's true rate is the calibration's, within its bound.
+        let truth_bound = verified.chosen.accuracy().bound_ppb();
+        return crate::watch::watchdog(out, cmdline, tsc, verified.chosen, truth_bound, reference);
+    }
     if args.mode == "delay" {
         scenario::time_delays(out, &CLOCK, reference, &verified, args.delay_ns, 5);
     }

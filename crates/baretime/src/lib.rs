@@ -64,6 +64,8 @@ mod sync;
 // The time of day: its ends are 64-bit atomics.
 #[cfg(all(not(loom), target_has_atomic = "64"))]
 mod wall;
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+mod watchdog;
 
 // Every module is private and each item has this one path (as embassy-time and quanta keep
 // theirs): the list below is the whole API.
@@ -90,6 +92,8 @@ pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
 #[cfg(all(not(loom), target_has_atomic = "64"))]
 pub use wall::{SecondsEdge, WallClock, WallError, WallHealth, MAX_SLEW_PPM};
+#[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
+pub use watchdog::{Unjudged, Watch, Watchdog, WatchdogHealth};
 
 /// The interleaving test's hook (debug builds with `std` only; not part of the API).
 #[cfg(all(debug_assertions, feature = "std", not(loom)))]

@@ -21,7 +21,7 @@ mod stated;
 #[cfg(feature = "std")]
 mod std_reference;
 mod verify;
-mod wide;
+pub(crate) mod wide;
 
 use core::fmt;
 use core::time::Duration;
