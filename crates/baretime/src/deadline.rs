@@ -177,6 +177,13 @@ impl<C: Counter> Clock<C> {
         if let Some(ticks) = self.quick_deadline(at.as_nanos()) {
             return Ok(Deadline { ticks, at });
         }
+        self.deadline_searched(at)
+    }
+
+    /// [`Clock::deadline`] by the full search (out of line: its frame is large, and the one
+    /// pass above is the common case).
+    #[inline(never)]
+    fn deadline_searched(&self, at: Instant) -> Result<Deadline, ClockError> {
         match self.plan(at) {
             (_, _, false) => Err(ClockError::NotStarted),
             (_, deadline, true) => Ok(deadline),

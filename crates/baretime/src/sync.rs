@@ -331,6 +331,35 @@ impl RelaxedU64 {
         }
     }
 
+    /// A word the clock keeps below 2^32 where the target lacks 64-bit atomics (there it reads
+    /// counters modulo 2^32, and a tick's whole nanoseconds are below 2^20): its low half
+    /// alone there, so that the arithmetic on it is 32-bit; the whole word elsewhere.
+    #[inline(always)]
+    pub(crate) fn load_narrow(&self) -> u64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.load()
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            u64::from(self.load_low())
+        }
+    }
+
+    /// A tick length's fraction (2^-64 ns), whose low half the clock keeps zero where the
+    /// target lacks 64-bit atomics (its `in_force`): its high half alone there.
+    #[inline(always)]
+    pub(crate) fn load_frac(&self) -> u64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.load()
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            u64::from(self.load_high()) << 32
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn store(&self, v: u64) {
         #[cfg(target_has_atomic = "64")]

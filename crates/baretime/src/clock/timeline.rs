@@ -305,6 +305,18 @@ pub(super) fn carried(base_ns: u64, carry: u64, ticks: u64, int: u64, frac: u64)
     }
 }
 
+/// Ticks per nanosecond in 32.32 fixed point at `scale`'s tick length (as the readers'
+/// formula has it, `mult`), rounded down: `⌊2^96 / mult⌋` (below 2^39: a tick is at least
+/// 0.01 ns). For a span `s` below 2^32 ns, `⌈s × per_ns / 2^32⌉` is the least tick count
+/// whose time reaches `s` or one less (short by less than `s / 2^32` ticks: exact where
+/// that count is a whole multiple of the tick, as deadlines on a timer of whole-nanosecond
+/// ticks are), with two 32 × 32 → 64-bit multiplies and no shift by a variable
+/// (`Clock::quick_deadline`). 0 for a clock not started.
+pub(super) fn per_ns(scale: &Scale) -> u64 {
+    let mult = u128::from(scale.mult_int()) << 64 | u128::from(scale.mult_frac());
+    (1u128 << 96).checked_div(mult).map_or(0, saturate_u64)
+}
+
 /// A scale's tick length (64.64 fixed point) as a pair that orders as the length does.
 pub(super) fn mult(scale: &Scale) -> (u64, u64) {
     (scale.mult_int(), scale.mult_frac())
