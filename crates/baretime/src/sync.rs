@@ -147,6 +147,16 @@ mod clock_words {
             self.v.store(narrow(v), order);
         }
 
+        /// `v` as a gate word holds it: its low 32 bits where gate words are 32-bit (the
+        /// Clock keeps every value below 2^32 there), `v` elsewhere.
+        #[inline(always)]
+        pub(crate) const fn held(v: u64) -> u64 {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            return v;
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            return narrow(v) as u64;
+        }
+
         #[inline]
         pub(crate) fn compare_exchange(
             &self,

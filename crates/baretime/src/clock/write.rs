@@ -3,16 +3,36 @@
 
 use super::*;
 
+/// A counter value, distance or margin in a steady update (`Clock::update_steady`): `u32`
+/// where the target lacks 64-bit atomics — the clock reads counters modulo 2^32 there, so
+/// every such value is below 2^32, and its arithmetic is then 32-bit — `u64` elsewhere. The
+/// same source either way: no sum or product below comes near 2^32 where it is `u32` (ends
+/// below 2^31, margins below 2^28).
+#[cfg(not(any(loom, target_has_atomic = "64")))]
+type Tick = u32;
+#[cfg(any(loom, target_has_atomic = "64"))]
+type Tick = u64;
+
+/// `v` as a [`Tick`]: its low 32 bits where that is `u32` (where `v` is below 2^32).
+#[inline(always)]
+fn tick(v: u64) -> Tick {
+    #[cfg(not(any(loom, target_has_atomic = "64")))]
+    #[allow(clippy::cast_possible_truncation)] // below 2^32 there, as just said
+    return v as u32;
+    #[cfg(any(loom, target_has_atomic = "64"))]
+    return v;
+}
+
 /// What a steady update changes (`Clock::update_steady`): the next version's words that are
 /// not the rate's (`Timebase::continued` at the same rate).
 struct Step {
-    base_ticks: u64,
+    base_ticks: Tick,
     base_ns: u64,
     base_frac: u64,
-    prev_ticks: u64,
+    prev_ticks: Tick,
     prev_ns: u64,
     prev_carry: u64,
-    hand: u64,
+    hand: Tick,
 }
 
 impl<C: Counter> Clock<C> {
@@ -60,54 +80,62 @@ impl<C: Counter> Clock<C> {
     fn update_steady(&self) -> Option<Result<(), ClockError>> {
         // The counter's width is usually a constant: so is all of the geometry here.
         let geometry = &Geometry::of(self.width());
-        let width = geometry.width;
+        let (mask, deadline) = (tick(geometry.width.mask()), tick(geometry.deadline));
         let (version, words) = self.timeline.current();
         // The rate stays: the margin the last write stored (0 before `start`).
         let margin = of_slot(&self.margins, version.slot).load(Ordering::Relaxed);
         let [b, base_ns, int, frac, _, _, _, _, hand, _, _, _, _, base_frac, _] = words;
         // Below 2^32 where the target lacks 64-bit atomics: `load_narrow`.
-        let (b, hand) = (b.load_narrow(), hand.load_narrow());
-        let t = width.value(self.counter.ticks());
+        let (b, hand) = (tick(b.load_narrow()), tick(hand.load_narrow()));
+        let t = tick(self.counter.ticks()) & mask;
         hook(Point::WriteRead);
-        let d = width.delta(b, t);
+        let d = t.wrapping_sub(b) & mask;
         // The general path's `Zone::Valid` with a first reading that passed the base: it
         // neither waits for the handover (`read_past_handover`) nor does nothing.
         let steady = margin != 0
             && d != 0
-            && d <= geometry.deadline
-            && width.delta(t, b) > hand
+            && d <= deadline
+            && b.wrapping_sub(t) & mask > hand
             && !self.is_latched(version);
         if !steady {
             return None;
         }
-        let reach = margin.saturating_mul(2);
+        let reach = tick(margin).saturating_mul(2);
         hook(Point::WriteJudged);
         let (c, late) = self.close(
             version,
-            b,
-            hand,
+            u64::from(b),
+            u64::from(hand),
             geometry,
             margin,
             |t| t,
             |t| {
                 // `Geometry::proposal`'s first case; the others from the whole timeline.
-                let d = width.delta(b, t);
-                if d <= geometry.deadline {
-                    d.saturating_add(margin).min(geometry.deadline)
+                let d = tick(t).wrapping_sub(b) & mask;
+                if d <= deadline {
+                    u64::from(d.saturating_add(tick(margin)).min(deadline))
                 } else {
-                    self.propose_cold(geometry, words, t, margin)
+                    self.propose_cold(words, t, margin)
                 }
             },
         );
         if late || c == 0 {
-            return Some(self.update_unsteady(geometry, words, c, late, margin));
+            return Some(self.update_unsteady(words, c, late, margin));
         }
+        // An end, at most the deadline.
+        let c = tick(c);
         // `Timebase::continued` at the same rate, `c` past the base, in the words it changes.
         let base_ns = base_ns.load();
         let base_frac = base_frac.load();
-        let (ns, carry) = carried(base_ns, base_frac, c, int.load_narrow(), frac.load_frac());
+        let (ns, carry) = carried(
+            base_ns,
+            base_frac,
+            u64::from(c),
+            int.load_narrow(),
+            frac.load_frac(),
+        );
         let step = Step {
-            base_ticks: width.add(b, c),
+            base_ticks: b.wrapping_add(c) & mask,
             base_ns: ns,
             base_frac: carry,
             prev_ticks: b,
@@ -127,9 +155,10 @@ impl<C: Counter> Clock<C> {
     /// is not on the timeline (out of line: it is rare, and its frame is large).
     #[cold]
     #[inline(never)]
-    fn propose_cold(&self, geometry: &Geometry, words: &Words<WORDS>, t: u64, margin: u64) -> u64 {
+    fn propose_cold(&self, words: &Words<WORDS>, t: u64, margin: u64) -> u64 {
+        let geometry = Geometry::of(self.width());
         self.propose(
-            geometry,
+            &geometry,
             &Timebase::load(words),
             t,
             margin,
@@ -144,12 +173,12 @@ impl<C: Counter> Clock<C> {
     #[inline(never)]
     fn update_unsteady(
         &self,
-        geometry: &Geometry,
         words: &Words<WORDS>,
         c: u64,
         late: bool,
         margin: u64,
     ) -> Result<(), ClockError> {
+        let geometry = &Geometry::of(self.width());
         let tb = Timebase::load(words);
         let reach = margin.saturating_mul(2);
         if late {
@@ -173,12 +202,14 @@ impl<C: Counter> Clock<C> {
         step: &Step,
         margin: u64,
     ) {
-        let width = geometry.width;
-        // Where a reading falls for the next version (`publish`'s `place`).
+        let (mask, deadline) = (tick(geometry.width.mask()), tick(geometry.deadline));
+        // Where a reading falls for the next version (`publish`'s `place`: a narrow reading
+        // past the deadline is late).
         let place = |t: u64| {
-            let d = width.delta(step.base_ticks, t);
-            let past = width.delta(t, step.base_ticks) > step.hand && d >= margin;
-            (past, past && geometry.is_late(geometry.zone(d)))
+            let t = tick(t);
+            let d = t.wrapping_sub(step.base_ticks) & mask;
+            let past = step.base_ticks.wrapping_sub(t) & mask > step.hand && d >= tick(margin);
+            (past, past && d > deadline)
         };
         let settled = self.settled.load(Ordering::Relaxed) == version.number.wrapping_add(1);
         let mut fixed = settled;
@@ -198,11 +229,11 @@ impl<C: Counter> Clock<C> {
             }
             let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
                 slot;
-            b.store(step.base_ticks);
+            b.store(u64::from(step.base_ticks));
             base_ns.store(step.base_ns);
-            prev_ticks.store(step.prev_ticks);
+            prev_ticks.store(u64::from(step.prev_ticks));
             prev_ns.store(step.prev_ns);
-            hand.store(if past { 0 } else { step.hand });
+            hand.store(if past { 0 } else { u64::from(step.hand) });
             base_frac.store(step.base_frac);
             prev_carry.store(step.prev_carry);
             if !settled {
@@ -783,7 +814,9 @@ impl<C: Counter> Clock<C> {
                 .end
                 .compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => proposal,
+                // As the word holds it (the same value: ends are below 2^32 where gate words
+                // are 32-bit, which the compiler then knows).
+                Ok(_) => GateWord::held(proposal),
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
