@@ -23,6 +23,13 @@ fn tick(v: u64) -> Tick {
     return v;
 }
 
+/// A [`Tick`] as a `u64`.
+#[inline(always)]
+#[allow(clippy::useless_conversion)] // u64 -> u64 where `Tick` is `u64`
+fn wide(v: Tick) -> u64 {
+    u64::from(v)
+}
+
 /// What a steady update changes (`Clock::update_steady`): the next version's words that are
 /// not the rate's (`Timebase::continued` at the same rate).
 struct Step {
@@ -104,8 +111,8 @@ impl<C: Counter> Clock<C> {
         hook(Point::WriteJudged);
         let (c, late) = self.close(
             version,
-            u64::from(b),
-            u64::from(hand),
+            wide(b),
+            wide(hand),
             geometry,
             margin,
             |t| t,
@@ -113,7 +120,7 @@ impl<C: Counter> Clock<C> {
                 // `Geometry::proposal`'s first case; the others from the whole timeline.
                 let d = tick(t).wrapping_sub(b) & mask;
                 if d <= deadline {
-                    u64::from(d.saturating_add(tick(margin)).min(deadline))
+                    wide(d.saturating_add(tick(margin)).min(deadline))
                 } else {
                     self.propose_cold(words, t, margin)
                 }
@@ -130,7 +137,7 @@ impl<C: Counter> Clock<C> {
         let (ns, carry) = carried(
             base_ns,
             base_frac,
-            u64::from(c),
+            wide(c),
             int.load_narrow(),
             frac.load_frac(),
         );
@@ -229,11 +236,11 @@ impl<C: Counter> Clock<C> {
             }
             let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
                 slot;
-            b.store(u64::from(step.base_ticks));
+            b.store(wide(step.base_ticks));
             base_ns.store(step.base_ns);
-            prev_ticks.store(u64::from(step.prev_ticks));
+            prev_ticks.store(wide(step.prev_ticks));
             prev_ns.store(step.prev_ns);
-            hand.store(if past { 0 } else { u64::from(step.hand) });
+            hand.store(if past { 0 } else { wide(step.hand) });
             base_frac.store(step.base_frac);
             prev_carry.store(step.prev_carry);
             if !settled {
