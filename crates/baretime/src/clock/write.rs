@@ -43,11 +43,9 @@ struct Step {
 }
 
 impl<C: Counter> Clock<C> {
-    /// Runs one write as the one writer, or returns `Busy` without waiting. Inlined into each
-    /// writer, so that `update` on a narrow counter runs its steady case
-    /// ([`Clock::update_steady`]) in a frame of its own, and the general path
-    /// ([`Clock::write_locked`]) is one function for all of them.
-    #[inline(always)]
+    /// Runs one write as the one writer, or returns `Busy` without waiting: `update` on a
+    /// narrow counter in its steady case ([`Clock::update_steady`], in a frame of its own),
+    /// every other write on the general path ([`Clock::write_locked`]).
     pub(super) fn write(&self, what: Write) -> Result<(), ClockError> {
         if self
             .writer
