@@ -969,3 +969,56 @@ impl<C: Counter> Clock<C> {
         geometry.width.value(self.counter.ticks())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frequency::{Accuracy, Source};
+    use crate::FnCounter;
+    use core::cell::Cell;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever mix of updates and recalibrations (the rate words change) runs, every
+        /// version holds the rate words a whole `Timebase::store` of `Timebase::continued`
+        /// would have written — the steady update's shortcut (`Clock::settled`) included —
+        /// and its slot's ticks per nanosecond.
+        #[test]
+        fn steady_updates_keep_the_rate_words(
+            bits in 16u32..=32,
+            writes in proptest::collection::vec((0u64..1 << 11, any::<bool>(), 1u64..4), 1..24),
+        ) {
+            let ticks = Cell::new(7u64);
+            let counter = FnCounter::new(|| ticks.get(), bits);
+            let hz = |millihz: u64| {
+                Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap()
+            };
+            let clock = Clock::new(&counter, hz(25_000_000_000));
+            let mask = (1u64 << bits) - 1;
+            for (gap, recalibrate, rate) in writes {
+                // Past the handover (20 µs: at most 600 ticks at 30 MHz), well before the
+                // deadline (half the wrap: 32 767 ticks or more).
+                ticks.set((ticks.get() + 1000 + gap) & mask);
+                let (before, words) = clock.timeline.current();
+                let old = Timebase::load(words);
+                if recalibrate {
+                    clock.recalibrate(hz(rate * 10_000_000_000)).unwrap();
+                } else {
+                    clock.update().unwrap();
+                }
+                let (version, words) = clock.timeline.current();
+                prop_assert_eq!(version.number, before.number + 1);
+                let new = Timebase::load(words);
+                if !recalibrate {
+                    prop_assert_eq!(new.scale, old.scale);
+                }
+                prop_assert_eq!((new.prev_int, new.prev_frac), mult(&old.scale));
+                prop_assert_eq!(new.slow, old.slow.max(mult(&old.scale)).max(mult(&new.scale)));
+                prop_assert_eq!(
+                    of_slot(&clock.inverses, version.slot).load(),
+                    per_ns(&new.scale)
+                );
+            }
+        }
+    }
+}
