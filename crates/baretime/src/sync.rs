@@ -147,6 +147,16 @@ mod clock_words {
             self.v.store(narrow(v), order);
         }
 
+        /// `v` as a gate word holds it: its low 32 bits where gate words are 32-bit (the
+        /// Clock keeps every value below 2^32 there), `v` elsewhere.
+        #[inline(always)]
+        pub(crate) const fn held(v: u64) -> u64 {
+            #[cfg(any(loom, target_has_atomic = "64"))]
+            return v;
+            #[cfg(not(any(loom, target_has_atomic = "64")))]
+            return narrow(v) as u64;
+        }
+
         #[inline]
         pub(crate) fn compare_exchange(
             &self,
@@ -328,6 +338,35 @@ impl RelaxedU64 {
         #[cfg(not(target_has_atomic = "64"))]
         {
             self.hi.load(Ordering::Relaxed)
+        }
+    }
+
+    /// A word the clock keeps below 2^32 where the target lacks 64-bit atomics (there it reads
+    /// counters modulo 2^32, and a tick's whole nanoseconds are below 2^20): its low half
+    /// alone there, so that the arithmetic on it is 32-bit; the whole word elsewhere.
+    #[inline(always)]
+    pub(crate) fn load_narrow(&self) -> u64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.load()
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            u64::from(self.load_low())
+        }
+    }
+
+    /// A tick length's fraction (2^-64 ns), whose low half the clock keeps zero where the
+    /// target lacks 64-bit atomics (its `in_force`): its high half alone there.
+    #[inline(always)]
+    pub(crate) fn load_frac(&self) -> u64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.load()
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            u64::from(self.load_high()) << 32
         }
     }
 

@@ -210,7 +210,7 @@ use crate::instant::{Instant, RawInstant};
 use crate::scale::{mul_q64, saturate_u64, Scale};
 use crate::sync::{
     fence, hook, spin_loop, AtomicBool, AtomicU32, GateWord, Mark, Ordering, PlainWord, Point,
-    Published, Version, Words, WIDE_ATOMICS,
+    Published, RelaxedU64, Version, Words, WIDE_ATOMICS,
 };
 pub(crate) use snapshot::{Place, Snapshot};
 use timeline::*;
@@ -487,6 +487,17 @@ pub struct Clock<C: Counter> {
     /// stored by the writer that publishes it: the next writer loads it rather than compute
     /// it again (a tick count from nanoseconds: tens of instructions on a 32-bit core).
     margins: [PlainWord; 2],
+    /// The writer's own note (read and written under its flag): `number + 1` of the version
+    /// in force when the other slot holds its rate words — its rate, the previous rate, the
+    /// slowest rate — and an update at that rate would write them unchanged (its previous
+    /// rate is its rate, its slowest no faster), so a steady update stores only the words it
+    /// changes (`Clock::publish_step`); 0 otherwise. Every other publication clears it.
+    settled: AtomicU32,
+    /// Per slot, its rate's ticks per nanosecond in 32.32 fixed point, rounded down
+    /// (`timeline::per_ns`): written with the slot's words inside the publication
+    /// and read inside the generation check, as they are, so that the one-pass deadline
+    /// (`Clock::quick_deadline`) guesses its tick with two multiplies.
+    inverses: [RelaxedU64; 2],
     /// Called after a write that moved the timeline's deadlines ([`Clock::on_write`]).
     on_write: Option<fn()>,
 }
@@ -504,6 +515,8 @@ macro_rules! unstarted {
             mark: Mark::new(),
             stops: [GateWord::new(0), GateWord::new(0)],
             margins: [PlainWord::new(0), PlainWord::new(0)],
+            settled: AtomicU32::new(0),
+            inverses: [RelaxedU64::new(0), RelaxedU64::new(0)],
             on_write: None,
         }
     };

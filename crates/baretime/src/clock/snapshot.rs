@@ -1,6 +1,7 @@
 //! What a deadline is computed from: one version of the timeline and a counter reading.
 
 use super::*;
+use core::num::NonZeroU64;
 
 /// Where a counter reading falls on the timeline in force, for a deadline
 /// (`crate::deadline`).
@@ -139,12 +140,17 @@ impl<C: Counter> Clock<C> {
     /// [`Clock::deadline`]'s common case on a narrow counter, in one pass over the words in
     /// force, without a [`Snapshot`]: a reading on the open timeline (the fast path's own test,
     /// `d < lim`, after the counter read, and nothing published since), a target ahead of it,
-    /// whose first tick [`Scale::ns_to_ticks_ceil`]'s guess hits and two evaluations of the
-    /// readers' formula prove the least, before the timeline's end and within half an update
-    /// interval. The tick `deadline`'s search would find there. `None` for everything else
-    /// (the full search), and for 64-bit counters, whose reading a second read confirms.
+    /// before the timeline's end and within half an update interval. The tick is guessed from
+    /// the slot's ticks per nanosecond (`Clock::inverses`: two multiplies), and two
+    /// evaluations of the readers' formula prove it the least — the tick `deadline`'s search
+    /// would find there. `None` for everything else (the full search), and for 64-bit
+    /// counters, whose reading a second read confirms.
+    ///
+    /// The tick comes back plus one (a narrow counter's tick is below 2^63: never zero, no
+    /// overflow), so that the answer fits two registers on a 32-bit core: out of line, the
+    /// call costs a few instructions, where inlined its frame weighed on the caller's.
     #[inline(never)]
-    pub(crate) fn quick_deadline(&self, target: u64) -> Option<u64> {
+    pub(crate) fn quick_deadline(&self, target: u64) -> Option<NonZeroU64> {
         let width = self.width();
         if width == Width::FULL {
             return None;
@@ -153,35 +159,38 @@ impl<C: Counter> Clock<C> {
         let (version, words, s1) = self.timeline.begin();
         let raw = self.counter.ticks();
         let t = width.value(raw);
-        let [b, base_ns, int, frac, _, _, _, _, _, inv, millihz, ..] = words;
+        let [b, base_ns, int, frac, ..] = words;
         let lim = self.gate(version.slot).lim.load(Ordering::Relaxed);
-        let (b, base_ns, int, frac) = (b.load(), base_ns.load(), int.load(), frac.load());
-        let (inv, shift) = (inv.load(), millihz.load_high() >> (SHIFT_AT - 32));
+        // Below 2^32 where the target lacks 64-bit atomics (`load_narrow`, `load_frac`).
+        let (b, base_ns) = (b.load_narrow(), base_ns.load());
+        let (int, frac) = (int.load_narrow(), frac.load_frac());
+        let per_ns = of_slot(&self.inverses, version.slot).load();
         if !self.timeline.unchanged(s1) {
             return None;
         }
         let d = width.delta(b, t);
-        // Ends are below 2^62: no sum below overflows. On a 32-bit core distances, the tick
-        // length's integer part and (`in_force`) its fraction fit 32 bits: `advance_narrow`.
-        #[cfg(not(any(loom, target_has_atomic = "64")))]
-        #[allow(clippy::cast_possible_truncation)] // below 2^32, as just said
-        let value = |k: u64| {
-            super::read::advance_narrow(
-                base_ns,
-                d.saturating_add(k) as u32,
-                int as u32,
-                (frac >> 32) as u32,
-            )
-        };
-        #[cfg(any(loom, target_has_atomic = "64"))]
-        let value = |k: u64| advance(base_ns, d.saturating_add(k), int, frac);
-        if d >= lim || value(0) >= target {
+        // The time from the base to the target: below 2^32 ns for the guess's multiplies.
+        let span = target.checked_sub(base_ns)?;
+        if d >= lim || span >> 32 != 0 {
             return None;
         }
-        let scale = Scale::from_parts(int, frac, inv, shift, 0);
-        let k = scale
-            .ns_to_ticks_ceil(target.saturating_sub(base_ns))
-            .checked_sub(d)?;
+        // The readers' formula `d` ticks past the base, less `base_ns` (`advance`). Ends are
+        // below 2^62: no sum overflows. On a 32-bit core distances, the tick length's
+        // integer part and (`in_force`) its fraction fit 32 bits: `advance_narrow`.
+        #[cfg(not(any(loom, target_has_atomic = "64")))]
+        #[allow(clippy::cast_possible_truncation)] // below 2^32, as just said
+        let since_base =
+            |d: u64| super::read::advance_narrow(0, d as u32, int as u32, (frac >> 32) as u32);
+        #[cfg(any(loom, target_has_atomic = "64"))]
+        let since_base = |d: u64| advance(0, d, int, frac);
+        // `⌈span × per_ns / 2^32⌉`, in two 32 × 32 → 64-bit products (`per_ns` is below
+        // 2^39): the least tick past the base whose time reaches the span, or one less
+        // (`timeline::per_ns`), proven below by the formula itself.
+        #[allow(clippy::arithmetic_side_effects)] // span < 2^32: each product below 2^64
+        let guess = {
+            let low = span * (per_ns & 0xffff_ffff);
+            (low >> 32) + span * (per_ns >> 32) + u64::from(low & 0xffff_ffff != 0)
+        };
         // Half the update interval is at least this (the margin is at most 1/16 of the wrap):
         // `deadline`'s cap does not apply below it.
         let margin_max = (width.mask() >> 4).max(1);
@@ -190,17 +199,25 @@ impl<C: Counter> Clock<C> {
             .saturating_sub(margin_max)
             .saturating_sub(1)
             >> 1;
-        if k == 0 || k > cap || d.saturating_add(k) > geometry.deadline {
-            return None;
-        }
-        // The guess is the least tick or one past it (the inverse is rounded up: a span that
-        // is a whole number of ticks may come out a tick long).
-        let k = if k >= 2 && value(k.saturating_sub(1)) >= target {
-            k.saturating_sub(1)
+        // The least tick past the base whose time reaches the span: the guess, if the one
+        // before it falls short, or the one after it, if the guess falls short itself.
+        let at = if since_base(guess) >= span {
+            if guess == 0 || since_base(guess.saturating_sub(1)) >= span {
+                return None;
+            }
+            guess
         } else {
-            k
+            let next = guess.saturating_add(1);
+            if since_base(next) < span {
+                return None;
+            }
+            next
         };
-        (value(k.saturating_sub(1)) < target && value(k) >= target).then(|| width.add(raw, k))
+        let k = at.checked_sub(d)?;
+        let proven = k != 0 && k <= cap && at <= geometry.deadline;
+        proven
+            .then(|| NonZeroU64::new(width.add(raw, k).wrapping_add(1)))
+            .flatten()
     }
 }
 
@@ -239,7 +256,7 @@ mod tests {
             let (due, full, _) = clock.plan(Instant::from_nanos(target));
             if let Some(t) = quick {
                 prop_assert!(!due);
-                prop_assert_eq!(t, full.ticks());
+                prop_assert_eq!(t.get() - 1, full.ticks());
             }
         }
     }
@@ -260,7 +277,7 @@ mod tests {
             let target = clock.now().as_nanos() + 5_000_000 + i * 997;
             let quick = clock.quick_deadline(target);
             assert_eq!(
-                quick,
+                quick.map(|t| t.get() - 1),
                 Some(clock.plan(Instant::from_nanos(target)).1.ticks()),
                 "{i}"
             );

@@ -3,8 +3,49 @@
 
 use super::*;
 
+/// A counter value, distance or margin in a steady update (`Clock::update_steady`): `u32`
+/// where the target lacks 64-bit atomics — the clock reads counters modulo 2^32 there, so
+/// every such value is below 2^32, and its arithmetic is then 32-bit — `u64` elsewhere. The
+/// same source either way: no sum or product below comes near 2^32 where it is `u32` (ends
+/// below 2^31, margins below 2^28).
+#[cfg(not(any(loom, target_has_atomic = "64")))]
+type Tick = u32;
+#[cfg(any(loom, target_has_atomic = "64"))]
+type Tick = u64;
+
+/// `v` as a [`Tick`]: its low 32 bits where that is `u32` (where `v` is below 2^32).
+#[inline(always)]
+fn tick(v: u64) -> Tick {
+    #[cfg(not(any(loom, target_has_atomic = "64")))]
+    #[allow(clippy::cast_possible_truncation)] // below 2^32 there, as just said
+    return v as u32;
+    #[cfg(any(loom, target_has_atomic = "64"))]
+    return v;
+}
+
+/// A [`Tick`] as a `u64`.
+#[inline(always)]
+#[allow(clippy::useless_conversion)] // u64 -> u64 where `Tick` is `u64`
+fn wide(v: Tick) -> u64 {
+    u64::from(v)
+}
+
+/// What a steady update changes (`Clock::update_steady`): the next version's words that are
+/// not the rate's (`Timebase::continued` at the same rate).
+struct Step {
+    base_ticks: Tick,
+    base_ns: u64,
+    base_frac: u64,
+    prev_ticks: Tick,
+    prev_ns: u64,
+    prev_carry: u64,
+    hand: Tick,
+}
+
 impl<C: Counter> Clock<C> {
-    /// Runs one write as the one writer, or returns `Busy` without waiting.
+    /// Runs one write as the one writer, or returns `Busy` without waiting: `update` on a
+    /// narrow counter in its steady case ([`Clock::update_steady`], in a frame of its own),
+    /// every other write on the general path ([`Clock::write_locked`]).
     pub(super) fn write(&self, what: Write) -> Result<(), ClockError> {
         if self
             .writer
@@ -13,7 +54,14 @@ impl<C: Counter> Clock<C> {
         {
             return Err(ClockError::Busy);
         }
-        let result = self.write_locked(what);
+        hook(Point::WriteLocked);
+        let result = match what {
+            Write::Update if self.width() != Width::FULL => match self.update_steady() {
+                Some(result) => result,
+                None => self.write_locked(what),
+            },
+            _ => self.write_locked(what),
+        };
         self.writer.store(false, Ordering::Release);
         if let Some(hook) = self.on_write {
             let moved = match (what, result) {
@@ -29,41 +77,206 @@ impl<C: Counter> Clock<C> {
 
     /// `update` on a narrow counter in the common case — a periodic tick: the first reading
     /// past the base (the last write's handover over) and on the timeline, which is open —
-    /// exactly as [`Clock::write_locked`]'s general path runs it, without its other cases
-    /// (on a Cortex-M4 about half the instructions). `None`, having changed nothing (a counter
-    /// read only), for anything else: the general path then starts over.
-    fn update_steady(
-        &self,
-        geometry: &Geometry,
-        version: Version,
-        tb: &Timebase,
-    ) -> Option<Result<(), ClockError>> {
-        let width = geometry.width;
-        let t = width.value(self.counter.ticks());
+    /// exactly as [`Clock::write_locked`]'s general path runs it, without its other cases,
+    /// and from the few words an update on time reads and changes (`Step`) rather than a
+    /// whole [`Timebase`]. `None`, having changed nothing (a counter read only), for anything
+    /// else — a clock not started too: the general path then starts over.
+    #[inline(never)]
+    fn update_steady(&self) -> Option<Result<(), ClockError>> {
+        // The counter's width is usually a constant: so is all of the geometry here.
+        let geometry = &Geometry::of(self.width());
+        let (mask, deadline) = (tick(geometry.width.mask()), tick(geometry.deadline));
+        let (version, words) = self.timeline.current();
+        // The rate stays: the margin the last write stored (0 before `start`).
+        let margin = of_slot(&self.margins, version.slot).load(Ordering::Relaxed);
+        let [b, base_ns, int, frac, _, _, _, _, hand, _, _, _, _, base_frac, _] = words;
+        // Below 2^32 where the target lacks 64-bit atomics: `load_narrow`.
+        let (b, hand) = (tick(b.load_narrow()), tick(hand.load_narrow()));
+        let t = tick(self.counter.ticks()) & mask;
         hook(Point::WriteRead);
-        let d = width.delta(tb.base_ticks, t);
+        let d = t.wrapping_sub(b) & mask;
         // The general path's `Zone::Valid` with a first reading that passed the base: it
         // neither waits for the handover (`read_past_handover`) nor does nothing.
-        let steady = d != 0
-            && geometry.zone(d) == Zone::Valid
-            && width.delta(t, tb.base_ticks) > tb.hand
+        let steady = margin != 0
+            && d != 0
+            && d <= deadline
+            && b.wrapping_sub(t) & mask > hand
             && !self.is_latched(version);
         if !steady {
             return None;
         }
-        // The rate stays: the margin the last write stored, twice that for the reach.
-        let margin = of_slot(&self.margins, version.slot).load(Ordering::Relaxed);
-        let reach = margin.saturating_mul(2);
+        let reach = tick(margin).saturating_mul(2);
         hook(Point::WriteJudged);
-        let (c, late) = self.close(version, tb, geometry, margin, false);
-        if late {
-            self.restart_after_late(geometry, tb, tb.at(c), tb.scale, reach, margin);
-            return Some(Err(ClockError::Late));
+        let (c, late) = self.close(
+            version,
+            wide(b),
+            wide(hand),
+            geometry,
+            margin,
+            |t| t,
+            |t| {
+                // `Geometry::proposal`'s first case; the others from the whole timeline.
+                let d = tick(t).wrapping_sub(b) & mask;
+                if d <= deadline {
+                    wide(d.saturating_add(tick(margin)).min(deadline))
+                } else {
+                    self.propose_cold(words, t, margin)
+                }
+            },
+        );
+        if late || c == 0 {
+            return Some(self.update_unsteady(words, c, late, margin));
         }
-        let mut next = tb.continued(width, c, tb.carried_at(c), tb.scale, reach);
-        next.slow = next.slowest_with(tb);
-        self.publish(geometry, &next, margin);
+        // An end, at most the deadline.
+        let c = tick(c);
+        // `Timebase::continued` at the same rate, `c` past the base, in the words it changes.
+        let base_ns = base_ns.load();
+        let base_frac = base_frac.load();
+        let (ns, carry) = carried(
+            base_ns,
+            base_frac,
+            wide(c),
+            int.load_narrow(),
+            frac.load_frac(),
+        );
+        let step = Step {
+            base_ticks: b.wrapping_add(c) & mask,
+            base_ns: ns,
+            base_frac: carry,
+            prev_ticks: b,
+            prev_ns: base_ns,
+            prev_carry: base_frac,
+            hand: if c < reach {
+                c.saturating_add(hand).min(reach.saturating_add(reach >> 1))
+            } else {
+                reach
+            },
+        };
+        self.publish_step(geometry, version, words, &step, margin);
         Some(Ok(()))
+    }
+
+    /// [`Clock::propose`] from the whole timeline, for a steady update's close reading that
+    /// is not on the timeline (out of line: it is rare, and its frame is large).
+    #[cold]
+    #[inline(never)]
+    fn propose_cold(&self, words: &Words<WORDS>, t: u64, margin: u64) -> u64 {
+        let geometry = Geometry::of(self.width());
+        self.propose(
+            &geometry,
+            &Timebase::load(words),
+            t,
+            margin,
+            self.mark.load(),
+        )
+    }
+
+    /// The end of a steady update that closed late (the writer stalled past the deadline) or
+    /// at the base (a counter that came round a wrap into the handover): from the whole
+    /// timeline, as the general path ends it.
+    #[cold]
+    #[inline(never)]
+    fn update_unsteady(
+        &self,
+        words: &Words<WORDS>,
+        c: u64,
+        late: bool,
+        margin: u64,
+    ) -> Result<(), ClockError> {
+        let geometry = &Geometry::of(self.width());
+        let tb = Timebase::load(words);
+        let reach = margin.saturating_mul(2);
+        if late {
+            self.restart_after_late(geometry, &tb, tb.at(c), tb.scale, reach, margin);
+            return Err(ClockError::Late);
+        }
+        let mut next = tb.continued(geometry.width, c, tb.carried_at(c), tb.scale, reach);
+        next.slow = next.slowest_with(&tb);
+        self.publish(geometry, &next, margin);
+        Ok(())
+    }
+
+    /// Publishes a steady update's next version ([`Clock::publish`] for a `Step`): its
+    /// changed words, and the rest — the rate's, the previous rate's (this one), the slowest
+    /// rate's — only where the slot it writes does not hold them already (`Clock::settled`).
+    fn publish_step(
+        &self,
+        geometry: &Geometry,
+        version: Version,
+        words: &Words<WORDS>,
+        step: &Step,
+        margin: u64,
+    ) {
+        let (mask, deadline) = (tick(geometry.width.mask()), tick(geometry.deadline));
+        // Where a reading falls for the next version (`publish`'s `place`: a narrow reading
+        // past the deadline is late).
+        let place = |t: u64| {
+            let t = tick(t);
+            let d = t.wrapping_sub(step.base_ticks) & mask;
+            let past = step.base_ticks.wrapping_sub(t) & mask > step.hand && d >= tick(margin);
+            (past, past && d > deadline)
+        };
+        let settled = self.settled.load(Ordering::Relaxed) == version.number.wrapping_add(1);
+        let mut fixed = settled;
+        let next = self.timeline.publish(|v, slot| {
+            let gate = self.gate(v.slot);
+            gate.open(
+                geometry.deadline,
+                WIDE_ATOMICS || step.base_ns <= u64::MAX - (1 << 52),
+            );
+            self.stop_word(v.slot).store(0, Ordering::Relaxed);
+            of_slot(&self.margins, v.slot).store(margin, Ordering::Relaxed);
+            let (past, late) = place(self.read_after_fence(geometry));
+            if past && late {
+                gate.latched
+                    .store(v.number.wrapping_add(1), Ordering::Relaxed);
+                gate.lim.store(0, Ordering::Relaxed);
+            }
+            let [b, base_ns, int, frac, prev_ticks, prev_ns, prev_int, prev_frac, hand, inv, millihz, slow_int, slow_frac, base_frac, prev_carry] =
+                slot;
+            b.store(wide(step.base_ticks));
+            base_ns.store(step.base_ns);
+            prev_ticks.store(wide(step.prev_ticks));
+            prev_ns.store(step.prev_ns);
+            hand.store(if past { 0 } else { wide(step.hand) });
+            base_frac.store(step.base_frac);
+            prev_carry.store(step.prev_carry);
+            if !settled {
+                // `Timebase::store` of `Timebase::continued`'s rate words, copied from the
+                // version in force: its rate, which is also the previous one, and the slowest
+                // of its slowest and its own.
+                let [_, _, c_int, c_frac, _, _, c_prev_int, c_prev_frac, _, c_inv, c_millihz, c_slow_int, c_slow_frac, _, _] =
+                    words;
+                let rate = (c_int.load(), c_frac.load());
+                let slow = (c_slow_int.load(), c_slow_frac.load());
+                let slowest = slow.max(rate);
+                int.store(rate.0);
+                frac.store(rate.1);
+                prev_int.store(rate.0);
+                prev_frac.store(rate.1);
+                inv.store(c_inv.load());
+                millihz.store(c_millihz.load());
+                slow_int.store(slowest.0);
+                slow_frac.store(slowest.1);
+                of_slot(&self.inverses, v.slot)
+                    .store(of_slot(&self.inverses, version.slot).load());
+                // Those words are the version in force's own where it already ran at its
+                // rate after its rate (an update after an update) with no slower one before.
+                fixed = (c_prev_int.load(), c_prev_frac.load()) == rate && slowest == slow;
+            }
+        });
+        self.settled.store(
+            if fixed {
+                next.number.wrapping_add(1)
+            } else {
+                0
+            },
+            Ordering::Relaxed,
+        );
+        // `publish`'s second look, now that the version is visible.
+        if place(self.read_after_fence(geometry)).1 {
+            self.latch(next);
+        }
     }
 
     /// A write stalled past the deadline after its first read (readers latched the timeline,
@@ -88,8 +301,8 @@ impl<C: Counter> Clock<C> {
         self.publish(geometry, &fresh, margin);
     }
 
+    #[inline(never)]
     pub(super) fn write_locked(&self, what: Write) -> Result<(), ClockError> {
-        hook(Point::WriteLocked);
         let geometry = Geometry::of(self.width());
         let width = geometry.width;
         let (version, words) = self.timeline.current();
@@ -113,11 +326,6 @@ impl<C: Counter> Clock<C> {
             (Write::Start(_), true) => return Err(ClockError::Started),
             (_, false) => return Err(ClockError::NotStarted),
             _ => {}
-        }
-        if let (Write::Update, false) = (what, width == Width::FULL) {
-            if let Some(result) = self.update_steady(&geometry, version, &tb) {
-                return result;
-            }
         }
         let gate = self.gate(version.slot);
         // `geometry.margin(&tb.scale)`, as the write that published this version stored it.
@@ -237,7 +445,15 @@ impl<C: Counter> Clock<C> {
             }
             Zone::Valid => {
                 hook(Point::WriteJudged);
-                let (c, late) = self.close(version, &tb, &geometry, margin, stuck);
+                let (c, late) = self.close(
+                    version,
+                    tb.base_ticks,
+                    tb.hand,
+                    &geometry,
+                    margin,
+                    |t| self.confirm(width, &tb, t, self.mark.load()),
+                    |t| self.close_point(&geometry, &tb, t, margin, stuck),
+                );
                 let end_ns = tb.at(c);
                 // A 64-bit close point more than a margin before this write's own reading:
                 // the close read was behind (the counter was reset back during the write) and
@@ -530,6 +746,7 @@ impl<C: Counter> Clock<C> {
             );
             self.stop_word(v.slot).store(0, Ordering::Relaxed);
             of_slot(&self.margins, v.slot).store(margin, Ordering::Relaxed);
+            of_slot(&self.inverses, v.slot).store(per_ns(&next.scale));
             // Confirmed (promise 7): a glitched read here would drop the handover of a
             // counter that has not reached the base.
             let (past, late) =
@@ -542,6 +759,7 @@ impl<C: Counter> Clock<C> {
             // Past the base by a margin: no handover.
             next.store(slot, if past { 0 } else { next.hand });
         });
+        self.settled.store(0, Ordering::Relaxed);
         // A writer stalled after that read (before the version became visible) may publish a
         // narrow timeline whose deadline the counter has passed meanwhile, unseen: readers
         // read the previous version all along. Look once more, now that it is visible, and
@@ -560,16 +778,22 @@ impl<C: Counter> Clock<C> {
         self.late_updates.store(n, Ordering::Relaxed);
     }
 
-    /// Closes the current timeline (step 1 of the module docs) and returns its end, and
-    /// whether the timeline turned out to be past its deadline by then (the writer was
-    /// stalled after its first read).
+    /// Closes the current timeline (step 1 of the module docs), based at `base` with `hand`
+    /// ticks of handover, and returns its end, and whether the timeline turned out to be
+    /// past its deadline by then (the writer was stalled after its first read). `confirm`
+    /// judges the close reading ([`Clock::confirm`]: narrow readings as they are); `propose`
+    /// gives the close point a reading proposes when the timeline was not latched (the
+    /// general write's [`Clock::close_point`], or a steady update's one sum).
+    #[allow(clippy::too_many_arguments)] // the close's inputs, none of them a timeline
     pub(super) fn close(
         &self,
         version: Version,
-        tb: &Timebase,
+        base: u64,
+        hand: u64,
         geometry: &Geometry,
         margin: u64,
-        stuck: bool,
+        confirm: impl FnOnce(u64) -> u64,
+        propose: impl FnOnce(u64) -> u64,
     ) -> (u64, bool) {
         let gate = self.gate(version.slot);
         let closing = closing(version);
@@ -578,46 +802,63 @@ impl<C: Counter> Clock<C> {
         gate.lim.store(0, Ordering::SeqCst);
         hook(Point::WriteClosing);
         let t = self.read_after_fence(geometry);
-        let t = self.confirm(geometry.width, tb, t, self.mark.load());
+        let t = confirm(t);
         // Loaded after the close was announced (`SeqCst`, as the latch and a latching reader's
         // second look at the end): a reader that latched the timeline before it and returned
         // its end (open: the deadline) is seen here, however long this writer was stalled
         // since it judged its reading; the close point is then the deadline, where those
         // readers stood, never a reading a wrap later.
         let latched = self.is_latched(version);
-        let before = geometry.width.delta(t, tb.base_ticks);
-        // A counter that did not reach the base while the writer waited, and still has not:
-        // no reader has passed the base (their readings came before this one), so the
-        // timeline closes at its base and continues at the new rate, its handover unchanged.
-        let still_stuck = stuck
-            && before != 0
-            && before <= tb.hand
-            && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
         let proposal = if latched {
             geometry.deadline
-        } else if still_stuck {
-            0
         } else {
-            self.propose(geometry, tb, t, margin, self.mark.load())
+            propose(t)
         };
         let end =
             match gate
                 .end
                 .compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst)
             {
-                Ok(_) => proposal,
+                // As the word holds it (the same value: ends are below 2^32 where gate words
+                // are 32-bit, which the compiler then knows).
+                Ok(_) => GateWord::held(proposal),
                 // A helper decided first; only this writer stores `CLOSING`, so this is an end.
                 Err(end) => end,
             };
         let late = latched
-            || (geometry.is_late(geometry.zone(geometry.width.delta(tb.base_ticks, t)))
-                && geometry.width.delta(t, tb.base_ticks) > tb.hand)
+            || (geometry.is_late(geometry.zone(geometry.width.delta(base, t)))
+                && geometry.width.delta(t, base) > hand)
             || self.is_latched(version);
         if late {
             self.latch(version);
         }
         hook(Point::WriteClosed);
         (end, late)
+    }
+
+    /// The close point the general write proposes from its close reading `t`: `tb`'s base
+    /// where the counter did not reach it while the writer waited (`stuck`) and still has
+    /// not — no reader has passed the base (their readings came before this one), so the
+    /// timeline closes there and continues at the new rate, its handover unchanged —
+    /// otherwise [`Clock::propose`]'s.
+    pub(super) fn close_point(
+        &self,
+        geometry: &Geometry,
+        tb: &Timebase,
+        t: u64,
+        margin: u64,
+        stuck: bool,
+    ) -> u64 {
+        let before = geometry.width.delta(t, tb.base_ticks);
+        let still_stuck = stuck
+            && before != 0
+            && before <= tb.hand
+            && (geometry.width != Width::FULL || !tb.is_behind(t, self.mark.load()));
+        if still_stuck {
+            0
+        } else {
+            self.propose(geometry, tb, t, margin, self.mark.load())
+        }
     }
 
     /// The close point a reading `t` proposes for `tb` (step 1 of the module docs), judged
@@ -726,5 +967,58 @@ impl<C: Counter> Clock<C> {
     pub(super) fn read_after_fence(&self, geometry: &Geometry) -> u64 {
         fence(Ordering::SeqCst);
         geometry.width.value(self.counter.ticks())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::frequency::{Accuracy, Source};
+    use crate::FnCounter;
+    use core::cell::Cell;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Whatever mix of updates and recalibrations (the rate words change) runs, every
+        /// version holds the rate words a whole `Timebase::store` of `Timebase::continued`
+        /// would have written — the steady update's shortcut (`Clock::settled`) included —
+        /// and its slot's ticks per nanosecond.
+        #[test]
+        fn steady_updates_keep_the_rate_words(
+            bits in 16u32..=32,
+            writes in proptest::collection::vec((0u64..1 << 11, any::<bool>(), 1u64..4), 1..24),
+        ) {
+            let ticks = Cell::new(7u64);
+            let counter = FnCounter::new(|| ticks.get(), bits);
+            let hz = |millihz: u64| {
+                Frequency::from_millihz(millihz, Source::User, Accuracy::Exact).unwrap()
+            };
+            let clock = Clock::new(&counter, hz(25_000_000_000));
+            let mask = (1u64 << bits) - 1;
+            for (gap, recalibrate, rate) in writes {
+                // Past the handover (20 µs: at most 600 ticks at 30 MHz), well before the
+                // deadline (half the wrap: 32 767 ticks or more).
+                ticks.set((ticks.get() + 1000 + gap) & mask);
+                let (before, words) = clock.timeline.current();
+                let old = Timebase::load(words);
+                if recalibrate {
+                    clock.recalibrate(hz(rate * 10_000_000_000)).unwrap();
+                } else {
+                    clock.update().unwrap();
+                }
+                let (version, words) = clock.timeline.current();
+                prop_assert_eq!(version.number, before.number + 1);
+                let new = Timebase::load(words);
+                if !recalibrate {
+                    prop_assert_eq!(new.scale, old.scale);
+                }
+                prop_assert_eq!((new.prev_int, new.prev_frac), mult(&old.scale));
+                prop_assert_eq!(new.slow, old.slow.max(mult(&old.scale)).max(mult(&new.scale)));
+                prop_assert_eq!(
+                    of_slot(&clock.inverses, version.slot).load(),
+                    per_ns(&new.scale)
+                );
+            }
+        }
     }
 }
