@@ -217,7 +217,10 @@ fn set_at_edge_overflowing_seconds() {
         before: t,
         after: t,
     };
-    assert_eq!(wall.set_at_edge(&edge(u64::MAX)), Err(WallError::OutOfRange));
+    assert_eq!(
+        wall.set_at_edge(&edge(u64::MAX)),
+        Err(WallError::OutOfRange)
+    );
     assert_eq!(
         wall.set_at_edge(&edge(u64::MAX / 1_000_000_000 + 1)),
         Err(WallError::OutOfRange)
@@ -398,7 +401,22 @@ impl Model {
 /// Moves the clock forward by at least `ns` of clock time, in steps a narrow counter survives
 /// (with an update after each). False if that would take too many steps.
 fn advance_ns(sim: &Sim, clock: &Clock<Ctr>, m: &Model, ns: u64) -> bool {
-    let ticks = m.ticks_for(ns);
+    // A recalibration takes over a handover after it, at the old rate: go on until the
+    // clock's time has moved by `ns`.
+    let to = now(clock).saturating_add(ns);
+    for _ in 0..256 {
+        let t = now(clock);
+        if t >= to {
+            return true;
+        }
+        if !advance_ticks(sim, clock, m, m.ticks_for(to - t).max(1)) {
+            return false;
+        }
+    }
+    now(clock) >= to
+}
+
+fn advance_ticks(sim: &Sim, clock: &Clock<Ctr>, m: &Model, ticks: u64) -> bool {
     if m.bits >= 64 {
         sim.advance(ticks);
         return true;
@@ -434,25 +452,46 @@ fn check_reading(clock: &Clock<Ctr>, wall: &Wall, m: &mut Model) -> Result<(), T
         prop_assert_eq!(
             i128::from(w),
             expect.clamp(0, i128::from(u64::MAX)),
-            "P3: slewing over at t={} (end {}), the wall time is not exactly t + offsets", t, m.end_hi
+            "P3: slewing over at t={} (end {}), the wall time is not exactly t + offsets",
+            t,
+            m.end_hi
         );
-        prop_assert_eq!(rem, 0, "P3: remaining not 0 after the slew's end at t={}", t);
+        prop_assert_eq!(
+            rem,
+            0,
+            "P3: remaining not 0 after the slew's end at t={}",
+            t
+        );
     } else if t >= m.c_hi && !saturated {
         prop_assert_eq!(
             i128::from(w) + i128::from(rem),
             expect,
-            "P3: wall {} + remaining {} is not where the slew ends ({}) at t={}", w, rem, expect, t
+            "P3: wall {} + remaining {} is not where the slew ends ({}) at t={}",
+            w,
+            rem,
+            expect,
+            t
         );
         let off = m.latest_off;
         prop_assert!(
             (rem == 0 || rem.signum() == off.signum()) && rem.unsigned_abs() <= off.unsigned_abs(),
-            "P3: remaining {} outside 0..={} (overshoot) at t={}", rem, off, t
+            "P3: remaining {} outside 0..={} (overshoot) at t={}",
+            rem,
+            off,
+            t
         );
     }
     if let Some((t1, w1, n1, s1)) = m.prev {
         let across_set = s1 != m.sets_done || t1 < m.last_set_c_hi;
         if !across_set {
-            prop_assert!(w >= w1, "P3: the wall time went back from {} (t={}) to {} (t={})", w1, t1, w, t);
+            prop_assert!(
+                w >= w1,
+                "P3: the wall time went back from {} (t={}) to {} (t={})",
+                w1,
+                t1,
+                w,
+                t
+            );
             if w < u64::MAX && w1 < u64::MAX {
                 let n2 = m.ppms.len();
                 let lo = n1.saturating_sub(3);
@@ -477,7 +516,14 @@ fn check_reading(clock: &Clock<Ctr>, wall: &Wall, m: &mut Model) -> Result<(), T
 
 /// `spaced`: before each wall write, let the clock pass the previous write's handover (the
 /// findings below show what back-to-back writes on a clock that has not got there do).
-fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64), spaced: bool) -> Result<(), TestCaseError> {
+fn run_model(
+    bits: u32,
+    mhz: u64,
+    start: u64,
+    ops: Vec<Op>,
+    first_set: (u64, u64),
+    spaced: bool,
+) -> Result<(), TestCaseError> {
     let (sim, clock, wall) = rig(bits, mhz, start);
     let mut m = Model {
         target: 0,
@@ -500,7 +546,10 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
     check_reading(clock, wall, &mut m)?;
     // The first set, at the clock's time now (the set itself is an op below as well).
     let mut ops = ops;
-    ops.insert(0, Op::Set(first_set.0 as i64, -(first_set.1 as i64 % 1_000_000)));
+    ops.insert(
+        0,
+        Op::Set(first_set.0 as i64, -(first_set.1 as i64 % 1_000_000)),
+    );
     for op in ops {
         if spaced && matches!(op, Op::Slew(..) | Op::Set(..)) {
             let t = now(clock);
@@ -530,10 +579,17 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
             Op::Slew(off, ppm) => {
                 let rem_before = wall.slew_remaining_ns();
                 let r = wall.slew(off, ppm);
-                let c_lo = t + H;
-                let c_hi = t.max(m.c_hi) + H;
+                let c_lo = t.saturating_add(H);
+                let c_hi = t.max(m.c_hi).saturating_add(H);
                 if ppm == 0 || ppm > MAX_SLEW_PPM {
-                    prop_assert!(matches!(r, Err(WallError::BadRate)) || (!m.set && r == Err(WallError::NotSet)), "slew({}, {}): {:?}", off, ppm, r);
+                    prop_assert!(
+                        matches!(r, Err(WallError::BadRate))
+                            || (!m.set && r == Err(WallError::NotSet)),
+                        "slew({}, {}): {:?}",
+                        off,
+                        ppm,
+                        r
+                    );
                     continue;
                 }
                 if !m.set {
@@ -542,14 +598,25 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
                 }
                 let left = match r {
                     Ok(left) => left,
-                    Err(e) => return Err(TestCaseError::fail(format!("P5: slew({off}, {ppm}) with one writer: {e:?}"))),
+                    Err(e) => {
+                        return Err(TestCaseError::fail(format!(
+                            "P5: slew({off}, {ppm}) with one writer: {e:?}"
+                        )))
+                    }
                 };
                 prop_assert!(
-                    (left == 0 || left.signum() == rem_before.signum()) && left.unsigned_abs() <= rem_before.unsigned_abs(),
-                    "P3: slew returned {} left of a slew with {} remaining at the call", left, rem_before
+                    (left == 0 || left.signum() == rem_before.signum())
+                        && left.unsigned_abs() <= rem_before.unsigned_abs(),
+                    "P3: slew returned {} left of a slew with {} remaining at the call",
+                    left,
+                    rem_before
                 );
                 let rem_after = wall.slew_remaining_ns();
-                prop_assert_eq!(rem_after, off, "P3: a slew asked for counts whole from the call on");
+                prop_assert_eq!(
+                    rem_after,
+                    off,
+                    "P3: a slew asked for counts whole from the call on"
+                );
                 m.target += i128::from(off) - i128::from(left);
                 m.c_lo = c_lo;
                 m.c_hi = c_hi;
@@ -561,20 +628,38 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
                 }
             }
             Op::Set(rel, at_rel) => {
-                let unix = clamp_u64(if m.set { t as i128 + m.target + i128::from(rel) } else { i128::from(rel as u64) });
+                let unix = clamp_u64(if m.set {
+                    t as i128 + m.target + i128::from(rel)
+                } else {
+                    i128::from(rel as u64)
+                });
                 let at = clamp_u64(t as i128 + i128::from(at_rel));
                 let rem_before = wall.slew_remaining_ns();
                 let r = wall.set(unix, Instant::from_nanos(at));
-                let c_lo = t + H;
-                let c_hi = t.max(m.c_hi) + H;
+                let c_lo = t.saturating_add(H);
+                let c_hi = t.max(m.c_hi).saturating_add(H);
                 let w_lo = i128::from(unix) + i128::from(c_lo) - i128::from(at);
                 let w_hi = i128::from(unix) + i128::from(c_hi) - i128::from(at);
                 if w_hi < 0 {
-                    prop_assert_eq!(r, Err(WallError::BeforeEpoch), "P2: set({}, {}) at t={}", unix, at, t);
+                    prop_assert_eq!(
+                        r,
+                        Err(WallError::BeforeEpoch),
+                        "P2: set({}, {}) at t={}",
+                        unix,
+                        at,
+                        t
+                    );
                     continue;
                 }
                 if w_lo > i128::from(u64::MAX) {
-                    prop_assert_eq!(r, Err(WallError::OutOfRange), "P2: set({}, {}) at t={}", unix, at, t);
+                    prop_assert_eq!(
+                        r,
+                        Err(WallError::OutOfRange),
+                        "P2: set({}, {}) at t={}",
+                        unix,
+                        at,
+                        t
+                    );
                     continue;
                 }
                 if w_lo >= 0 && w_hi <= i128::from(u64::MAX) {
@@ -597,7 +682,10 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
                         if old_final < i128::from(u64::MAX) {
                             prop_assert!(
                                 (step - (new - old_final)).abs() <= slack,
-                                "P2: step {} is not the move at the handover ({} ± {})", step, new - old_final, slack
+                                "P2: step {} is not the move at the handover ({} ± {})",
+                                step,
+                                new - old_final,
+                                slack
                             );
                         }
                     }
@@ -623,7 +711,8 @@ fn run_model(bits: u32, mhz: u64, start: u64, ops: Vec<Op>, first_set: (u64, u64
                 prop_assert!(clock.now() >= before);
             }
             Op::Rebase(fwd, reset) => {
-                if reset {
+                // A narrow counter's reset reads as a late update (the Clock's docs): 64-bit only.
+                if reset && bits >= 64 {
                     sim.ticks.store(0, Ordering::SeqCst);
                 }
                 let at = Instant::from_nanos(now(clock).saturating_add(fwd));
@@ -744,6 +833,7 @@ proptest! {
         k in 0u64..40,
         stall in prop_oneof![Just(0u64), 0u64..3 * H, 0u64..50_000_000],
         nested_write in 0u8..4,
+        nested_stall in prop_oneof![Just(2 * H + 1), 2 * H..50_000_000],
         off in -5_000_000i64..5_000_000,
         ppm in ppm_strategy(),
         off2 in -5_000_000i64..5_000_000,
@@ -757,11 +847,12 @@ proptest! {
         let last = std::sync::Arc::new(AtomicU64::new(wall.unix_ns().unwrap()));
         let log: std::sync::Arc<Mutex<Vec<String>>> = Default::default();
         let nested_ok = std::sync::Arc::new(AtomicI64::new(i64::MIN));
+        let base_cell = std::sync::Arc::new(AtomicU64::new(u64::MAX / 2));
         {
+            let base_cell = base_cell.clone();
             let (last, log, nested_ok) = (last.clone(), log.clone(), nested_ok.clone());
-            let base = sim.reads.load(Ordering::SeqCst) + 1;
             *sim.hook.lock().unwrap() = Some(Box::new(move |n| {
-                if n < base + k || n > base + k { return; }
+                if n != base_cell.load(Ordering::SeqCst) + k { return; }
                 sim.advance(stall);
                 let w = wall.unix_ns().unwrap();
                 let l = last.load(Ordering::SeqCst);
@@ -769,6 +860,14 @@ proptest! {
                 last.store(w, Ordering::SeqCst);
                 match nested_write {
                     0 => {}
+                    // A nested write with the clock short of the outer one's handover is
+                    // `finding_back_to_back_writes_*`; here time passes first.
+                    1 if nested_stall > 0 => {
+                        sim.advance(nested_stall);
+                        if let Ok(left) = wall.slew(1_000, 1) { nested_ok.store(left, Ordering::SeqCst); }
+                        // ... and after it, so that the outer write is not back-to-back.
+                        sim.advance(2 * H);
+                    }
                     1 => { if let Ok(left) = wall.slew(1_000, 1) { nested_ok.store(left, Ordering::SeqCst); } }
                     2 => { let _ = clock.recalibrate(freq(1_000_100_000_000)); }
                     _ => { let _ = clock.update(); }
@@ -779,6 +878,8 @@ proptest! {
             }));
         }
         let rem0 = wall.slew_remaining_ns();
+        // The hook counts from the outer write's first counter read.
+        base_cell.store(sim.reads.load(Ordering::SeqCst), Ordering::SeqCst);
         sim.hooked.store(true, Ordering::SeqCst);
         let r = if set_outer {
             // A forward step: never back.
@@ -950,6 +1051,12 @@ fn threads_slews_and_clock_writes() {
 }
 
 #[test]
+#[ignore = "finding: under threads (3 readers, one writer slewing +-2 ms at 1000..500000 ppm, \
+            setting +50 ms forward, recalibrating the Clock 0.99..1.01 GHz) a forward set of 50 ms \
+            reported step -8146, and the wall time after it was 8133 ns ahead of unix_ns + (t - at): \
+            set(1700000000165742870, at 17100695) with the wall at 1700000000115742870; at clock \
+            17200704 the wall read 1700000000165851012, not 1700000000165842879; fails every run; \
+            no sequential reproduction found yet"]
 fn threads_slews_sets_forward_and_clock_writes() {
     for seed in [7u64, 0xdead_beef] {
         threaded(seed, 3, 200_000, 2_000, true);
@@ -1067,7 +1174,10 @@ fn back_to_back_after_slew(off: i64) -> (u64, u64, u64) {
 fn finding_back_to_back_writes_jump_forward() {
     let (w1, w2, w3) = back_to_back_after_slew(1_000_000);
     assert_eq!(w1, w2);
-    assert_eq!(w2, w3, "P3: no jump; a slew changes the wall time by at most ppm × elapsed + 1 ns");
+    assert_eq!(
+        w2, w3,
+        "P3: no jump; a slew changes the wall time by at most ppm × elapsed + 1 ns"
+    );
 }
 
 #[test]
@@ -1076,7 +1186,10 @@ fn finding_back_to_back_writes_jump_forward() {
             1e18+150000 at one clock time (a slew never moves the wall time back)"]
 fn finding_back_to_back_writes_go_back() {
     let (w1, w2, w3) = back_to_back_after_slew(-1_000_000);
-    assert!(w2 >= w1 && w3 >= w2, "P3: the wall time went back: {w1} {w2} {w3}");
+    assert!(
+        w2 >= w1 && w3 >= w2,
+        "P3: the wall time went back: {w1} {w2} {w3}"
+    );
 }
 
 #[test]
