@@ -1132,11 +1132,25 @@ fn threads_two_writers_busy_changes_nothing() {
             let high = &high;
             s.spawn(move || {
                 let mut mine = 0;
-                for _ in 0..100_000 {
+                let mut prev_tb = 0u64;
+                for i in 0..100_000 {
                     let g = high.load(Ordering::SeqCst);
+                    let tb = clock.now().as_nanos();
                     let w = wall.unix_ns().unwrap();
+                    let ta = clock.now().as_nanos();
                     assert!(w >= mine && w >= g, "went back: {w} < {mine} or {g}");
+                    // Slews of at most 100 000 ppm: at most 1.1 × the clock time between the
+                    // start of the previous reading and the end of this one, + 2 ns.
+                    if i > 0 {
+                        let dt = ta - prev_tb;
+                        assert!(
+                            w - mine <= dt + dt / 10 + 2,
+                            "P3: the wall time jumped {} ns in at most {dt} ns of clock time",
+                            w - mine
+                        );
+                    }
                     mine = w;
+                    prev_tb = tb;
                     high.fetch_max(w, Ordering::SeqCst);
                 }
             });
