@@ -12,6 +12,23 @@ use std::rc::Rc;
 
 use baretime::{Accuracy, Clock, FnCounter, Frequency, Reference, Source, Watch, Watchdog};
 use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+
+/// A fixed number of cases from a fixed seed: the same worlds every run.
+fn config(cases: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases,
+        failure_persistence: None,
+        // ATK_SEED explores other worlds; the committed runs use the fixed one.
+        rng_seed: RngSeed::Fixed(
+            std::env::var("ATK_SEED")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0xA7C6_2026),
+        ),
+        ..ProptestConfig::default()
+    }
+}
 
 const E15: u128 = 1_000_000_000_000_000;
 const PS_PER_S: u128 = 1_000_000_000_000;
@@ -76,6 +93,8 @@ struct World {
     events: Vec<(u128, Ev)>,
     /// Declared reference rate (mHz), for the truth "as the reference counts it".
     r_declared: u128,
+    /// Every reference read is delayed by this (a stretch of disturbed checks).
+    fixed_delay: u128,
 }
 
 impl World {
@@ -123,7 +142,7 @@ impl World {
             pre = (self.rand() as u128) % (d + 1);
             post = d - pre;
         }
-        self.advance(pre + self.r_cost / 2);
+        self.advance(pre + self.fixed_delay + self.r_cost / 2);
         let v = self.r.value();
         self.advance(self.r_cost - self.r_cost / 2 + post);
         v
@@ -188,6 +207,8 @@ struct Cfg {
     seed: u64,
     tries: u32,
     slew: u64,
+    /// The given rate is off the counter's *true* rate (not the reference's view of it).
+    given_true: bool,
 }
 
 struct Rig {
@@ -215,10 +236,12 @@ fn rig(cfg: &Cfg) -> Rig {
         delay_max: cfg.delay_max_us as u128 * 1_000_000,
         events: Vec::new(),
         r_declared: r_decl,
+        fixed_delay: 0,
     };
     let w = Rc::new(RefCell::new(world));
     let truth = w.borrow().truth_mhz();
-    let given = mhz_off(truth, cfg.given_err_ppb) as u64;
+    let base = if cfg.given_true { cfg.c_mhz } else { truth };
+    let given = mhz_off(base, cfg.given_err_ppb) as u64;
     let rate = Frequency::from_millihz(
         given,
         Source::Calibrated,
@@ -342,6 +365,7 @@ fn calm_cfg() -> impl Strategy<Value = Cfg> {
             any::<u64>(),
             1u32..=8,
             prop_oneof![Just(0u64), Just(1_000), Just(100_000)],
+            any::<bool>(),
         ),
     )
         .prop_map(
@@ -351,7 +375,7 @@ fn calm_cfg() -> impl Strategy<Value = Cfg> {
                 (ge, gb),
                 (cc, rc),
                 (d1, dm),
-                (seed, tries, slew),
+                (seed, tries, slew, given_true),
             )| {
                 let r_err_ppb = if r_tol == 0 {
                     0
@@ -375,6 +399,7 @@ fn calm_cfg() -> impl Strategy<Value = Cfg> {
                     seed,
                     tries,
                     slew,
+                    given_true,
                 }
             },
         )
@@ -398,13 +423,20 @@ fn max_period_ps(cfg: &Cfg) -> u128 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(config(48))]
 
     /// Promise: no (c) or (d) while counter and reference run at constant rates, whatever the
     /// reads' delays, jitter and stalls; and `bound_ppb` is a worst case (the clock's rate
     /// within it of the counter's rate as the reference counts it); health's counts match.
     #[test]
     fn no_false_alarm_at_constant_rates(cfg in calm_cfg(), periods in prop::collection::vec((100u64..=1000, 0u32..=9), 40)) {
+        let mut cfg = cfg;
+        // Long runs of wide brackets with a narrow counter stretch an interval past half the
+        // counter's wrap: that is `disturbed_checks_alias_a_narrow_counter` (a finding);
+        // here the delays stay short where a 32-bit counter is involved.
+        if cfg.c_bits == 32 && std::env::var("ATK_NOCAP").is_err() {
+            cfg.delay_max_us = cfg.delay_max_us.min(100);
+        }
         let mut rig = rig(&cfg);
         let maxp = max_period_ps(&cfg);
         let truth = rig.w.borrow().truth_mhz();
@@ -441,6 +473,7 @@ fn quiet(c_mhz: u128, r_kind: usize, c_start: u64, seed: u64) -> Cfg {
         seed,
         tries: 4,
         slew: 1_000,
+        given_true: false,
     }
 }
 
@@ -461,7 +494,7 @@ fn threshold_ppb(cfg: &Cfg, p_ps: u128) -> u128 {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(config(64))]
 
     /// Promise: a change larger than twice an interval's bound is reported at the end of the
     /// second interval after the one it falls in (no check disturbed), the clock recalibrated
@@ -528,7 +561,7 @@ fn settled(cfg: &Cfg, checks: usize, p: u128) -> Rig {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(config(32))]
 
     /// Promise (d): a counter that stops while the reference moves 16 steps is
     /// `CounterStopped` (never `Changed`).
@@ -674,4 +707,189 @@ fn a_reference_that_stood_still_sweep() {
         bad.is_empty(),
         "(reference, still ‰ of P, at ‰ of P, verdict): {bad:#?}"
     );
+}
+
+/// Runs `n` checks at period `p`, asserting the clock's rate lies within `bound_ppb` of the
+/// counter's rate as the reference counts it after each (`WatchdogHealth::bound_ppb`: "How far
+/// the clock's rate can be from the counter's rate as the reference counts it, in ppb: worst
+/// case"). Returns the first violation: (check, error, bound).
+fn bound_violation(rig: &mut Rig, n: usize, p: u128) -> Option<(usize, u128, u64)> {
+    for _ in 0..n {
+        rig.hook(p);
+        let truth = rig.w.borrow().truth_mhz();
+        let err = ppb_between(rig.clock_mhz(), truth);
+        let b = rig.wd.health().bound_ppb;
+        if err > b as u128 + 1 {
+            return Some((rig.verdicts.len(), err, b));
+        }
+    }
+    None
+}
+
+/// Promise: `bound_ppb` is a worst case. After a change the docs say is too small to be
+/// reported ("each interval stays steady, and refinement follows it only as its window
+/// averages it in"), the clock's rate is off the truth by about the change while the
+/// window's bound keeps shrinking.
+#[test]
+#[ignore = "finding: WatchdogHealth::bound_ppb is not a worst case after a rate change below \
+            the detection threshold: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / \
+            500 ns, P = 0.5 s, 120 steady checks (60 s), then the counter's rate +3 ppm \
+            (under the ~4.2 ppm threshold): 2 minutes later every check is still Steady, the \
+            clock is still ~1 ppm off and bound_ppb says ~0.02 ppm (see the message)"]
+fn bound_ppb_holds_after_an_unreported_change() {
+    let cfg = quiet(1_000_000_000_000, 4, 0, 1);
+    let p = PS_PER_S / 2;
+    let mut rig = settled(&cfg, 120, p);
+    let thr = threshold_ppb(&cfg, p);
+    let delta = 3_000;
+    assert!(
+        delta < thr as i64,
+        "the change must be under the threshold {thr}"
+    );
+    rig.schedule(rig.now_ps() + p / 3, Ev::CRate(mhz_off(cfg.c_mhz, delta)));
+    // The instant after any change the clock is off: judge only after 2 minutes, when the
+    // window has had all the time the docs give it ("refinement follows it only as its
+    // window averages it in").
+    for _ in 0..240 {
+        let v = rig.hook(p);
+        assert!(!alarm(&v), "{v}");
+    }
+    let v = bound_violation(&mut rig, 60, p);
+    assert!(
+        v.is_none(),
+        "(check, error ppb, bound_ppb) = {v:?}; health {:?}; threshold {thr} ppb",
+        rig.wd.health()
+    );
+}
+
+/// Doc probe: a slow ramp (the counter's rate drifting by `ppb_per_s`, a warming crystal):
+/// is it ever reported, and does `bound_ppb` hold meanwhile? The docs give no detection time
+/// for a ramp; this asserts only `bound_ppb`'s worst-case promise.
+#[test]
+#[ignore = "finding: WatchdogHealth::bound_ppb is not a worst case under a slow ramp: 1 GHz \
+            counter, 10 MHz reference, P = 0.5 s, after 60 s steady the counter's rate ramps \
+            by 100 ppb per second (a warming crystal): the clock's rate leaves bound_ppb while \
+            every check is Steady (see the message)"]
+fn bound_ppb_holds_under_a_ramp() {
+    let cfg = quiet(1_000_000_000_000, 4, 0, 2);
+    let p = PS_PER_S / 2;
+    let mut rig = settled(&cfg, 120, p);
+    let mut rate = cfg.c_mhz;
+    let mut first_changed = None;
+    let mut viol = None;
+    for i in 0..360 {
+        // +50 ppb per half second.
+        rate += rate / 20_000_000;
+        let t = rig.now_ps();
+        rig.schedule(t + p / 2, Ev::CRate(rate));
+        if let Some(v) = bound_violation(&mut rig, 1, p) {
+            // Judged from 60 s into the ramp: long after its start, and the ramp's own error
+            // within one interval is 25 ppb.
+            if i >= 120 {
+                viol.get_or_insert((i, v));
+            }
+        }
+        if matches!(rig.verdicts.last(), Some(Watch::Changed { .. })) {
+            first_changed.get_or_insert(i);
+        }
+    }
+    assert!(
+        viol.is_none(),
+        "(ramp check, (check, error ppb, bound ppb)) = {viol:?}; first Changed at ramp check {first_changed:?}; {:?}",
+        rig.wd.health()
+    );
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// Promise: refinement moves the clock's rate by at most the slew limit per step (a
+    /// `Changed` excepted), counts its steps in `steers`, and converges to the reference's
+    /// view: within `bound_ppb` always, and `bound_ppb` shrinking like
+    /// `(w_a + w_b + 2·q_c)/(2·T·f) + q_x/(T·f_r)` ("within about w/T").
+    #[test]
+    fn refinement_is_slew_limited_and_converges(
+        c_mhz in 50_000_000_000u128..4_000_000_000_000,
+        r_kind in 2usize..REFS.len(),
+        seed in any::<u64>(),
+        err in -20_000i64..=20_000,
+        slew in prop_oneof![Just(1u64), Just(100), Just(1_000), Just(5_000)],
+    ) {
+        let mut cfg = quiet(c_mhz, r_kind, seed, seed);
+        cfg.given_bound = 20_000;
+        cfg.given_err_ppb = err;
+        cfg.slew = slew;
+        let p = PS_PER_S / 2;
+        let mut rig = rig(&cfg);
+        let truth = rig.w.borrow().truth_mhz();
+        let mut last = rig.clock_mhz();
+        let mut steps = 0u64;
+        for _ in 0..160 {
+            let v = rig.hook(p);
+            prop_assert!(!alarm(&v), "{v}");
+            let now = rig.clock_mhz();
+            if now != last {
+                steps += 1;
+                let moved = ppb_between(now, last);
+                // One rounding to the millihertz on top of the limit.
+                prop_assert!(moved <= slew as u128 + 1_000_000_000 / last + 1, "a steer of {moved} ppb > slew {slew}");
+            }
+            last = now;
+            let h = rig.wd.health();
+            let e = ppb_between(now, truth);
+            prop_assert!(e <= h.bound_ppb as u128 + 1, "error {e} ppb > bound {} ({h:?})", h.bound_ppb);
+        }
+        let h = rig.wd.health();
+        prop_assert_eq!(h.steers, steps);
+        rig.counts_agree();
+        // After 80 s the window bound's formula, with "about": four times it, plus the
+        // slew limit's granularity.
+        let t_ps = p * 158;
+        let f = cfg.c_mhz;
+        let (r_decl, _) = REFS[r_kind];
+        let ticks = |ns: u64, mhz: u128| (ns as u128 * mhz).div_ceil(1_000_000_000_000);
+        let w = ticks(cfg.c_cost_ns + cfg.r_cost_ns, f) + 1;
+        let q_c = ticks(cfg.c_cost_ns, f).max(1);
+        let q_x = ticks(cfg.r_cost_ns, r_decl).max(1);
+        let k = 1_000_000_000u128 * PS_PER_S * 1000;
+        let formula = (2 * w + 2 * q_c) * k / (2 * t_ps * f) + q_x * k / (t_ps * r_decl) + 1;
+        // Only where the slew limit let it get there: 140 steps cover the initial error.
+        if slew as i64 * 140 > err.abs() + 1_000 {
+            prop_assert!((h.bound_ppb as u128) <= 4 * formula + slew as u128, "bound {} ppb after 80 s; the formula gives {formula} ppb ({h:?})", h.bound_ppb);
+        }
+    }
+}
+
+/// A healthy 32-bit counter and a narrow reference, both at constant rates, checked every
+/// `p`; then `wide` checks whose reference reads are all delayed by `delay` (wide brackets,
+/// rejected), then clean checks. The verdicts.
+fn disturbed_run(c_mhz: u128, r_kind: usize, p: u128, wide: usize, delay: u128) -> Vec<Watch> {
+    let mut cfg = quiet(c_mhz, r_kind, 0, 3);
+    cfg.c_bits = 32;
+    let mut rig = settled(&cfg, 6, p);
+    rig.w.borrow_mut().fixed_delay = delay;
+    for _ in 0..wide {
+        rig.hook(p);
+    }
+    rig.w.borrow_mut().fixed_delay = 0;
+    for _ in 0..4 {
+        rig.hook(p);
+    }
+    rig.counts_agree();
+    rig.verdicts
+}
+
+/// Promise: no (c) or (d) at constant rates "whatever the reads' delays, jitter and stalls",
+/// for a hook that checks "more often than half [the longer count's] wrap period".
+#[test]
+#[ignore = "finding: checks rejected for wide brackets stretch the next interval past half \
+            half the narrow counter's wrap although the hook runs far more often, and a healthy \
+            counter is reported CounterJumped (by minus the rest of its wrap); minimal: 32-bit \
+            counter at 286 MHz (15.0 s wrap: the longer, unwrapped by half range), ACPI PM \
+            reference (24 bits), P = 0.5 s, 6 clean checks, 14 checks whose reference reads \
+            are each delayed 1 ms (WideBracket: 7.5 s since the last accepted sample), then a \
+            clean check: CounterJumped { by_ns: -7471267411 }"]
+fn disturbed_checks_alias_a_narrow_counter() {
+    let v = disturbed_run(286_000_000_000, 2, PS_PER_S / 2, 14, 1_000_000_000);
+    assert!(!v.iter().any(alarm), "{v:?}");
 }
