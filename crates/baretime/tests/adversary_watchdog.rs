@@ -503,7 +503,7 @@ proptest! {
     #[test]
     fn a_change_is_reported_within_three_intervals(
         c_mhz in 50_000_000_000u128..4_000_000_000_000,
-        r_kind in 2usize..REFS.len(),
+        r_kind in 0usize..REFS.len(),
         near_wrap in any::<bool>(),
         seed in any::<u64>(),
         frac in 0u128..1000,
@@ -566,7 +566,7 @@ proptest! {
     /// Promise (d): a counter that stops while the reference moves 16 steps is
     /// `CounterStopped` (never `Changed`).
     #[test]
-    fn a_stopped_counter_is_reported(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 2usize..REFS.len(), seed in any::<u64>(), frac in 0u128..1000) {
+    fn a_stopped_counter_is_reported(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 0u128..1000) {
         let cfg = quiet(c_mhz, r_kind, seed, seed);
         let p = PS_PER_S / 2;
         let mut rig = settled(&cfg, 6, p);
@@ -585,7 +585,7 @@ proptest! {
     /// period while the hook keeps its cadence is `CounterJumped`, by about the step; never
     /// `Changed`.
     #[test]
-    fn a_jumping_counter_is_reported(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 2usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, pct in 20u64..=400, back in any::<bool>()) {
+    fn a_jumping_counter_is_reported(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, pct in 20u64..=400, back in any::<bool>()) {
         let cfg = quiet(c_mhz, r_kind, seed, seed);
         let p = PS_PER_S / 2;
         let mut rig = settled(&cfg, 6, p);
@@ -613,7 +613,7 @@ proptest! {
     /// Promise: a one-off small step of the counter (beyond the bound, under 12.5 % of a
     /// period) is never (c); at most `Unconfirmed`, then steady again.
     #[test]
-    fn a_small_counter_step_is_never_a_change(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 2usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, permille in 1u64..=100, back in any::<bool>()) {
+    fn a_small_counter_step_is_never_a_change(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, permille in 1u64..=100, back in any::<bool>()) {
         let cfg = quiet(c_mhz, r_kind, seed, seed);
         let p = PS_PER_S / 2;
         let mut rig = settled(&cfg, 6, p);
@@ -630,7 +630,7 @@ proptest! {
     /// Promise: a reference that steps once (forward or back, any size) or stands still for a
     /// period and comes back behind (a read that ran backwards) is never read as a counter fault or a change.
     #[test]
-    fn reference_faults_are_not_counter_faults(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 2usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, kind in prop_oneof![Just(0u8), Just(1), Just(3)], size in 1u64..=1_000_000_000) {
+    fn reference_faults_are_not_counter_faults(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, kind in prop_oneof![Just(0u8), Just(1), Just(3)], size in 1u64..=1_000_000_000) {
         let cfg = quiet(c_mhz, r_kind, seed, seed);
         let p = PS_PER_S / 2;
         let mut rig = settled(&cfg, 6, p);
@@ -810,7 +810,7 @@ proptest! {
     #[test]
     fn refinement_is_slew_limited_and_converges(
         c_mhz in 50_000_000_000u128..4_000_000_000_000,
-        r_kind in 2usize..REFS.len(),
+        r_kind in 0usize..REFS.len(),
         seed in any::<u64>(),
         err in -20_000i64..=20_000,
         slew in prop_oneof![Just(1u64), Just(100), Just(1_000), Just(5_000)],
@@ -883,7 +883,7 @@ fn disturbed_run(c_mhz: u128, r_kind: usize, p: u128, wide: usize, delay: u128) 
 /// for a hook that checks "more often than half [the longer count's] wrap period".
 #[test]
 #[ignore = "finding: checks rejected for wide brackets stretch the next interval past half \
-            half the narrow counter's wrap although the hook runs far more often, and a healthy \
+            the narrow counter's wrap although the hook runs far more often, and a healthy \
             counter is reported CounterJumped (by minus the rest of its wrap); minimal: 32-bit \
             counter at 286 MHz (15.0 s wrap: the longer, unwrapped by half range), ACPI PM \
             reference (24 bits), P = 0.5 s, 6 clean checks, 14 checks whose reference reads \
@@ -931,7 +931,7 @@ proptest! {
     #[test]
     fn a_change_and_back(
         c_mhz in 50_000_000_000u128..4_000_000_000_000,
-        r_kind in 2usize..REFS.len(),
+        r_kind in 0usize..REFS.len(),
         seed in any::<u64>(),
         delta in prop_oneof![10_000i64..=100_000_000, -100_000_000i64..=-10_000],
         at in 0u128..1000,
