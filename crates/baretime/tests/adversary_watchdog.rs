@@ -10,7 +10,9 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use baretime::{Accuracy, Clock, FnCounter, Frequency, Reference, Source, Watch, Watchdog};
+use baretime::{
+    Accuracy, Clock, FnCounter, Frequency, Reference, Source, Unjudged, Watch, Watchdog,
+};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -293,6 +295,9 @@ impl Rig {
     /// (no step back; no jump beyond the true time the check took, at a rate within 12.5 %).
     fn hook(&mut self, period_ps: u128) -> Watch {
         self.w.borrow_mut().advance(period_ps);
+        // The kernel's periodic update, as a narrow counter's clock needs (promise 5); not a
+        // rate write.
+        let _ = self.clock.update();
         let t0 = self.now_ps();
         let before = self.clock.now().as_nanos();
         let v = self.wd.check(&self.clock);
@@ -853,8 +858,10 @@ proptest! {
         let q_x = ticks(cfg.r_cost_ns, r_decl).max(1);
         let k = 1_000_000_000u128 * PS_PER_S * 1000;
         let formula = (2 * w + 2 * q_c) * k / (2 * t_ps * f) + q_x * k / (t_ps * r_decl) + 1;
-        // Only where the slew limit let it get there: 140 steps cover the initial error.
-        if slew as i64 * 140 > err.abs() + 1_000 {
+        // Only where the slew limit let it get there with room: 20 steps cover the initial
+        // error (steers come on a fraction of the checks, 8 in 40 with a 32 kHz RTC: see
+        // `probe_refinement_pace`, and the report's doc finding).
+        if slew as i64 * 20 > err.abs() + 1_000 {
             prop_assert!((h.bound_ppb as u128) <= 4 * formula + slew as u128, "bound {} ppb after 80 s; the formula gives {formula} ppb ({h:?})", h.bound_ppb);
         }
     }
@@ -1061,4 +1068,81 @@ fn after_a_gross_change_the_documented_rule_holds() {
             .any(|v| matches!(v, Watch::CounterJumped { .. })),
         "{later:?}"
     );
+}
+
+proptest! {
+    #![proptest_config(config(48))]
+
+    /// Promise: with disturbed checks, "a change larger than twice an interval's bound is
+    /// reported within three accepted intervals" ("every disturbed check in between stretches
+    /// an interval by one period"). Reads delayed at random (one in 3, up to 10 ms); the
+    /// threshold taken with brackets twice as wide (an accepted bracket is at most `2·w_min + 2`).
+    #[test]
+    fn a_change_is_reported_within_three_accepted_intervals_under_delays(
+        c_mhz in 50_000_000_000u128..4_000_000_000_000,
+        r_kind in 0usize..REFS.len(),
+        seed in any::<u64>(),
+        frac in 0u128..1000,
+        mag in 0u32..=1000,
+        up in any::<bool>(),
+    ) {
+        let mut cfg = quiet(c_mhz, r_kind, seed, seed);
+        cfg.delay_one_in = 3;
+        cfg.delay_max_us = 10_000;
+        let p = PS_PER_S / 2;
+        let mut wide = cfg.clone();
+        wide.r_cost_ns = 2 * (cfg.r_cost_ns + cfg.c_cost_ns) + 2;
+        let thr = threshold_ppb(&wide, p);
+        let lo = (thr * 3 / 2).max(1) as f64;
+        let hi = 100_000_000f64;
+        prop_assume!(lo < hi);
+        let delta = (lo * (hi / lo).powf(mag as f64 / 1000.0)) as i64;
+        let delta = if up { delta } else { -delta };
+        let mut rig = rig(&cfg);
+        for _ in 0..10 { let v = rig.hook(p); prop_assert!(!alarm(&v), "{v}"); }
+        let at = rig.now_ps() + p * frac / 1000;
+        rig.schedule(at, Ev::CRate(mhz_off(c_mhz, delta)));
+        let mut accepted = 0;
+        let mut reported = false;
+        for _ in 0..40 {
+            let v = rig.hook(p);
+            if matches!(v, Watch::Changed { .. }) { reported = true; break; }
+            prop_assert!(!alarm(&v), "{v} after a change of {delta} ppb");
+            if !matches!(v, Watch::NoVerdict(Unjudged::WideBracket)) { accepted += 1; }
+            prop_assert!(accepted < 3, "a change of {delta} ppb (threshold {thr}) not reported within three accepted intervals: {:?}", rig.verdicts.iter().map(|v| v.token()).collect::<Vec<_>>());
+        }
+        prop_assert!(reported, "not reported in 40 checks");
+    }
+}
+
+/// Doc probe (run with `--ignored --nocapture`): how fast refinement converges, per reference,
+/// slew limit and initial error; the docs give the limit per step, not the pace.
+#[test]
+#[ignore = "probe: prints refinement's pace, asserts nothing"]
+fn probe_refinement_pace() {
+    for (r_kind, slew, err) in [
+        (1usize, 100u64, -4377i64),
+        (1, 1000, -4377),
+        (4, 100, -4377),
+        (1, 0, 0),
+    ] {
+        let mut cfg = quiet(50_000_000_000, r_kind, 0, 0);
+        cfg.given_bound = 20_000;
+        cfg.given_err_ppb = err;
+        cfg.slew = slew;
+        let mut rig = rig(&cfg);
+        let truth = rig.w.borrow().truth_mhz();
+        for i in 0..400 {
+            rig.hook(PS_PER_S / 2);
+            if i % 40 == 39 {
+                let h = rig.wd.health();
+                eprintln!(
+                    "ref {r_kind} slew {slew} check {i}: err {} bound {} steers {}",
+                    ppb_between(rig.clock_mhz(), truth),
+                    h.bound_ppb,
+                    h.steers
+                );
+            }
+        }
+    }
 }
