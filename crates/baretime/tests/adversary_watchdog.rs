@@ -632,10 +632,9 @@ proptest! {
         rig.counts_agree();
     }
 
-    /// Promise: a reference that steps once (forward or back, any size) or stands still for a
-    /// period and comes back behind (a read that ran backwards) is never read as a counter fault or a change.
+    /// Promise: a reference that steps once (forward or back, any size) is never read as a counter fault or a change.
     #[test]
-    fn reference_faults_are_not_counter_faults(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, kind in prop_oneof![Just(0u8), Just(1), Just(3)], size in 1u64..=1_000_000_000) {
+    fn reference_faults_are_not_counter_faults(c_mhz in 50_000_000_000u128..4_000_000_000_000, r_kind in 0usize..REFS.len(), seed in any::<u64>(), frac in 1u128..999, kind in prop_oneof![Just(0u8), Just(1)], size in 1u64..=1_000_000_000) {
         let cfg = quiet(c_mhz, r_kind, seed, seed);
         let p = PS_PER_S / 2;
         let mut rig = settled(&cfg, 6, p);
@@ -1081,7 +1080,9 @@ proptest! {
     #[test]
     fn a_change_is_reported_within_three_accepted_intervals_under_delays(
         c_mhz in 50_000_000_000u128..4_000_000_000_000,
-        r_kind in 0usize..REFS.len(),
+        // The references a back-to-back read always sees move: their step is learnt exactly
+        // (the slow ones: `slow_reference_step_learnt_under_delays`).
+        r_kind in 2usize..REFS.len(),
         seed in any::<u64>(),
         frac in 0u128..1000,
         mag in 0u32..=1000,
@@ -1146,4 +1147,98 @@ fn probe_refinement_pace() {
             }
         }
     }
+}
+
+/// The detection promise with a slow reference (32 kHz RTC, step 1 tick) whose reads are
+/// sometimes delayed: `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` with `q_x` the
+/// reference's step.
+#[test]
+#[ignore = "finding (docs): the detection threshold uses the *learnt* reference step, which \
+            delayed reads while it is learnt inflate: 50 MHz counter, 32 kHz RTC (step 1), \
+            P = 0.5 s, one reference read in 3 delayed by up to 10 ms: the steady intervals' \
+            bounds are ~360 ppm instead of ~62 ppm for the first 14 checks, and a -190 ppm \
+            change (1.5x the threshold with q_x = 1, brackets doubled) stays Steady for 3 \
+            accepted intervals; the docs say only 'an overestimate ... a looser bound'"]
+fn slow_reference_step_learnt_under_delays() {
+    let seed = 7_789_905_794_143_504_666;
+    let mut cfg = quiet(50_000_000_000, 1, seed, seed);
+    cfg.delay_one_in = 3;
+    cfg.delay_max_us = 10_000;
+    let p = PS_PER_S / 2;
+    let mut wide = cfg.clone();
+    wide.r_cost_ns = 2 * (cfg.r_cost_ns + cfg.c_cost_ns) + 2;
+    let thr = threshold_ppb(&wide, p);
+    let mut rig = rig(&cfg);
+    for _ in 0..10 {
+        rig.hook(p);
+    }
+    let delta = -((thr * 3 / 2) as i64);
+    rig.schedule(rig.now_ps(), Ev::CRate(mhz_off(cfg.c_mhz, delta)));
+    let mut accepted = 0;
+    while accepted < 3 {
+        let v = rig.hook(p);
+        if matches!(v, Watch::Changed { .. }) {
+            return;
+        }
+        if !matches!(v, Watch::NoVerdict(Unjudged::WideBracket)) {
+            accepted += 1;
+        }
+    }
+    panic!(
+        "a {delta} ppb change (threshold {thr}) not reported in three accepted intervals: {:?}",
+        &rig.verdicts[10..]
+    );
+}
+
+/// Promise: `Changed` is "confirmed by two consecutive intervals that agree", a one-off is
+/// never (c), and `bound_ppb` is a worst case. A rate excursion lasting half a period that
+/// straddles a check (the counter +0.89 % for 0.26 s) makes two intervals deviate alike.
+#[test]
+#[ignore = "finding: a short rate excursion straddling a check is confirmed as Changed and the \
+            clock is recalibrated to a rate the counter never keeps; bound_ppb then excludes \
+            the clock's true error: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 8 steady \
+            checks, counter +8 894 209 ppb from 0.707 P into the next interval for 0.518 P: \
+            Unconfirmed, Changed, then Steady forever with the clock 1 992 091 ppb off and \
+            bound_ppb 1 953 706"]
+fn a_short_excursion_is_not_a_change() {
+    let cfg = quiet(50_000_000_000, 0, 0, 0);
+    let p = PS_PER_S / 2;
+    let mut rig = settled(&cfg, 8, p);
+    let t0 = rig.now_ps() + p * 707 / 1000;
+    rig.schedule(t0, Ev::CRate(mhz_off(cfg.c_mhz, 8_894_209)));
+    rig.schedule(t0 + p * 518 / 1000, Ev::CRate(cfg.c_mhz));
+    for _ in 0..16 {
+        rig.hook(p);
+    }
+    let truth = rig.w.borrow().truth_mhz();
+    let e = ppb_between(rig.clock_mhz(), truth);
+    let h = rig.wd.health();
+    assert!(
+        e <= h.bound_ppb as u128 + 1,
+        "clock {e} ppb off, bound_ppb {} ({:?})",
+        h.bound_ppb,
+        rig.verdicts.iter().map(|v| v.token()).collect::<Vec<_>>()
+    );
+}
+
+/// As `a_reference_that_stood_still_is_not_a_counter_fault`, shorter: the reference stands
+/// still for one period and comes back 0.25 s behind (a read that ran backwards).
+#[test]
+#[ignore = "finding: as a_reference_that_stood_still_is_not_a_counter_fault, for a one-period \
+            stall: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 6 steady checks, the \
+            reference stops 0.798 P into the next interval for one period and steps back 250 \
+            ticks: CounterJumped { by_ns: ~399 000 000 }"]
+fn a_reference_stall_of_one_period_is_not_a_counter_fault() {
+    let cfg = quiet(50_000_000_000, 0, 0, 0);
+    let p = PS_PER_S / 2;
+    let mut rig = settled(&cfg, 6, p);
+    let at = rig.now_ps() + p * 798 / 1000;
+    rig.schedule(at, Ev::RRate(0));
+    rig.schedule(at, Ev::RJump(-250));
+    rig.schedule(at + p, Ev::RRate(1_000_000));
+    for _ in 0..8 {
+        rig.hook(p);
+    }
+    let v = &rig.verdicts[6..];
+    assert!(!v.iter().any(alarm), "{v:?}");
 }
