@@ -325,13 +325,31 @@ impl Rig {
         let mut ch = 0;
         let mut cf = 0;
         for v in &self.verdicts {
-            match v {
-                Watch::NoVerdict(_) => nv += 1,
-                Watch::Steady { .. } => st += 1,
-                Watch::Changed { .. } => ch += 1,
-                Watch::CounterStopped | Watch::CounterJumped { .. } => cf += 1,
-                _ => {}
-            }
+            // The documented tokens, one per variant.
+            let token = match v {
+                Watch::NoVerdict(_) => {
+                    nv += 1;
+                    "no_verdict"
+                }
+                Watch::Steady { .. } => {
+                    st += 1;
+                    "steady"
+                }
+                Watch::Changed { .. } => {
+                    ch += 1;
+                    "changed"
+                }
+                Watch::CounterStopped => {
+                    cf += 1;
+                    "counter_stopped"
+                }
+                Watch::CounterJumped { .. } => {
+                    cf += 1;
+                    "counter_jumped"
+                }
+                _ => "?",
+            };
+            assert_eq!(v.token(), token, "{v:?}");
         }
         assert_eq!(h.checks, self.verdicts.len() as u64, "{h:?}");
         assert_eq!(
@@ -1251,4 +1269,74 @@ fn a_reference_stall_of_one_period_is_not_a_counter_fault() {
     }
     let v = &rig.verdicts[6..];
     assert!(!v.iter().any(alarm), "{v:?}");
+}
+
+proptest! {
+    #![proptest_config(config(32))]
+
+    /// Promise: `bound_ppb` "starts at the bound given to `Watchdog::new` plus [the
+    /// reference's] tolerance"; `window_ticks` starts at 0 and `checks` counts every check.
+    #[test]
+    fn health_starts_where_the_docs_say(given_bound in 0u64..=10_000_000, r_tol in 0u64..=10_000_000, r_kind in 0usize..REFS.len()) {
+        let mut cfg = quiet(1_000_000_000_000, r_kind, 0, 9);
+        cfg.given_bound = given_bound;
+        cfg.r_tol = r_tol;
+        let rig = rig(&cfg);
+        let h = rig.wd.health();
+        prop_assert_eq!(h.bound_ppb, given_bound + r_tol);
+        prop_assert_eq!((h.checks, h.window_ticks, h.steers), (0, 0, 0));
+    }
+
+    /// Promise: two changes in a row (the second inside the first's confirming intervals),
+    /// each beyond three times the threshold, then a constant rate: every `Changed` judged over
+    /// a constant interval holds the truth within its bound, and six periods after the last
+    /// change the clock is within `bound_ppb` of the truth.
+    #[test]
+    fn a_staircase_of_changes(
+        c_mhz in 50_000_000_000u128..4_000_000_000_000,
+        r_kind in 2usize..REFS.len(),
+        seed in any::<u64>(),
+        m1 in 0u32..=1000,
+        m2 in 0u32..=1000,
+        s1 in any::<bool>(),
+        s2 in any::<bool>(),
+        at in 0u128..1000,
+        gap in 100u128..2000,
+    ) {
+        let cfg = quiet(c_mhz, r_kind, seed, seed);
+        let p = PS_PER_S / 2;
+        let lo = (threshold_ppb(&cfg, p) * 3).max(1) as f64;
+        let hi = 50_000_000f64;
+        prop_assume!(lo < hi);
+        let d = |m: u32, up: bool| { let d = (lo * (hi / lo).powf(m as f64 / 1000.0)) as i64; if up { d } else { -d } };
+        let (d1, d2) = (d(m1, s1), d(m2, s2));
+        let mut rig = settled(&cfg, 8, p);
+        let t1 = rig.now_ps() + p * at / 1000;
+        let t2 = t1 + p * gap / 1000;
+        let r1 = mhz_off(c_mhz, d1);
+        rig.schedule(t1, Ev::CRate(r1));
+        rig.schedule(t2, Ev::CRate(mhz_off(r1, d2)));
+        let mut prev_t = rig.now_ps();
+        let last = t2 / p + 8;
+        while rig.now_ps() / p < last {
+            let v = rig.hook(p);
+            prop_assert!(!matches!(v, Watch::CounterJumped { .. } | Watch::CounterStopped), "{v}");
+            let t = rig.now_ps();
+            if let Watch::Changed { rate, .. } = v {
+                let constant = prev_t >= t2 || (prev_t >= t1 && t <= t2);
+                if constant {
+                    let truth = rig.w.borrow().truth_mhz();
+                    let e = ppb_between(rate.as_millihz() as u128, truth);
+                    let b = rate.accuracy().bound_ppb() as u128;
+                    prop_assert!(e <= b + 1, "Changed to {} mHz, truth {truth}: {e} ppb > {b}", rate.as_millihz());
+                }
+            }
+            prev_t = t;
+        }
+        let truth = rig.w.borrow().truth_mhz();
+        let e = ppb_between(rig.clock_mhz(), truth);
+        let h = rig.wd.health();
+        prop_assert!(e <= h.bound_ppb as u128 + 1, "after {d1} then {d2} ppb {gap}/1000 P apart: clock {e} ppb off, bound {} ({:?})", h.bound_ppb, rig.verdicts.iter().map(|v| v.token()).collect::<Vec<_>>());
+        rig.counts_agree();
+    }
 }
