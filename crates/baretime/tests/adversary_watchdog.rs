@@ -5,7 +5,12 @@
 //! that each run at a rate in millihertz (piecewise constant, changed by scheduled events),
 //! floored to whole ticks, masked to their widths; every read costs true time, and reference
 //! reads can be delayed. Every check uses a bound the docs give. A test marked
-//! `#[ignore = "finding: ..."]` is a promise found broken, with the minimal input.
+//! `#[ignore = "finding: ..."]` is a promise found broken, with the minimal input;
+//! `finding (docs)` a gap in what the docs state; `probe` prints figures for the report.
+//!
+//! The properties run a fixed number of cases from a fixed seed; `ATK_SEED=<n>` explores other
+//! worlds, `ATK_NOCAP=1` lets the constant-rate property delay reads with a 32-bit counter too
+//! (which finds `disturbed_checks_alias_a_narrow_counter` again).
 
 use std::cell::RefCell;
 use std::rc::Rc;
