@@ -379,6 +379,11 @@ pub(crate) struct Window {
     bin_len: u64,
     /// The largest `x` pushed (the window's span: it starts at 0).
     x_last: u64,
+    /// The last sample's `(x, y)`: a full bin is closed only where both change (see `push`).
+    last: (u64, u64),
+    /// Whether the window still holds only the samples of its first counts, which a coarse
+    /// count may have begun before the window did (see `push`).
+    first_count: bool,
     /// `Σw` and `Σw²` of every sample's bracket width, and their count (outlier bins
     /// included: the widths are what the reads did), for the widths' variance.
     widths: (u128, u128, u64),
@@ -427,6 +432,8 @@ impl Window {
             },
             bin_len: 1,
             x_last: 0,
+            last: (u64::MAX, u64::MAX),
+            first_count: true,
             widths: (0, 0, 0),
         }
     }
@@ -439,13 +446,42 @@ impl Window {
     }
 
     /// Adds a sample: reference count `x`, counter sum `y` and bracket width `w`. `Ok(true)`
-    /// when it completed a bin, `Err(())` when the window is full (a limit of [`X_LIMIT`],
+    /// when it closed a bin (the one before this sample), `Err(())` when the window is full (a limit of [`X_LIMIT`],
     /// [`Y_LIMIT`], [`W_LIMIT`], [`N_LIMIT`]): the caller stops sampling.
     pub(crate) fn push(&mut self, x: u64, y: u64, w: u64) -> Result<bool, ()> {
         if x > X_LIMIT || y > Y_LIMIT || w > W_LIMIT || self.samples() >= N_LIMIT {
             return Err(());
         }
+        // A full bin is closed where both counts have moved since the last sample, so that
+        // the samples that share a reference count (a coarse reference), or a counter value
+        // (a slow counter), fall in one bin: their rounding is one pattern, whose mean a bin
+        // cut through it would shift (a 1 kHz tick read every microsecond: bins cut mid-tick
+        // put the bound at ±14 % over an error of a few ppm). Where every sample reads new
+        // counts this is every `bin_len` samples; otherwise a bin holds up to one count's
+        // samples more.
+        let moved = x != self.last.0 && y != self.last.1;
+        // The first counts' samples are dropped where there were several: the window may have
+        // begun part-way through that reference step (or counter tick), and their mean is then
+        // off its middle by up to half a step, at the end of the window where it weighs most
+        // (a 1 ms clock over 150 ms: about 10 ppm of error).
+        if self.first_count && moved && self.last.0 != u64::MAX {
+            self.first_count = false;
+            if self.current.n > 1 && self.bins.is_empty() {
+                self.current = Sums::ZERO;
+            }
+        }
+        let mut closed = false;
+        if self.current.n >= self.bin_len && moved {
+            self.bins.push(self.current).map_err(|_| ())?;
+            self.current = Sums::default();
+            closed = true;
+            if self.bins.is_full() {
+                // Merge now, so the next bin already takes the doubled count.
+                self.merge_pairs()?;
+            }
+        }
         self.current.add(x, y, w).ok_or(())?;
+        self.last = (x, y);
         self.x_last = self.x_last.max(x);
         let w = u128::from(w);
         self.widths = (
@@ -453,16 +489,7 @@ impl Window {
             self.widths.1.saturating_add(w.saturating_mul(w)),
             self.widths.2.saturating_add(1),
         );
-        if self.current.n < self.bin_len {
-            return Ok(false);
-        }
-        self.bins.push(self.current).map_err(|_| ())?;
-        self.current = Sums::default();
-        if self.bins.is_full() {
-            // Merge now, so the next bin already takes the doubled count and all bins stay equal.
-            self.merge_pairs()?;
-        }
-        Ok(true)
+        Ok(closed)
     }
 
     /// The variance of the samples' bracket widths, in `y` units² (a width in counter ticks
@@ -558,23 +585,31 @@ impl Window {
             .filter(|d| *d > 0)?;
         let dof128 = u128::try_from(dof).ok()?;
         let scatter = second.stats_sum.checked_div(dof128)?;
+        // What the instruments let a sample scatter by, per sample: what rounds in every
+        // sample, and how far the latch can move with the read's duration (see below).
+        let instruments = second
+            .floor_var
+            .max(self.width_variance())
+            .max(width_scatter(all, &keep, used_bins).unwrap_or(u128::MAX));
         // Structure: residuals of neighbouring bins that move together, or that jump like a
         // staircase, or bin means that scatter more than samples of bounded error can (four
-        // times the largest variance a narrow bracket allows): what moves them is not
-        // per-sample noise, and does not average away.
+        // times the largest variance a narrow bracket allows), or, where every sample reads a
+        // reference count of its own (at most about one sample a reference step, so each
+        // sample's rounding is its own), more than 16 times what the instruments let a sample
+        // scatter by: what moves them is not per-sample noise, and does not average away.
+        // (Honest worlds keep that ratio below 4, and the 4-in-20-ms steps of a tick of
+        // issue 27 put it at 357–11 000; a reference coarser than the sampling rounds in a
+        // pattern shared by the samples of a tick, which is not a fault, and is left out.)
         let beyond_samples = scatter > second.sample_max_var.saturating_mul(4);
+        let beyond_noise = second.per_tick <= 1 && scatter > instruments.saturating_mul(16);
         let (scatter, correlated) = inflate_for_correlation(scatter, &second.signed);
-        let structured = correlated || beyond_samples || steps_one_way(&second.signed);
+        let structured =
+            correlated || beyond_samples || beyond_noise || steps_one_way(&second.signed);
         // Of the variance per sample: what the residuals show now, and showed at the previous
         // evaluation (the early stop looks at the bound again and again, and would otherwise
         // pick the look whose estimate came out low by chance), floored by what rounds in
         // every sample and by how much the latch can move with the bracket's width.
-        let var = scatter
-            .max(floor.var)
-            .max(second.floor_var)
-            .max(self.width_variance())
-            .max(width_scatter(all, &keep, used_bins).unwrap_or(u128::MAX))
-            .max(1);
+        let var = scatter.max(floor.var).max(instruments).max(1);
 
         // Relative expanded uncertainty: k·sqrt(var/Sxx)/β with β = num/den, each step rounded
         // up; var is scaled by 2^32 before its root for precision (var < 2^96 holds for any
@@ -595,17 +630,30 @@ impl Window {
             // and leave a sawtooth of E = δ/2 whose sign changes about 2k + 1 times, so the
             // factor is at least the sign changes plus two (issue 27: four ACPI PM steps of a
             // tick, 66 ppm of error under a bound of 4E/X = 56 ppm).
+            //
+            // Bins smooth the sawtooth's corners (E falls below δ/2 with teeth a few bins
+            // long), so the staircase's own measure is used too: the residuals' total
+            // variation, a rise and a drop of δ a step (2kδ), above the bias `k(k + 2)/(k + 1)·δ`
+            // of `k` evenly spread steps for every `k` (issue 27: six steps of five ticks, 463
+            // ppm of error under a bound of F·E/X = 419 ppm).
             let factor = 4u128.max(u128::from(sign_changes(&second.signed)).saturating_add(2));
-            let e_x = mul_div_ceil(second.max_abs_r, line.den, line.num)?; // reference ticks
-            let sys = mul_div_ceil(
-                e_x,
-                factor.saturating_mul(1_000_000_000),
-                u128::from(self.x_last.max(1)),
-            )?;
+            let worst = second
+                .max_abs_r
+                .checked_mul(factor)?
+                .max(second.total_variation);
+            let e_x = mul_div_ceil(worst, line.den, line.num)?; // reference ticks
+            let sys = mul_div_ceil(e_x, 1_000_000_000, u128::from(self.x_last.max(1)))?;
             ppb = ppb.max(sys);
         }
-        if let Some(local) = within_bins(all, &keep, &line, k) {
-            ppb = ppb.max(local);
+        // The slope inside the bins, where each sample reads a reference count of its own:
+        // where many share one (a coarse reference), a bin holds a few whole counts and its
+        // slope is their means' differences, whose rounding against the sampling cadence
+        // scatters by ±0.5 % and is no check on the line (a 1 kHz tick: ±2 900 ppm for an
+        // error of 15 ppm).
+        if second.per_tick <= 1 {
+            if let Some(local) = within_bins(all, &keep, &line, k) {
+                ppb = ppb.max(local);
+            }
         }
         Some(Fit {
             num: line.num,
@@ -774,6 +822,11 @@ struct Residuals {
     /// The largest variance per sample a narrow bracket allows, `y` units²: the square of the
     /// most a sample can be off.
     sample_max_var: u128,
+    /// Samples per reference tick (at least 1).
+    per_tick: u128,
+    /// `Σ |r_b − r_{b−1}|` over consecutive bins in use (across dropped ones), `y` units,
+    /// rounded up.
+    total_variation: u128,
 }
 
 impl Residuals {
@@ -799,6 +852,7 @@ impl Residuals {
         let mut signed = Bounded::new();
         let mut max_abs_r = 0u128;
         let mut stats_sum = 0u128;
+        let (mut total_variation, mut prev_r) = (0u128, None::<i128>);
         for (i, b) in all.iter().enumerate() {
             let nb = i128::from(b.n);
             // n·(n_b·r_b) = (n·Sy_b − n_b·Sy) − β·(n·Sx_b − n_b·Sx) − γ·n_b·(n·z_b − Σz): all
@@ -833,6 +887,14 @@ impl Residuals {
                 signed.push(signed_r).ok()?;
                 let r = big_r.div_ceil(n.checked_mul(u128::from(b.n))?.max(1));
                 max_abs_r = max_abs_r.max(r);
+                let r_b = signed_r
+                    .checked_div(i128::try_from(n.checked_mul(u128::from(b.n))?).ok()?.max(1))?;
+                if let Some(p) = prev_r {
+                    total_variation = total_variation
+                        .checked_add(r_b.abs_diff(p))?
+                        .checked_add(1)?;
+                }
+                prev_r = Some(r_b);
             } else {
                 signed.push(0).ok()?;
             }
@@ -864,6 +926,8 @@ impl Residuals {
             stats_sum,
             floor_var,
             sample_max_var,
+            per_tick,
+            total_variation,
         })
     }
 }
@@ -1081,6 +1145,7 @@ mod tests {
         assert_eq!(w.push(X_LIMIT + 1, 0, 0), Err(()));
         assert_eq!(w.push(0, Y_LIMIT + 1, 0), Err(()));
         assert_eq!(w.push(0, 0, W_LIMIT + 1), Err(()));
+        assert_eq!(w.push(X_LIMIT - 1, Y_LIMIT - 1, W_LIMIT), Ok(false));
         assert_eq!(w.push(X_LIMIT, Y_LIMIT, W_LIMIT), Ok(true));
     }
 
