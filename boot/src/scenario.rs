@@ -71,14 +71,16 @@ pub fn config(max_ms: u64) -> Config {
 /// seed (xorshift64): under `-icount` a machine is deterministic, and the spins make each
 /// seed's boot a different sampling cadence and a different start phase against the
 /// reference's ticks, as the jitter of a real machine does. Without a seed it reads straight
-/// through.
+/// through. (x86 only: the aarch64 kernel's reference, semihosting, is the host's clock.)
+#[cfg(target_arch = "x86_64")]
 pub struct Spun<R> {
     inner: R,
     state: u64,
 }
 
+#[cfg(target_arch = "x86_64")]
 impl<R> Spun<R> {
-    /// Wraps `inner`; the seed 0 is taken as 1 (xorshift's fixed point), none spins not.
+    /// Wraps `inner`; the seed 0 is taken as 1 (xorshift's fixed point), none spins never.
     pub fn new(inner: R, seed: Option<u64>) -> Self {
         Spun {
             inner,
@@ -87,6 +89,7 @@ impl<R> Spun<R> {
     }
 }
 
+#[cfg(target_arch = "x86_64")]
 impl<R: Reference> Reference for Spun<R> {
     fn read(&mut self) -> u64 {
         if self.state == 0 {
