@@ -134,12 +134,12 @@ const PAUSE_MAX: u64 = 32;
 /// | stalls of 1–500 µs | 0/400 | 0.083 | 0.229 | 0.347 | 0.374 |
 /// | reference reads of 50 ns–5 µs | 0/400 | 0.083 | 0.341 | 0.605 | 0.831 |
 /// | counters of 1 kHz–5 GHz | 0/400 | 0.008 | 0.125 | 0.294 | 0.438 |
-/// | targets of 10 ppb–100 ppm | 0/400 | 0.094 | 0.227 | 0.369 | 0.474 |
+/// | targets of 10 ppb–100 ppm | 0/400 | 0.093 | 0.229 | 0.371 | 0.474 |
 /// | white jitter | 1/400 | 0.110 | 0.330 | 0.662 | 1.031 |
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
-/// | a cadence in step with a 1 MHz counter | 0/400 | 0.049 | 0.134 | 0.227 | 0.998 |
+/// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.000 | 0.007 | 0.016 | 0.021 |
+/// | counters of 1–10 kHz | 0/400 | 0.001 | 0.007 | 0.015 | 0.017 |
 ///
 /// Where it is loose: a counter far coarser than the sampling (1–10 kHz, and the slow end of
 /// the 1 kHz–5 GHz family). The loop keeps only the first sample after each of its ticks,
