@@ -23,6 +23,10 @@ pub struct Args<'a> {
     pub delay_ns: u64,
     /// Longest calibration, in milliseconds of reference time.
     pub max_ms: u64,
+    /// x86 under `-icount` (`cargo xtask coverage x86_64`): each reference read is preceded
+    /// by a spin of 0 to 63 loop turns drawn from this seed ([`Spun`]), so that boots of a
+    /// deterministic machine differ.
+    pub seed: Option<u64>,
 }
 
 impl<'a> Args<'a> {
@@ -35,6 +39,7 @@ impl<'a> Args<'a> {
             cntfrq: None,
             delay_ns: 10_000_000,
             max_ms: 200,
+            seed: None,
         };
         for (key, value) in cmdline.split_whitespace().filter_map(|w| w.split_once('=')) {
             match key {
@@ -44,6 +49,7 @@ impl<'a> Args<'a> {
                 "cntfrq" => args.cntfrq = value.parse().ok(),
                 "delay_ns" => args.delay_ns = value.parse().unwrap_or(args.delay_ns),
                 "max_ms" => args.max_ms = value.parse().unwrap_or(args.max_ms),
+                "seed" => args.seed = value.parse().ok(),
                 _ => {}
             }
         }
@@ -59,6 +65,55 @@ pub fn config(max_ms: u64) -> Config {
     Config::new()
         .with_target_ppb(1_000)
         .with_max_duration(Duration::from_millis(max_ms))
+}
+
+/// A reference whose every read is preceded by a spin of 0 to 63 loop turns, drawn from a
+/// seed (xorshift64): under `-icount` a machine is deterministic, and the spins make each
+/// seed's boot a different sampling cadence and a different start phase against the
+/// reference's ticks, as the jitter of a real machine does. Without a seed it reads straight
+/// through. (x86 only: the aarch64 kernel's reference, semihosting, is the host's clock.)
+#[cfg(target_arch = "x86_64")]
+pub struct Spun<R> {
+    inner: R,
+    state: u64,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<R> Spun<R> {
+    /// Wraps `inner`; the seed 0 is taken as 1 (xorshift's fixed point), none spins never.
+    pub fn new(inner: R, seed: Option<u64>) -> Self {
+        Spun {
+            inner,
+            state: seed.map_or(0, |s| s.max(1)),
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+impl<R: Reference> Reference for Spun<R> {
+    fn read(&mut self) -> u64 {
+        if self.state == 0 {
+            return self.inner.read();
+        }
+        let mut x = self.state;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.state = x;
+        for _ in 0..(x >> 58) {
+            core::hint::spin_loop();
+        }
+        self.inner.read()
+    }
+    fn bits(&self) -> u32 {
+        self.inner.bits()
+    }
+    fn frequency(&self) -> Frequency {
+        self.inner.frequency()
+    }
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
 }
 
 /// Sends `s` to a serial port's byte writer `put`, with `\n` as `\r\n` as terminals expect.

@@ -267,7 +267,9 @@ struct Row {
     misses: u64,
     errors: u64,
     p50: f64,
+    p90: f64,
     p99: f64,
+    max: f64,
 }
 
 fn sweep(runs: u64) -> Vec<Row> {
@@ -316,19 +318,21 @@ fn sweep(runs: u64) -> Vec<Row> {
                 misses,
                 errors,
                 p50: q(0.5),
+                p90: q(0.9),
                 p99: q(0.99),
+                max: q(1.0),
             }
         })
         .collect()
 }
 
 fn print(rows: &[Row]) {
-    println!("| family | misses/N | errors | p50 \\|error\\|/bound | p99 \\|error\\|/bound |");
-    println!("| --- | --- | --- | --- | --- |");
+    println!("| family | misses/N | errors | \\|error\\|/bound p50 | p90 | p99 | max |");
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
     for r in rows {
         println!(
-            "| {} | {}/{} | {} | {:.3} | {:.3} |",
-            r.name, r.misses, r.runs, r.errors, r.p50, r.p99
+            "| {} | {}/{} | {} | {:.3} | {:.3} | {:.3} | {:.3} |",
+            r.name, r.misses, r.runs, r.errors, r.p50, r.p90, r.p99, r.max
         );
     }
 }

@@ -6,8 +6,9 @@
 //! - `cargo xtask setup`: installs rustup targets and (as root, with apt) Debian packages.
 //! - `cargo xtask bench`: the read-cost benchmark and the accuracy comparison.
 //! - `cargo xtask fuzz [SECONDS]`: each cargo-fuzz target in fuzz/ for SECONDS (default 60).
-//! - `cargo xtask coverage [BOOTS]`: the `aarch64-virt` calibration booted BOOTS times
-//!   (default 400): how often the bound holds where the truth is exact.
+//! - `cargo xtask coverage [aarch64|x86_64] [BOOTS]`: the `aarch64-virt` calibration (or the
+//!   x86 TSC under TCG `-icount`) booted BOOTS times (default 400): how often the bound holds
+//!   where the truth is exact.
 //! - `cargo xtask sweep`: the calibration's bound over simulated families of worlds
 //!   (`suite/tests/sim_sweep.rs`, 400 runs a family): misses/N and |error|/bound per family.
 
@@ -446,18 +447,26 @@ fn main() -> ExitCode {
             eprintln!("xtask fuzz: {e}");
             false
         }),
-        Some("coverage") => match args.get(1).map(|s| s.parse::<u64>()) {
-            None => qemu::coverage::run(400),
-            Some(Ok(boots)) if boots > 0 => qemu::coverage::run(boots),
-            Some(_) => Err("usage: cargo xtask coverage [BOOTS]".into()),
+        Some("coverage") => {
+            use qemu::coverage::Target;
+            let (target, rest) = match args.get(1).map(String::as_str) {
+                Some("x86_64") => (Target::X86Icount, args.get(2)),
+                Some("aarch64") => (Target::Aarch64Virt, args.get(2)),
+                _ => (Target::Aarch64Virt, args.get(1)),
+            };
+            match rest.map(|s| s.parse::<u64>()) {
+                None => qemu::coverage::run(target, 400),
+                Some(Ok(boots)) if boots > 0 => qemu::coverage::run(target, boots),
+                Some(_) => Err("usage: cargo xtask coverage [aarch64|x86_64] [BOOTS]".into()),
+            }
+            .unwrap_or_else(|e| {
+                eprintln!("xtask coverage: {e}");
+                false
+            })
         }
-        .unwrap_or_else(|e| {
-            eprintln!("xtask coverage: {e}");
-            false
-        }),
         _ => {
             eprintln!(
-                "usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]|coverage [BOOTS]|sweep>"
+                "usage: cargo xtask <test|qemu|setup|bench|fuzz [SECONDS]|coverage [aarch64|x86_64] [BOOTS]|sweep>"
             );
             false
         }

@@ -15,6 +15,7 @@
 //! | `x86_64-lying-cpuid` | TCG | discovery fed a leaf 0x15 that claims 25/24 of the real rate: verification rejects it and uses the measurement |
 //! | `x86_64-kvm-pvclock`, `x86_64-kvm-hyperv` | KVM | the hypervisor's paravirtual TSC rate (pvclock, Hyper-V's MSR) read in ring 0 and confirmed: see `qemu_hv.rs` |
 //! | `x86_64-tcg-delay` | TCG | a 10 ms `Delay` measured by the HPET lasts at least 10 ms and not much more |
+//! | `x86_64-icount` | TCG, `-icount shift=0..3` (see `coverage.rs`) | 8 calibrations of a TSC whose truth is exact (1 GHz of QEMU's virtual clock, as the HPET and PM timer are): each within its own bound; misses, coverage and \|error\|/bound reported (`cargo xtask coverage x86_64` for many boots) |
 //! | `aarch64-virt` | `virt`, TCG | CNTFRQ_EL0 (62.5 MHz) is confirmed by calibration against semihosting's elapsed time |
 //! | `aarch64-bad-cntfrq` | `virt`, TCG | after the kernel writes a wrong CNTFRQ_EL0 (24 MHz) verification rejects it |
 //! | `aarch64-delay` | `virt`, TCG | as the x86 delay, measured by semihosting's elapsed time |
@@ -113,6 +114,7 @@ pub(crate) mod name {
     pub const SMP_TSC_SKEW: &str = "x86_64-smp-tsc-skew";
     pub const SMP_TSC_SKEW_SIM: &str = "x86_64-smp-tsc-skew-sim";
     pub const CALIBRATION_FAULT: &str = "x86_64-calibration-fault";
+    pub const X86_ICOUNT: &str = "x86_64-icount";
     pub const TIMERS_TCG: &str = "timers-x86-tcg";
     pub const TIMERS_KVM: &str = "timers-x86-kvm";
     pub const AARCH64_VIRT: &str = "aarch64-virt";
@@ -165,6 +167,7 @@ pub(crate) mod name {
         KVM,
         LYING_CPUID,
         TCG_DELAY,
+        X86_ICOUNT,
         KVM_PVCLOCK,
         KVM_HYPERV,
         SMP,
@@ -764,6 +767,9 @@ fn x86_scenarios(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             TCG_ARGS,
             "reference=hpet",
         ));
+    }
+    if wanted(name::X86_ICOUNT) {
+        lines.push(coverage::scenario(kernel));
     }
     lines.extend(hv::scenarios(kernel, wanted));
     lines.extend(smp::x86(kernel, wanted));

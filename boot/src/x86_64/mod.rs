@@ -189,7 +189,8 @@ fn run<R: Reference>(
     // (their default tolerance goes into the bound). Under QEMU, which these kernels are
     // for, they are computed from the host's monotonic clock: as exact as the host's own
     // measurement that `cargo xtask qemu` compares the result with.
-    let mut reference = WithAccuracy::new(reference, Accuracy::Exact);
+    let mut reference =
+        WithAccuracy::new(scenario::Spun::new(reference, args.seed), Accuracy::Exact);
     let Some(verified) = scenario::calibrate(
         out,
         tsc,
