@@ -162,6 +162,8 @@ struct Point {
 struct Span {
     dy: u64,
     dx: u64,
+    /// Checks the span covers (hook periods, as the cadence rule counts them).
+    n: u64,
     millihz: u64,
     bound_ppb: u64,
 }
@@ -332,10 +334,28 @@ pub struct Watchdog<R: Reference> {
     /// Refinement's window: from `anchor` to `wend` (the last steady sample).
     anchor: Point,
     wend: Point,
+    /// The window's split: its older part `anchor..mid` (between half and all of it) is
+    /// compared with its recent part `mid..wend`.
+    mid: Point,
+    /// How far the rate moved between the window's parts when they last disagreed (ppb),
+    /// over `drift_span` reference ticks (the distance of the parts' middles): while the
+    /// rate may still be moving at that pace, the window's bound carries the move over
+    /// half its span ([`Watchdog::drift`]); dropped once the window has grown to eight
+    /// times `drift_span` without moving again.
+    drift_ppb: u64,
+    drift_span: u64,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
     prev: Option<Span>,
+    /// Checks since `last` was taken (each one hook period).
+    since: u64,
+    /// Both counts tracked through every sample read since `last`, rejected ones
+    /// included (a read inside a wide bracket is still a good read of its count): the
+    /// raw value at the latest sample and the ticks from `last` to it. The half-range
+    /// rule then applies to the hook's period, not to the gap between accepted samples.
+    seen_c: (u64, u64),
+    seen_r: (u64, u64),
     health: WatchdogHealth,
 }
 
@@ -362,8 +382,14 @@ impl<R: Reference> Watchdog<R> {
             last: None,
             anchor: zero,
             wend: zero,
+            mid: zero,
+            drift_ppb: 0,
+            drift_span: 0,
             pending: None,
             prev: None,
+            since: 0,
+            seen_c: (0, 0),
+            seen_r: (0, 0),
             health: WatchdogHealth {
                 bound_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
                 ..WatchdogHealth::default()
@@ -452,6 +478,9 @@ impl<R: Reference> Watchdog<R> {
 
     fn judge<C: Counter>(&mut self, clock: &Clock<C>) -> Watch {
         let counter = clock.counter();
+        if self.last.is_some() {
+            self.since = self.since.saturating_add(1);
+        }
         let (c0, r, width) = self.sample(counter);
         if width == u64::MAX {
             return Watch::NoVerdict(Unjudged::WideBracket);
@@ -465,27 +494,32 @@ impl<R: Reference> Watchdog<R> {
                 x: 0,
                 width,
             };
-            (self.last, self.anchor, self.wend) = (Some(first), first, first);
+            self.set_last(first);
+            self.anchor_at(first, first);
             return Watch::NoVerdict(Unjudged::First);
         };
+        let cw = Width::of(counter);
+        let rw = Width::new(self.reference.bits());
         if width > self.min_width.saturating_mul(2).saturating_add(2) {
+            // Rejected, but its reads are good reads of both counts: carry them forward,
+            // so the gap between accepted samples never aliases a narrow count.
+            let _ = carry(&mut self.seen_c, cw, c0);
+            let _ = carry(&mut self.seen_r, rw, r);
             return Watch::NoVerdict(Unjudged::WideBracket);
         }
         let ref_millihz = self.reference.frequency().as_millihz().max(1);
         let clock_millihz = clock.scale().millihz().max(1);
-        let cw = Width::of(counter);
-        let rw = Width::new(self.reference.bits());
         let c_step = step_or_one(self.counter_step);
 
-        // Unwrap: the side with the longer wrap period by the half-range rule, the other
-        // against the rate in force.
+        // Unwrap: the side with the longer wrap period by the half-range rule (from sample
+        // to sample, rejected ones included), the other against the rate in force.
         let wrap_ns = |mask: u64, millihz: u64| {
             mul_div(u128::from(mask), 1_000_000_000_000, u128::from(millihz)).unwrap_or(u128::MAX)
         };
         let counter_first = wrap_ns(cw.mask(), clock_millihz) >= wrap_ns(rw.mask(), ref_millihz);
         let (d_c, d_x) = if counter_first {
-            let Some(d_c) = cw.elapsed(last.c0_raw, c0) else {
-                let back = cw.delta(c0, last.c0_raw);
+            let Some(d_c) = carry(&mut self.seen_c, cw, c0) else {
+                let back = cw.delta(c0, self.seen_c.0);
                 self.restart_at(c0, r, width, last);
                 return Watch::CounterJumped {
                     by_ns: neg_ns(back, clock_millihz),
@@ -505,7 +539,7 @@ impl<R: Reference> Watchdog<R> {
                 }
             }
         } else {
-            let Some(d_x) = rw.elapsed(last.r_raw, r) else {
+            let Some(d_x) = carry(&mut self.seen_r, rw, r) else {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::ReferenceJumped);
             };
@@ -566,32 +600,51 @@ impl<R: Reference> Watchdog<R> {
         else {
             return Watch::NoVerdict(Unjudged::TooShort);
         };
+        let span = Span {
+            n: self.since.max(1),
+            ..span
+        };
         let tolerance = self.reference.frequency().accuracy().bound_ppb();
 
         // The baseline: the window's rate, or the clock's, whichever is known better.
         let clock_base = (clock_millihz, self.bound_ppb);
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
-            Some(w) if w.bound_ppb < self.bound_ppb => (w.millihz, w.bound_ppb),
+            Some(w) if w.bound_ppb.saturating_add(self.drift()) < self.bound_ppb => {
+                (w.millihz, w.bound_ppb.saturating_add(self.drift()))
+            }
             _ => clock_base,
         };
         let dev = ppb_apart(span.millihz, base.0);
         if dev <= span.bound_ppb.saturating_add(base.1) {
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
             if self.pending.take().is_some() {
-                self.anchor = last;
+                self.anchor_at(last, last);
             }
             self.wend = here;
-            self.last = Some(here);
+            self.set_last(here);
             self.prev = Some(span);
+            if let Some(changed) = self.compare_parts(clock, ref_millihz, c_step, r_step, tolerance)
+            {
+                return changed;
+            }
             self.refine(clock, ref_millihz, c_step, r_step, tolerance);
             return Watch::Steady {
                 rate: measured(span.millihz, span.bound_ppb.saturating_add(tolerance)),
             };
         }
-        if dev > GROSS_PPB {
+        // Off the baseline: confirmed by the one before? Two consecutive intervals that
+        // agree are a counter running at a new rate, whatever its size.
+        // Beyond 12.5 %, only where the counter broke the hook's cadence (as the reference
+        // counts it) both times: a reference that stood still across a check makes two
+        // intervals agree too, with the counter on its cadence.
+        let counter_broke = self.prev.is_some_and(|p| counter_broke_cadence(&span, &p));
+        let confirmed = self.pending.is_some_and(|p| {
+            ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
+        }) && (dev <= GROSS_PPB || counter_broke);
+        if dev > GROSS_PPB && !confirmed {
             // A jump of one count or the other: the cadence says which.
             let verdict = match self.prev {
-                Some(p) if counter_broke_cadence(dy, d_x, &p) => {
+                Some(_) if counter_broke => {
                     // What the counter gained beyond the reference's ΔX at the baseline.
                     let expected =
                         mul_div(u128::from(d_x), u128::from(base.0), u128::from(ref_millihz))
@@ -608,13 +661,14 @@ impl<R: Reference> Watchdog<R> {
                 _ => Watch::NoVerdict(Unjudged::ReferenceJumped),
             };
             self.restart_at(c0, r, width, here);
+            // A counter that jumped may run on at a new rate: the next interval confirms it
+            // if it agrees with this one.
+            if matches!(verdict, Watch::CounterJumped { .. }) {
+                self.pending = Some(span);
+            }
             return verdict;
         }
-        // Off the baseline: confirmed by the one before?
-        let confirmed = self.pending.is_some_and(|p| {
-            ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
-        });
-        self.last = Some(here);
+        self.set_last(here);
         if !confirmed {
             self.pending = Some(span);
             return Watch::NoVerdict(Unjudged::Unconfirmed);
@@ -622,11 +676,21 @@ impl<R: Reference> Watchdog<R> {
         // (c) Changed: recalibrate to the confirming interval's rate.
         self.pending = None;
         self.prev = Some(span);
-        (self.anchor, self.wend) = (last, here);
+        // The window starts after the confirming intervals: a rate excursion that straddled
+        // a check can make two intervals agree, and must not stay in the window.
+        self.anchor_at(here, here);
+        self.drift_ppb = 0;
         let rate = measured(span.millihz, span.bound_ppb.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
-            self.bound_ppb = span.bound_ppb;
+            // Two intervals cannot tell a new rate from an excursion that straddled a check
+            // and is over: until the window since proves which, the clock's rate may still
+            // be as far from the truth as the baseline was from the new rate.
+            self.bound_ppb = span.bound_ppb.max(
+                ppb_apart(span.millihz, base.0)
+                    .saturating_add(base.1)
+                    .saturating_add(rounding_ppb(span.millihz)),
+            );
         }
         Watch::Changed { rate, recalibrated }
     }
@@ -640,8 +704,92 @@ impl<R: Reference> Watchdog<R> {
             width,
             ..at
         };
-        (self.last, self.anchor, self.wend) = (Some(p), p, p);
+        self.set_last(p);
+        self.anchor_at(p, p);
         self.pending = None;
+    }
+
+    /// What a rate moving at the pace last seen (`drift_ppb` over `drift_span`) can have
+    /// moved since the middle of the window: at least `drift_ppb`.
+    fn drift(&self) -> u64 {
+        let half = self.wend.x.saturating_sub(self.anchor.x) / 2;
+        let moved = mul_div_ceil(
+            u128::from(self.drift_ppb),
+            u128::from(half),
+            u128::from(self.drift_span.max(1)),
+        )
+        .unwrap_or(u128::MAX);
+        saturate_u64(moved).max(self.drift_ppb)
+    }
+
+    /// Refinement's window starts again at `anchor`, up to `end`.
+    fn anchor_at(&mut self, anchor: Point, end: Point) {
+        (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
+    }
+
+    /// The window's parts against each other: where they disagree beyond their bounds, the
+    /// rate moved inside the window (a change under an interval's threshold, a ramp): the
+    /// window keeps its recent part and its bound carries the move until the window has
+    /// grown eight times as long without moving again. The first move after a quiet window
+    /// recalibrates the clock to the recent part's rate ([`Watch::Changed`]); further moves
+    /// while it still moves are followed by refinement. Moves the split on when the recent
+    /// part reaches half the window.
+    fn compare_parts<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+        ref_millihz: u64,
+        c_step: u64,
+        r_step: u64,
+        tolerance: u64,
+    ) -> Option<Watch> {
+        let span = |a: &Point, b: &Point| b.x.saturating_sub(a.x);
+        let parts = measure(&self.anchor, &self.mid, ref_millihz, c_step, r_step).zip(measure(
+            &self.mid,
+            &self.wend,
+            ref_millihz,
+            c_step,
+            r_step,
+        ));
+        let moved = parts.and_then(|(older, recent)| {
+            let apart = ppb_apart(recent.millihz, older.millihz);
+            (apart > older.bound_ppb.saturating_add(recent.bound_ppb)).then_some((recent, apart))
+        });
+        let Some((recent, apart)) = moved else {
+            if self.drift_ppb != 0
+                && span(&self.anchor, &self.wend) >= self.drift_span.saturating_mul(8)
+            {
+                self.drift_ppb = 0;
+            }
+            if span(&self.anchor, &self.mid).saturating_mul(2) < span(&self.anchor, &self.wend) {
+                self.mid = self.wend;
+            }
+            return None;
+        };
+        let moving = self.drift_ppb != 0;
+        self.drift_ppb = apart;
+        self.drift_span = span(&self.anchor, &self.wend) / 2;
+        self.anchor_at(self.mid, self.wend);
+        self.mid = self.wend;
+        if moving {
+            // Still moving: refinement follows it (slew-limited), its bound carrying the
+            // move; only the first move after a quiet window is reported.
+            return None;
+        }
+        let bound = recent.bound_ppb.saturating_add(self.drift());
+        let rate = measured(recent.millihz, bound.saturating_add(tolerance));
+        let recalibrated = clock.recalibrate(rate);
+        if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
+            self.bound_ppb = bound.saturating_add(rounding_ppb(recent.millihz));
+        }
+        Some(Watch::Changed { rate, recalibrated })
+    }
+
+    /// The next interval starts at `p`, this check's sample.
+    fn set_last(&mut self, p: Point) {
+        self.last = Some(p);
+        self.since = 0;
+        self.seen_c = (p.c0_raw, 0);
+        self.seen_r = (p.r_raw, 0);
     }
 
     /// Refinement: steers the clock toward the window's rate, slew-limited, where that
@@ -657,9 +805,15 @@ impl<R: Reference> Watchdog<R> {
         let Some(w) = measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) else {
             return;
         };
+        let w = Span {
+            bound_ppb: w.bound_ppb.saturating_add(self.drift()),
+            ..w
+        };
         let now = clock.scale().millihz().max(1);
         let stay = ppb_apart(now, w.millihz).saturating_add(w.bound_ppb);
-        if stay < self.bound_ppb {
+        // While the rate moves, an older bound goes stale: the window's is the one that
+        // holds now, even if wider.
+        if stay < self.bound_ppb || self.drift_ppb != 0 {
             self.bound_ppb = stay;
         }
         // Within half the window's bound: close enough, no write.
@@ -760,6 +914,7 @@ fn measure(a: &Point, b: &Point, ref_millihz: u64, c_step: u64, r_step: u64) -> 
     Some(Span {
         dy,
         dx,
+        n: 1,
         millihz,
         bound_ppb: bound,
     })
@@ -785,9 +940,24 @@ fn ppb_apart(a: u64, b: u64) -> u64 {
 /// Whether the counter's `dy` moved from the previous interval's more than twice as far
 /// (relatively) as the reference's `dx` did: the hook's period held, as the reference
 /// counts it, and the counter's did not.
-fn counter_broke_cadence(dy: u64, dx: u64, prev: &Span) -> bool {
-    let rel = |a: u64, b: u64| ppb_apart(a, b);
-    rel(dy, prev.dy) > rel(dx, prev.dx).saturating_mul(2)
+fn counter_broke_cadence(now: &Span, prev: &Span) -> bool {
+    // Per check: an interval that spans `n` checks (some rejected, or the reference still)
+    // is `n` hook periods long.
+    let rel = |a: u64, b: u64| {
+        ppb_apart(
+            a.saturating_mul(prev.n.max(1)),
+            b.saturating_mul(now.n.max(1)),
+        )
+    };
+    rel(now.dy, prev.dy) > rel(now.dx, prev.dx).saturating_mul(2)
+}
+
+/// Carries `seen` (a raw value and the ticks since `last`) forward to `raw` by the
+/// half-range rule: the ticks from `last` to `raw`, or `None` where `raw` is behind.
+fn carry(seen: &mut (u64, u64), w: Width, raw: u64) -> Option<u64> {
+    let d = w.elapsed(seen.0, raw)?;
+    *seen = (raw, seen.1.saturating_add(d));
+    Some(seen.1)
 }
 
 fn ticks_ns(ticks: u128, millihz: u64) -> u128 {
