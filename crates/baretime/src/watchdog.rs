@@ -446,14 +446,24 @@ impl<R: Reference> Watchdog<R> {
             // Until the reference's step is known (nothing is judged before), read it back
             // to back until it moves: a coarse reference (a 1 kHz tick, a 32 kHz RTC) does
             // not move within a check's few tries.
+            // A move between two reads one of which was delayed spans several steps: the
+            // reads go on until the reference moves between two reads that the counter
+            // brackets (from before the first to after the second) as narrowly as any two
+            // seen here.
+            let mut before = cw.value(counter.ticks());
             let mut prev = rw.value(self.reference.read());
+            let mut min_gap = u64::MAX;
             for _ in 0..STEP_READS {
+                let c = cw.value(counter.ticks());
                 let r = rw.value(self.reference.read());
+                let after = cw.value(counter.ticks());
+                let gap = cw.elapsed(before, after).unwrap_or(u64::MAX);
+                min_gap = min_gap.min(gap);
                 learn(&mut self.ref_step, rw, prev, r);
-                if r != prev {
+                if r != prev && gap <= min_gap.saturating_mul(2).saturating_add(2) {
                     break;
                 }
-                prev = r;
+                (prev, before) = (r, c);
             }
         }
         let mut best = (0, 0, u64::MAX);
