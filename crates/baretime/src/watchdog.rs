@@ -41,9 +41,12 @@ pub enum Watch {
         /// reference's stated tolerance).
         rate: Frequency,
     },
-    /// (c) The rate changed beyond the bounds, confirmed by two consecutive intervals that
-    /// agree: the clock was recalibrated to `rate` (lock-free: time neither jumps nor goes
-    /// back, promises 1–2 of [`Clock`]).
+    /// (c) The rate changed: beyond the bounds, confirmed by two consecutive intervals that
+    /// agree (beyond 12.5 %, with the counter off the hook's cadence both times), or below
+    /// an interval's threshold, seen as refinement's window's two parts disagreeing (a
+    /// small change, a ramp). The clock was recalibrated to `rate` (lock-free: time neither
+    /// jumps nor goes back, promises 1–2 of [`Clock`]). The kernel need do nothing; it may
+    /// log it (a migrated VM, a throttled counter) and read [`Watchdog::health`].
     Changed {
         /// The new rate, measured over the confirming interval, with its bound.
         rate: Frequency,
@@ -51,10 +54,15 @@ pub enum Watch {
         /// rate; `Busy` and `Behind` do not, and the next check tries again).
         recalibrated: Result<(), ClockError>,
     },
-    /// (d) The counter did not move while the reference did.
+    /// (d) The counter did not move while the reference did. The clock stands still: the
+    /// kernel should move to another clock source.
     CounterStopped,
     /// (d) The counter stepped against the reference while the reference kept its cadence
     /// (or the counter went back): by this many nanoseconds (negative: back, or time lost).
+    /// The clock kept its promises across it (it never goes back), but time read across the
+    /// step is off by `by_ns`: the kernel should distrust the counter (Linux marks such a
+    /// TSC unstable) and, if it keeps the clock, [`Clock::rebase`] it. A counter that runs
+    /// on at a new rate after a step is [`Watch::Changed`] at the next check.
     CounterJumped {
         /// The step, in nanoseconds at the rate in force (saturated).
         by_ns: i64,
@@ -74,9 +82,11 @@ pub enum Unjudged {
     WideBracket,
     /// The reference did not move although the counter did.
     ReferenceStill,
-    /// The reference stepped (or went back) while the counter kept its cadence, or the
-    /// two disagreed by more than 12.5 % and neither kept it: the interval is dropped and
-    /// measuring starts again from this sample.
+    /// The reference stepped, went back or stood still part of the interval while the
+    /// counter kept its cadence (per check: an interval that spans checks without a
+    /// verdict is that many hook periods), or the two disagreed by more than 12.5 % and
+    /// neither kept it: the interval is dropped and measuring starts again from this
+    /// sample.
     ReferenceJumped,
     /// Too little elapsed since the last judged check for a bound under 1 %.
     TooShort,
@@ -133,10 +143,16 @@ pub struct WatchdogHealth {
     /// Refinement's recalibrations (slew-limited steps, not counting [`Watch::Changed`]).
     pub steers: u64,
     /// How far the clock's rate can be from the counter's rate *as the reference counts
-    /// it*, in ppb: worst case, the reference's own tolerance not included (add
+    /// it*, in ppb, the reference's own tolerance not included (add
     /// [`Reference::frequency`]'s bound for the rate in true time). It starts at the
     /// bound given to [`Watchdog::new`] plus that tolerance, and shrinks as refinement's
-    /// window grows.
+    /// window grows. A worst case while the counter's rate has been constant since the
+    /// window's anchor; after [`Watch::Changed`] it covers the old rate too, until the
+    /// window proves the new one. Between a change and its detection (within three
+    /// periods above an interval's threshold; seconds below it: see [`Watchdog`]) it does
+    /// not hold. While the rate keeps moving (a ramp), it carries the pace last seen
+    /// between the window's parts over half the window: an extrapolation, exact for a
+    /// steady ramp, not a worst case for an accelerating one.
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -214,10 +230,15 @@ struct Span {
 /// `(ΔX·u_c + ΔC·u_x) / (ΔC·(ΔX − u_x))`, exactly, plus the rounding to millihertz. The
 /// steps are learnt as the smallest non-zero move between two consecutive reads (an
 /// overestimate where reads are slower than a step: a looser bound, never a false one;
-/// a counter whose reads never differ within a check is taken to step by one). Until the
-/// reference has moved between two reads, each check reads it back to back until it does
-/// (at most 16 384 reads: a 1 kHz tick read in 1 µs moves within 1 000), and nothing is
-/// judged.
+/// a counter whose reads never differ within a check is taken to step by one). The
+/// bound, and so the detection threshold below, uses the *learnt* steps. Until the
+/// reference has moved between two reads, each check reads it back to back (each read
+/// between two counter reads) until it moves between two reads bracketed as narrowly as
+/// any two seen in that check — a move across a delayed read spans several steps — and
+/// nothing is judged: at most 16 384 reference reads and twice as many counter reads per
+/// check (a 1 kHz tick read in 1 µs moves within 1 000: about 1 ms on the first check;
+/// a reference that never moves costs every check the full 16 384). Once learnt, the step
+/// only ever shrinks.
 ///
 /// # The verdicts
 ///
@@ -227,18 +248,25 @@ struct Span {
 /// tighter.
 ///
 /// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds.
-/// - **(c) [`Watch::Changed`]**: the interval is off by more than that (and less than
-///   12.5 %), and so was the one before, and the two agree with each other within their
-///   bounds. The clock is recalibrated to the second's rate ([`Clock::recalibrate`]: no
-///   jump, no step back), and the window starts again from the second's first sample. A
-///   first interval off the baseline is [`Unjudged::Unconfirmed`]; if the next agrees with
-///   the baseline, the window starts again after the odd interval (a step of one count or
-///   the other leaves the window's rate wrong otherwise).
+/// - **(c) [`Watch::Changed`]**: the interval is off by more than that, and so was the
+///   one before, and the two agree with each other within their bounds (beyond 12.5 %,
+///   only where the counter broke the hook's cadence in both, as below: a counter that
+///   persistently runs at a new rate, whatever the size). The clock is recalibrated to the
+///   second's rate ([`Clock::recalibrate`]: no jump, no step back), and the window starts
+///   again after the second. Two intervals cannot tell a new rate from an excursion that
+///   straddled a check and is over, so [`WatchdogHealth::bound_ppb`] keeps covering the
+///   old rate until the window since proves the new one. A first interval off the baseline
+///   is [`Unjudged::Unconfirmed`]; if the next agrees with the baseline, the window starts
+///   again after the odd interval (a step of one count or the other leaves the window's
+///   rate wrong otherwise). (c) is also reported when the window's two parts disagree
+///   (see *Detection time*).
 /// - **(d) [`Watch::CounterStopped`]**: the counter moved less than its bound while the
 ///   reference moved 16 steps. **[`Watch::CounterJumped`]**: a 64-bit counter went back,
 ///   or the interval is off by more than 12.5 % and the counter's `ΔC` moved from the
-///   previous interval's more than twice as far (relatively) as the reference's `ΔX` did:
-///   the hook's period held, as the reference counts it, and the counter's did not.
+///   last judged interval's more than twice as far (relatively) as the reference's `ΔX`
+///   did: the hook's period held, as the reference counts it, and the counter's did not.
+///   Both are taken per check: an interval that spans `n` checks (rejected brackets, a
+///   reference that stood still) is `n` periods long.
 /// - **(a) [`Watch::NoVerdict`]**: a wide bracket; a reference that did not move; a
 ///   deviation beyond 12.5 % where the counter kept its cadence and the reference did not
 ///   (or neither did) ([`Unjudged::ReferenceJumped`]); an interval too short to judge; an
@@ -246,6 +274,11 @@ struct Span {
 ///   jitter well under the jumps to be told, which are at least 12.5 % of a period): a
 ///   timer interrupt, not the counter's own deadline (a counter that jumped would fire it
 ///   early, and look like a reference that fell behind).
+///
+/// What a kernel does with each: (a) nothing (a long run of them says the reference is
+/// unusable: [`Watchdog::health`]'s `no_verdict` against `checks`); (b) nothing; (c)
+/// nothing, the clock is already recalibrated (log it); (d) distrust the counter: switch
+/// clock source, or [`Clock::rebase`] from a trusted time (see each variant).
 ///
 /// # False alarms: none, under these assumptions
 ///
@@ -258,9 +291,10 @@ struct Span {
 /// accepted with a bound `D/(P·f)` wider. The one exception is the start: until its window
 /// has a span (the second check), the baseline is the rate given to [`Watchdog::new`], whose
 /// bound (a calibration's, ≥ 99 % coverage; plus the reference's stated tolerance, since
-/// the rate may come from elsewhere) is statistical. A one-off (a reference that steps
-/// once, a read wrong inside a narrow bracket) is never (c): it is not confirmed by the
-/// next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
+/// the rate may come from elsewhere) is statistical. The window's two parts carry the same
+/// worst-case bounds, so at constant rates they agree too. A one-off (a reference that
+/// steps once or stands still, a read wrong inside a narrow bracket) is never (c): it is
+/// not confirmed by the next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
 /// and reference steps over many seeds and counts 0 false alarms.
 ///
 /// # Detection time
@@ -273,16 +307,30 @@ struct Span {
 /// disturbed check in between stretches an interval by one period. Examples: `P` = 0.5 s,
 /// brackets of 1 µs on a 1 GHz counter and a 14.3 MHz HPET: 4 ppm + 0.3 ppm, so 100 ppm is
 /// seen within 1.5 s; with a 3.58 MHz ACPI PM timer (24 bits, a 4.7 s wrap, unwrapped
-/// against the rate) the reference's term is 1.1 ppm. Changes beyond 12.5 % per interval
-/// are not followed: they read as jumps. Measured (`suite/tests/watchdog.rs`, 40 seeds,
-/// simulated HPET and ACPI PM with delayed reads and SMIs): changes of 10 ppm to 10 %
-/// reported in every seed within 1.28 s of a change at 10.25 s (three accepted intervals);
-/// 1 ppm, under the bound, in none. Under QEMU (`cargo xtask qemu watchdog`, `virt` and
-/// `pc`, TCG): +100 ppm and +0.1 % reported 1.0–2.0 s after each change.
+/// against the rate) the reference's term is 1.1 ppm. A change beyond 12.5 % reads as a
+/// jump at first ([`Watch::CounterJumped`], once or twice: the mixed interval, and the
+/// first full one against the old cadence), then (c) when two intervals at the new rate
+/// agree. Measured (`suite/tests/watchdog.rs`, 40 seeds, simulated HPET and ACPI PM with
+/// delayed reads and SMIs): changes of 10 ppm to 10 % reported in every seed within
+/// 1.29 s of a change at 10.25 s (three accepted intervals). Under QEMU (`cargo xtask qemu
+/// watchdog`, `virt` and `pc`, TCG): +100 ppm and +0.1 % reported 1.0–2.0 s after each
+/// change.
 ///
-/// A change smaller than that is not reported: each interval stays steady, and refinement
-/// follows it only as its window (anchored at the last change) averages it in. Comparing
-/// the window's halves would see a 1 ppm change in seconds; that is not done yet.
+/// A change smaller than that leaves each interval steady; refinement's window sees it.
+/// The window is split in two parts, the older between half and all of it; after each
+/// steady interval their rates are compared, each with its worst-case bound, which
+/// shrinks as the window grows. Where they disagree beyond the sum, the rate moved inside
+/// the window: the window keeps its recent part, and the first move after a quiet window
+/// is (c), the clock recalibrated to the recent part's rate; further moves while the rate
+/// keeps moving are followed by refinement, [`WatchdogHealth::bound_ppb`] carrying the
+/// pace seen. A step `δ` is seen once the parts' bounds fall under `δ` times the share of
+/// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
+/// is seen when `s·T/2` exceeds the parts' bounds for a window `T` long: about
+/// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). Measured: 1 ppm at 10.25 s
+/// reported in every seed within 3.8 s (HPET) and 5.3 s (ACPI PM) (same suite); in the
+/// crate's `tests/adversary_watchdog.rs` (1 GHz counter, 10 MHz reference, `P` = 0.5 s) a
+/// ramp of 100 ppb/s is reported 6 s after it starts, and +1 ppm after a minute steady
+/// leaves the clock within `bound_ppb` from then on.
 ///
 /// # Refinement
 ///
@@ -291,7 +339,14 @@ struct Span {
 /// shrinks as `(w_a + w_b + 2·q_c)/(2·T·f) + q_x/(T·f_r)` with the window's length `T`.
 /// The clock is steered toward it by at most [`Watchdog::with_slew_ppb`] per step (1 ppm
 /// by default) — a recalibration only when it tightens [`WatchdogHealth::bound_ppb`], the
-/// clock's rate's distance from the window's rate plus the window's bound. So the clock's
+/// clock's rate's distance from the window's rate plus the window's bound (while the rate
+/// moves, that plus the pace carried, and at every check). Its pace is therefore set by
+/// the window's bound, not only the slew limit: a step is taken only once the window's
+/// bound has shrunk enough for it to tighten the bound, so with a coarse reference it
+/// steers on a fraction of the checks (`tests/adversary_watchdog.rs`'s
+/// `probe_refinement_pace`: a 50 MHz counter against a 32 kHz RTC, 4.4 ppm off at the
+/// start, slew 1 ppm: 6 steers in the first 40 checks, 73 in 400, the error 1550 ppb after
+/// 20 s and 129 ppb after 200 s; against a 10 MHz reference, slew 0.1 ppm: 0 ppb by 40 s). So the clock's
 /// rate converges to the counter's rate as the reference counts it, within about `w/T`
 /// for brackets `w` wide (and the reference's step over `T`): with brackets of 1 µs,
 /// 0.02 ppm after a minute. Measured under QEMU's `virt` (`cargo xtask qemu refine-60`,
@@ -306,8 +361,10 @@ struct Span {
 /// # Widths
 ///
 /// Of the counter and the reference, the one whose wrap period is the longer is unwrapped
-/// by the half-range rule ([`Width`]): check more often than half its wrap period (a 64-bit
-/// counter: any period; a narrow counter: wrap it in [`crate::ExtendedTimer`]). The other
+/// by the half-range rule ([`Width`]) from sample to sample, rejected samples included (a
+/// read inside a wide bracket is still a good read of its count): check more often than
+/// half its wrap period (a 64-bit counter: any period; a narrow counter: wrap it in
+/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other
 /// is unwrapped against the rate in force (the reference's wrap: a 24-bit ACPI PM timer
 /// wraps every 4.7 s, a 16-bit PIT every 55 ms), which holds while the rate's change over
 /// an interval is less than half of that one's wrap: a PIT checked every 0.5 s aliases any
@@ -423,8 +480,9 @@ impl<R: Reference> Watchdog<R> {
     /// One check: call it from a periodic hook (every 0.5 s, say, as Linux's clocksource
     /// watchdog does). Samples `clock`'s counter against the reference, judges the
     /// interval since the last accepted sample, recalibrates the clock on a confirmed
-    /// change and steers it by refinement (see [`Watchdog`]). Never blocks beyond its few
-    /// reads and one clock write; never panics.
+    /// change and steers it by refinement (see [`Watchdog`]). Never blocks beyond its
+    /// reads and one clock write: a few brackets once the reference's step is known; until
+    /// then, up to 16 384 reference reads (see *The bound*). Never panics.
     pub fn check<C: Counter>(&mut self, clock: &Clock<C>) -> Watch {
         self.health.checks = self.health.checks.saturating_add(1);
         let verdict = self.judge(clock);
