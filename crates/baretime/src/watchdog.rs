@@ -41,9 +41,12 @@ pub enum Watch {
         /// reference's stated tolerance).
         rate: Frequency,
     },
-    /// (c) The rate changed beyond the bounds, confirmed by two consecutive intervals that
-    /// agree: the clock was recalibrated to `rate` (lock-free: time neither jumps nor goes
-    /// back, promises 1–2 of [`Clock`]).
+    /// (c) The rate changed: beyond the bounds, confirmed by two consecutive intervals that
+    /// agree (beyond 12.5 %, with the counter off the hook's cadence both times), or below
+    /// an interval's threshold, seen as refinement's window's two parts disagreeing (a
+    /// small change, a ramp). The clock was recalibrated to `rate` (lock-free: time neither
+    /// jumps nor goes back, promises 1–2 of [`Clock`]). The kernel need do nothing; it may
+    /// log it (a migrated VM, a throttled counter) and read [`Watchdog::health`].
     Changed {
         /// The new rate, measured over the confirming interval, with its bound.
         rate: Frequency,
@@ -51,10 +54,15 @@ pub enum Watch {
         /// rate; `Busy` and `Behind` do not, and the next check tries again).
         recalibrated: Result<(), ClockError>,
     },
-    /// (d) The counter did not move while the reference did.
+    /// (d) The counter did not move while the reference did. The clock stands still: the
+    /// kernel should move to another clock source.
     CounterStopped,
     /// (d) The counter stepped against the reference while the reference kept its cadence
     /// (or the counter went back): by this many nanoseconds (negative: back, or time lost).
+    /// The clock kept its promises across it (it never goes back), but time read across the
+    /// step is off by `by_ns`: the kernel should distrust the counter (Linux marks such a
+    /// TSC unstable) and, if it keeps the clock, [`Clock::rebase`] it. A counter that runs
+    /// on at a new rate after a step is [`Watch::Changed`] at the next check.
     CounterJumped {
         /// The step, in nanoseconds at the rate in force (saturated).
         by_ns: i64,
@@ -74,9 +82,11 @@ pub enum Unjudged {
     WideBracket,
     /// The reference did not move although the counter did.
     ReferenceStill,
-    /// The reference stepped (or went back) while the counter kept its cadence, or the
-    /// two disagreed by more than 12.5 % and neither kept it: the interval is dropped and
-    /// measuring starts again from this sample.
+    /// The reference stepped, went back or stood still part of the interval while the
+    /// counter kept its cadence (per check: an interval that spans checks without a
+    /// verdict is that many hook periods), or the two disagreed by more than 12.5 % and
+    /// neither kept it: the interval is dropped and measuring starts again from this
+    /// sample.
     ReferenceJumped,
     /// Too little elapsed since the last judged check for a bound under 1 %.
     TooShort,
@@ -133,10 +143,16 @@ pub struct WatchdogHealth {
     /// Refinement's recalibrations (slew-limited steps, not counting [`Watch::Changed`]).
     pub steers: u64,
     /// How far the clock's rate can be from the counter's rate *as the reference counts
-    /// it*, in ppb: worst case, the reference's own tolerance not included (add
+    /// it*, in ppb, the reference's own tolerance not included (add
     /// [`Reference::frequency`]'s bound for the rate in true time). It starts at the
     /// bound given to [`Watchdog::new`] plus that tolerance, and shrinks as refinement's
-    /// window grows.
+    /// window grows. A worst case while the counter's rate has been constant since the
+    /// window's anchor; after [`Watch::Changed`] it covers the old rate too, until the
+    /// window proves the new one. Between a change and its detection (within three
+    /// periods above an interval's threshold; seconds below it: see [`Watchdog`]) it does
+    /// not hold. While the rate keeps moving (a ramp), it carries the pace last seen
+    /// between the window's parts over half the window: an extrapolation, exact for a
+    /// steady ramp, not a worst case for an accelerating one.
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -162,6 +178,8 @@ struct Point {
 struct Span {
     dy: u64,
     dx: u64,
+    /// Checks the span covers (hook periods, as the cadence rule counts them).
+    n: u64,
     millihz: u64,
     bound_ppb: u64,
 }
@@ -212,10 +230,15 @@ struct Span {
 /// `(ΔX·u_c + ΔC·u_x) / (ΔC·(ΔX − u_x))`, exactly, plus the rounding to millihertz. The
 /// steps are learnt as the smallest non-zero move between two consecutive reads (an
 /// overestimate where reads are slower than a step: a looser bound, never a false one;
-/// a counter whose reads never differ within a check is taken to step by one). Until the
-/// reference has moved between two reads, each check reads it back to back until it does
-/// (at most 16 384 reads: a 1 kHz tick read in 1 µs moves within 1 000), and nothing is
-/// judged.
+/// a counter whose reads never differ within a check is taken to step by one). The
+/// bound, and so the detection threshold below, uses the *learnt* steps. Until the
+/// reference has moved between two reads, each check reads it back to back (each read
+/// between two counter reads) until it moves between two reads bracketed as narrowly as
+/// any two seen in that check — a move across a delayed read spans several steps — and
+/// nothing is judged: at most 16 384 reference reads and twice as many counter reads per
+/// check (a 1 kHz tick read in 1 µs moves within 1 000: about 1 ms on the first check;
+/// a reference that never moves costs every check the full 16 384). Once learnt, the step
+/// only ever shrinks.
 ///
 /// # The verdicts
 ///
@@ -225,18 +248,25 @@ struct Span {
 /// tighter.
 ///
 /// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds.
-/// - **(c) [`Watch::Changed`]**: the interval is off by more than that (and less than
-///   12.5 %), and so was the one before, and the two agree with each other within their
-///   bounds. The clock is recalibrated to the second's rate ([`Clock::recalibrate`]: no
-///   jump, no step back), and the window starts again from the second's first sample. A
-///   first interval off the baseline is [`Unjudged::Unconfirmed`]; if the next agrees with
-///   the baseline, the window starts again after the odd interval (a step of one count or
-///   the other leaves the window's rate wrong otherwise).
+/// - **(c) [`Watch::Changed`]**: the interval is off by more than that, and so was the
+///   one before, and the two agree with each other within their bounds (beyond 12.5 %,
+///   only where the counter broke the hook's cadence in both, as below: a counter that
+///   persistently runs at a new rate, whatever the size). The clock is recalibrated to the
+///   second's rate ([`Clock::recalibrate`]: no jump, no step back), and the window starts
+///   again after the second. Two intervals cannot tell a new rate from an excursion that
+///   straddled a check and is over, so [`WatchdogHealth::bound_ppb`] keeps covering the
+///   old rate until the window since proves the new one. A first interval off the baseline
+///   is [`Unjudged::Unconfirmed`]; if the next agrees with the baseline, the window starts
+///   again after the odd interval (a step of one count or the other leaves the window's
+///   rate wrong otherwise). (c) is also reported when the window's two parts disagree
+///   (see *Detection time*).
 /// - **(d) [`Watch::CounterStopped`]**: the counter moved less than its bound while the
 ///   reference moved 16 steps. **[`Watch::CounterJumped`]**: a 64-bit counter went back,
 ///   or the interval is off by more than 12.5 % and the counter's `ΔC` moved from the
-///   previous interval's more than twice as far (relatively) as the reference's `ΔX` did:
-///   the hook's period held, as the reference counts it, and the counter's did not.
+///   last judged interval's more than twice as far (relatively) as the reference's `ΔX`
+///   did: the hook's period held, as the reference counts it, and the counter's did not.
+///   Both are taken per check: an interval that spans `n` checks (rejected brackets, a
+///   reference that stood still) is `n` periods long.
 /// - **(a) [`Watch::NoVerdict`]**: a wide bracket; a reference that did not move; a
 ///   deviation beyond 12.5 % where the counter kept its cadence and the reference did not
 ///   (or neither did) ([`Unjudged::ReferenceJumped`]); an interval too short to judge; an
@@ -244,6 +274,11 @@ struct Span {
 ///   jitter well under the jumps to be told, which are at least 12.5 % of a period): a
 ///   timer interrupt, not the counter's own deadline (a counter that jumped would fire it
 ///   early, and look like a reference that fell behind).
+///
+/// What a kernel does with each: (a) nothing (a long run of them says the reference is
+/// unusable: [`Watchdog::health`]'s `no_verdict` against `checks`); (b) nothing; (c)
+/// nothing, the clock is already recalibrated (log it); (d) distrust the counter: switch
+/// clock source, or [`Clock::rebase`] from a trusted time (see each variant).
 ///
 /// # False alarms: none, under these assumptions
 ///
@@ -256,9 +291,10 @@ struct Span {
 /// accepted with a bound `D/(P·f)` wider. The one exception is the start: until its window
 /// has a span (the second check), the baseline is the rate given to [`Watchdog::new`], whose
 /// bound (a calibration's, ≥ 99 % coverage; plus the reference's stated tolerance, since
-/// the rate may come from elsewhere) is statistical. A one-off (a reference that steps
-/// once, a read wrong inside a narrow bracket) is never (c): it is not confirmed by the
-/// next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
+/// the rate may come from elsewhere) is statistical. The window's two parts carry the same
+/// worst-case bounds, so at constant rates they agree too. A one-off (a reference that
+/// steps once or stands still, a read wrong inside a narrow bracket) is never (c): it is
+/// not confirmed by the next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
 /// and reference steps over many seeds and counts 0 false alarms.
 ///
 /// # Detection time
@@ -271,16 +307,30 @@ struct Span {
 /// disturbed check in between stretches an interval by one period. Examples: `P` = 0.5 s,
 /// brackets of 1 µs on a 1 GHz counter and a 14.3 MHz HPET: 4 ppm + 0.3 ppm, so 100 ppm is
 /// seen within 1.5 s; with a 3.58 MHz ACPI PM timer (24 bits, a 4.7 s wrap, unwrapped
-/// against the rate) the reference's term is 1.1 ppm. Changes beyond 12.5 % per interval
-/// are not followed: they read as jumps. Measured (`suite/tests/watchdog.rs`, 40 seeds,
-/// simulated HPET and ACPI PM with delayed reads and SMIs): changes of 10 ppm to 10 %
-/// reported in every seed within 1.28 s of a change at 10.25 s (three accepted intervals);
-/// 1 ppm, under the bound, in none. Under QEMU (`cargo xtask qemu watchdog`, `virt` and
-/// `pc`, TCG): +100 ppm and +0.1 % reported 1.0–2.0 s after each change.
+/// against the rate) the reference's term is 1.1 ppm. A change beyond 12.5 % reads as a
+/// jump at first ([`Watch::CounterJumped`], once or twice: the mixed interval, and the
+/// first full one against the old cadence), then (c) when two intervals at the new rate
+/// agree. Measured (`suite/tests/watchdog.rs`, 40 seeds, simulated HPET and ACPI PM with
+/// delayed reads and SMIs): changes of 10 ppm to 10 % reported in every seed within
+/// 1.29 s of a change at 10.25 s (three accepted intervals). Under QEMU (`cargo xtask qemu
+/// watchdog`, `virt` and `pc`, TCG): +100 ppm and +0.1 % reported 1.0–2.5 s after each
+/// change (2.5 s: the ACPI PM run of this change, with 8 of its 28 checks disturbed).
 ///
-/// A change smaller than that is not reported: each interval stays steady, and refinement
-/// follows it only as its window (anchored at the last change) averages it in. Comparing
-/// the window's halves would see a 1 ppm change in seconds; that is not done yet.
+/// A change smaller than that leaves each interval steady; refinement's window sees it.
+/// The window is split in two parts, the older between half and all of it; after each
+/// steady interval their rates are compared, each with its worst-case bound, which
+/// shrinks as the window grows. Where they disagree beyond the sum, the rate moved inside
+/// the window: the window keeps its recent part, and the first move after a quiet window
+/// is (c), the clock recalibrated to the recent part's rate; further moves while the rate
+/// keeps moving are followed by refinement, [`WatchdogHealth::bound_ppb`] carrying the
+/// pace seen. A step `δ` is seen once the parts' bounds fall under `δ` times the share of
+/// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
+/// is seen when `s·T/2` exceeds the parts' bounds for a window `T` long: about
+/// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). Measured: 1 ppm at 10.25 s
+/// reported in every seed within 3.8 s (HPET) and 5.3 s (ACPI PM) (same suite); in the
+/// crate's `tests/adversary_watchdog.rs` (1 GHz counter, 10 MHz reference, `P` = 0.5 s) a
+/// ramp of 100 ppb/s is reported 6 s after it starts, and +1 ppm after a minute steady
+/// leaves the clock within `bound_ppb` over the third minute (where the test judges it).
 ///
 /// # Refinement
 ///
@@ -289,7 +339,14 @@ struct Span {
 /// shrinks as `(w_a + w_b + 2·q_c)/(2·T·f) + q_x/(T·f_r)` with the window's length `T`.
 /// The clock is steered toward it by at most [`Watchdog::with_slew_ppb`] per step (1 ppm
 /// by default) — a recalibration only when it tightens [`WatchdogHealth::bound_ppb`], the
-/// clock's rate's distance from the window's rate plus the window's bound. So the clock's
+/// clock's rate's distance from the window's rate plus the window's bound (while the rate
+/// moves, that plus the pace carried, and at every check). Its pace is therefore set by
+/// the window's bound, not only the slew limit: a step is taken only once the window's
+/// bound has shrunk enough for it to tighten the bound, so with a coarse reference it
+/// steers on a fraction of the checks (`tests/adversary_watchdog.rs`'s
+/// `probe_refinement_pace`: a 50 MHz counter against a 32 kHz RTC, 4.4 ppm off at the
+/// start, slew 1 ppm: 6 steers in the first 40 checks, 73 in 400, the error 1550 ppb after
+/// 20 s and 129 ppb after 200 s; against a 10 MHz reference, slew 0.1 ppm: 0 ppb by 40 s). So the clock's
 /// rate converges to the counter's rate as the reference counts it, within about `w/T`
 /// for brackets `w` wide (and the reference's step over `T`): with brackets of 1 µs,
 /// 0.02 ppm after a minute. Measured under QEMU's `virt` (`cargo xtask qemu refine-60`,
@@ -304,8 +361,10 @@ struct Span {
 /// # Widths
 ///
 /// Of the counter and the reference, the one whose wrap period is the longer is unwrapped
-/// by the half-range rule ([`Width`]): check more often than half its wrap period (a 64-bit
-/// counter: any period; a narrow counter: wrap it in [`crate::ExtendedTimer`]). The other
+/// by the half-range rule ([`Width`]) from sample to sample, rejected samples included (a
+/// read inside a wide bracket is still a good read of its count): check more often than
+/// half its wrap period (a 64-bit counter: any period; a narrow counter: wrap it in
+/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other
 /// is unwrapped against the rate in force (the reference's wrap: a 24-bit ACPI PM timer
 /// wraps every 4.7 s, a 16-bit PIT every 55 ms), which holds while the rate's change over
 /// an interval is less than half of that one's wrap: a PIT checked every 0.5 s aliases any
@@ -332,10 +391,28 @@ pub struct Watchdog<R: Reference> {
     /// Refinement's window: from `anchor` to `wend` (the last steady sample).
     anchor: Point,
     wend: Point,
+    /// The window's split: its older part `anchor..mid` (between half and all of it) is
+    /// compared with its recent part `mid..wend`.
+    mid: Point,
+    /// How far the rate moved between the window's parts when they last disagreed (ppb),
+    /// over `drift_span` reference ticks (the distance of the parts' middles): while the
+    /// rate may still be moving at that pace, the window's bound carries the move over
+    /// half its span ([`Watchdog::drift`]); dropped once the window has grown to eight
+    /// times `drift_span` without moving again.
+    drift_ppb: u64,
+    drift_span: u64,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
     prev: Option<Span>,
+    /// Checks since `last` was taken (each one hook period).
+    since: u64,
+    /// Both counts tracked through every sample read since `last`, rejected ones
+    /// included (a read inside a wide bracket is still a good read of its count): the
+    /// raw value at the latest sample and the ticks from `last` to it. The half-range
+    /// rule then applies to the hook's period, not to the gap between accepted samples.
+    seen_c: (u64, u64),
+    seen_r: (u64, u64),
     health: WatchdogHealth,
 }
 
@@ -362,8 +439,14 @@ impl<R: Reference> Watchdog<R> {
             last: None,
             anchor: zero,
             wend: zero,
+            mid: zero,
+            drift_ppb: 0,
+            drift_span: 0,
             pending: None,
             prev: None,
+            since: 0,
+            seen_c: (0, 0),
+            seen_r: (0, 0),
             health: WatchdogHealth {
                 bound_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
                 ..WatchdogHealth::default()
@@ -397,8 +480,9 @@ impl<R: Reference> Watchdog<R> {
     /// One check: call it from a periodic hook (every 0.5 s, say, as Linux's clocksource
     /// watchdog does). Samples `clock`'s counter against the reference, judges the
     /// interval since the last accepted sample, recalibrates the clock on a confirmed
-    /// change and steers it by refinement (see [`Watchdog`]). Never blocks beyond its few
-    /// reads and one clock write; never panics.
+    /// change and steers it by refinement (see [`Watchdog`]). Never blocks beyond its
+    /// reads and one clock write: a few brackets once the reference's step is known; until
+    /// then, up to 16 384 reference reads (see *The bound*). Never panics.
     pub fn check<C: Counter>(&mut self, clock: &Clock<C>) -> Watch {
         self.health.checks = self.health.checks.saturating_add(1);
         let verdict = self.judge(clock);
@@ -420,14 +504,24 @@ impl<R: Reference> Watchdog<R> {
             // Until the reference's step is known (nothing is judged before), read it back
             // to back until it moves: a coarse reference (a 1 kHz tick, a 32 kHz RTC) does
             // not move within a check's few tries.
+            // A move between two reads one of which was delayed spans several steps: the
+            // reads go on until the reference moves between two reads that the counter
+            // brackets (from before the first to after the second) as narrowly as any two
+            // seen here.
+            let mut before = cw.value(counter.ticks());
             let mut prev = rw.value(self.reference.read());
+            let mut min_gap = u64::MAX;
             for _ in 0..STEP_READS {
+                let c = cw.value(counter.ticks());
                 let r = rw.value(self.reference.read());
+                let after = cw.value(counter.ticks());
+                let gap = cw.elapsed(before, after).unwrap_or(u64::MAX);
+                min_gap = min_gap.min(gap);
                 learn(&mut self.ref_step, rw, prev, r);
-                if r != prev {
+                if r != prev && gap <= min_gap.saturating_mul(2).saturating_add(2) {
                     break;
                 }
-                prev = r;
+                (prev, before) = (r, c);
             }
         }
         let mut best = (0, 0, u64::MAX);
@@ -452,6 +546,9 @@ impl<R: Reference> Watchdog<R> {
 
     fn judge<C: Counter>(&mut self, clock: &Clock<C>) -> Watch {
         let counter = clock.counter();
+        if self.last.is_some() {
+            self.since = self.since.saturating_add(1);
+        }
         let (c0, r, width) = self.sample(counter);
         if width == u64::MAX {
             return Watch::NoVerdict(Unjudged::WideBracket);
@@ -465,27 +562,32 @@ impl<R: Reference> Watchdog<R> {
                 x: 0,
                 width,
             };
-            (self.last, self.anchor, self.wend) = (Some(first), first, first);
+            self.set_last(first);
+            self.anchor_at(first, first);
             return Watch::NoVerdict(Unjudged::First);
         };
+        let cw = Width::of(counter);
+        let rw = Width::new(self.reference.bits());
         if width > self.min_width.saturating_mul(2).saturating_add(2) {
+            // Rejected, but its reads are good reads of both counts: carry them forward,
+            // so the gap between accepted samples never aliases a narrow count.
+            let _ = carry(&mut self.seen_c, cw, c0);
+            let _ = carry(&mut self.seen_r, rw, r);
             return Watch::NoVerdict(Unjudged::WideBracket);
         }
         let ref_millihz = self.reference.frequency().as_millihz().max(1);
         let clock_millihz = clock.scale().millihz().max(1);
-        let cw = Width::of(counter);
-        let rw = Width::new(self.reference.bits());
         let c_step = step_or_one(self.counter_step);
 
-        // Unwrap: the side with the longer wrap period by the half-range rule, the other
-        // against the rate in force.
+        // Unwrap: the side with the longer wrap period by the half-range rule (from sample
+        // to sample, rejected ones included), the other against the rate in force.
         let wrap_ns = |mask: u64, millihz: u64| {
             mul_div(u128::from(mask), 1_000_000_000_000, u128::from(millihz)).unwrap_or(u128::MAX)
         };
         let counter_first = wrap_ns(cw.mask(), clock_millihz) >= wrap_ns(rw.mask(), ref_millihz);
         let (d_c, d_x) = if counter_first {
-            let Some(d_c) = cw.elapsed(last.c0_raw, c0) else {
-                let back = cw.delta(c0, last.c0_raw);
+            let Some(d_c) = carry(&mut self.seen_c, cw, c0) else {
+                let back = cw.delta(c0, self.seen_c.0);
                 self.restart_at(c0, r, width, last);
                 return Watch::CounterJumped {
                     by_ns: neg_ns(back, clock_millihz),
@@ -505,7 +607,7 @@ impl<R: Reference> Watchdog<R> {
                 }
             }
         } else {
-            let Some(d_x) = rw.elapsed(last.r_raw, r) else {
+            let Some(d_x) = carry(&mut self.seen_r, rw, r) else {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::ReferenceJumped);
             };
@@ -566,32 +668,51 @@ impl<R: Reference> Watchdog<R> {
         else {
             return Watch::NoVerdict(Unjudged::TooShort);
         };
+        let span = Span {
+            n: self.since.max(1),
+            ..span
+        };
         let tolerance = self.reference.frequency().accuracy().bound_ppb();
 
         // The baseline: the window's rate, or the clock's, whichever is known better.
         let clock_base = (clock_millihz, self.bound_ppb);
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
-            Some(w) if w.bound_ppb < self.bound_ppb => (w.millihz, w.bound_ppb),
+            Some(w) if w.bound_ppb.saturating_add(self.drift()) < self.bound_ppb => {
+                (w.millihz, w.bound_ppb.saturating_add(self.drift()))
+            }
             _ => clock_base,
         };
         let dev = ppb_apart(span.millihz, base.0);
         if dev <= span.bound_ppb.saturating_add(base.1) {
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
             if self.pending.take().is_some() {
-                self.anchor = last;
+                self.anchor_at(last, last);
             }
             self.wend = here;
-            self.last = Some(here);
+            self.set_last(here);
             self.prev = Some(span);
+            if let Some(changed) = self.compare_parts(clock, ref_millihz, c_step, r_step, tolerance)
+            {
+                return changed;
+            }
             self.refine(clock, ref_millihz, c_step, r_step, tolerance);
             return Watch::Steady {
                 rate: measured(span.millihz, span.bound_ppb.saturating_add(tolerance)),
             };
         }
-        if dev > GROSS_PPB {
+        // Off the baseline: confirmed by the one before? Two consecutive intervals that
+        // agree are a counter running at a new rate, whatever its size.
+        // Beyond 12.5 %, only where the counter broke the hook's cadence (as the reference
+        // counts it) both times: a reference that stood still across a check makes two
+        // intervals agree too, with the counter on its cadence.
+        let counter_broke = self.prev.is_some_and(|p| counter_broke_cadence(&span, &p));
+        let confirmed = self.pending.is_some_and(|p| {
+            ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
+        }) && (dev <= GROSS_PPB || counter_broke);
+        if dev > GROSS_PPB && !confirmed {
             // A jump of one count or the other: the cadence says which.
             let verdict = match self.prev {
-                Some(p) if counter_broke_cadence(dy, d_x, &p) => {
+                Some(_) if counter_broke => {
                     // What the counter gained beyond the reference's ΔX at the baseline.
                     let expected =
                         mul_div(u128::from(d_x), u128::from(base.0), u128::from(ref_millihz))
@@ -608,13 +729,14 @@ impl<R: Reference> Watchdog<R> {
                 _ => Watch::NoVerdict(Unjudged::ReferenceJumped),
             };
             self.restart_at(c0, r, width, here);
+            // A counter that jumped may run on at a new rate: the next interval confirms it
+            // if it agrees with this one.
+            if matches!(verdict, Watch::CounterJumped { .. }) {
+                self.pending = Some(span);
+            }
             return verdict;
         }
-        // Off the baseline: confirmed by the one before?
-        let confirmed = self.pending.is_some_and(|p| {
-            ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
-        });
-        self.last = Some(here);
+        self.set_last(here);
         if !confirmed {
             self.pending = Some(span);
             return Watch::NoVerdict(Unjudged::Unconfirmed);
@@ -622,11 +744,21 @@ impl<R: Reference> Watchdog<R> {
         // (c) Changed: recalibrate to the confirming interval's rate.
         self.pending = None;
         self.prev = Some(span);
-        (self.anchor, self.wend) = (last, here);
+        // The window starts after the confirming intervals: a rate excursion that straddled
+        // a check can make two intervals agree, and must not stay in the window.
+        self.anchor_at(here, here);
+        self.drift_ppb = 0;
         let rate = measured(span.millihz, span.bound_ppb.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
-            self.bound_ppb = span.bound_ppb;
+            // Two intervals cannot tell a new rate from an excursion that straddled a check
+            // and is over: until the window since proves which, the clock's rate may still
+            // be as far from the truth as the baseline was from the new rate.
+            self.bound_ppb = span.bound_ppb.max(
+                ppb_apart(span.millihz, base.0)
+                    .saturating_add(base.1)
+                    .saturating_add(rounding_ppb(span.millihz)),
+            );
         }
         Watch::Changed { rate, recalibrated }
     }
@@ -640,8 +772,92 @@ impl<R: Reference> Watchdog<R> {
             width,
             ..at
         };
-        (self.last, self.anchor, self.wend) = (Some(p), p, p);
+        self.set_last(p);
+        self.anchor_at(p, p);
         self.pending = None;
+    }
+
+    /// What a rate moving at the pace last seen (`drift_ppb` over `drift_span`) can have
+    /// moved since the middle of the window: at least `drift_ppb`.
+    fn drift(&self) -> u64 {
+        let half = self.wend.x.saturating_sub(self.anchor.x) / 2;
+        let moved = mul_div_ceil(
+            u128::from(self.drift_ppb),
+            u128::from(half),
+            u128::from(self.drift_span.max(1)),
+        )
+        .unwrap_or(u128::MAX);
+        saturate_u64(moved).max(self.drift_ppb)
+    }
+
+    /// Refinement's window starts again at `anchor`, up to `end`.
+    fn anchor_at(&mut self, anchor: Point, end: Point) {
+        (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
+    }
+
+    /// The window's parts against each other: where they disagree beyond their bounds, the
+    /// rate moved inside the window (a change under an interval's threshold, a ramp): the
+    /// window keeps its recent part and its bound carries the move until the window has
+    /// grown eight times as long without moving again. The first move after a quiet window
+    /// recalibrates the clock to the recent part's rate ([`Watch::Changed`]); further moves
+    /// while it still moves are followed by refinement. Moves the split on when the recent
+    /// part reaches half the window.
+    fn compare_parts<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+        ref_millihz: u64,
+        c_step: u64,
+        r_step: u64,
+        tolerance: u64,
+    ) -> Option<Watch> {
+        let span = |a: &Point, b: &Point| b.x.saturating_sub(a.x);
+        let parts = measure(&self.anchor, &self.mid, ref_millihz, c_step, r_step).zip(measure(
+            &self.mid,
+            &self.wend,
+            ref_millihz,
+            c_step,
+            r_step,
+        ));
+        let moved = parts.and_then(|(older, recent)| {
+            let apart = ppb_apart(recent.millihz, older.millihz);
+            (apart > older.bound_ppb.saturating_add(recent.bound_ppb)).then_some((recent, apart))
+        });
+        let Some((recent, apart)) = moved else {
+            if self.drift_ppb != 0
+                && span(&self.anchor, &self.wend) >= self.drift_span.saturating_mul(8)
+            {
+                self.drift_ppb = 0;
+            }
+            if span(&self.anchor, &self.mid).saturating_mul(2) < span(&self.anchor, &self.wend) {
+                self.mid = self.wend;
+            }
+            return None;
+        };
+        let moving = self.drift_ppb != 0;
+        self.drift_ppb = apart;
+        self.drift_span = span(&self.anchor, &self.wend) / 2;
+        self.anchor_at(self.mid, self.wend);
+        self.mid = self.wend;
+        if moving {
+            // Still moving: refinement follows it (slew-limited), its bound carrying the
+            // move; only the first move after a quiet window is reported.
+            return None;
+        }
+        let bound = recent.bound_ppb.saturating_add(self.drift());
+        let rate = measured(recent.millihz, bound.saturating_add(tolerance));
+        let recalibrated = clock.recalibrate(rate);
+        if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
+            self.bound_ppb = bound.saturating_add(rounding_ppb(recent.millihz));
+        }
+        Some(Watch::Changed { rate, recalibrated })
+    }
+
+    /// The next interval starts at `p`, this check's sample.
+    fn set_last(&mut self, p: Point) {
+        self.last = Some(p);
+        self.since = 0;
+        self.seen_c = (p.c0_raw, 0);
+        self.seen_r = (p.r_raw, 0);
     }
 
     /// Refinement: steers the clock toward the window's rate, slew-limited, where that
@@ -657,9 +873,15 @@ impl<R: Reference> Watchdog<R> {
         let Some(w) = measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) else {
             return;
         };
+        let w = Span {
+            bound_ppb: w.bound_ppb.saturating_add(self.drift()),
+            ..w
+        };
         let now = clock.scale().millihz().max(1);
         let stay = ppb_apart(now, w.millihz).saturating_add(w.bound_ppb);
-        if stay < self.bound_ppb {
+        // While the rate moves, an older bound goes stale: the window's is the one that
+        // holds now, even if wider.
+        if stay < self.bound_ppb || self.drift_ppb != 0 {
             self.bound_ppb = stay;
         }
         // Within half the window's bound: close enough, no write.
@@ -760,6 +982,7 @@ fn measure(a: &Point, b: &Point, ref_millihz: u64, c_step: u64, r_step: u64) -> 
     Some(Span {
         dy,
         dx,
+        n: 1,
         millihz,
         bound_ppb: bound,
     })
@@ -785,9 +1008,24 @@ fn ppb_apart(a: u64, b: u64) -> u64 {
 /// Whether the counter's `dy` moved from the previous interval's more than twice as far
 /// (relatively) as the reference's `dx` did: the hook's period held, as the reference
 /// counts it, and the counter's did not.
-fn counter_broke_cadence(dy: u64, dx: u64, prev: &Span) -> bool {
-    let rel = |a: u64, b: u64| ppb_apart(a, b);
-    rel(dy, prev.dy) > rel(dx, prev.dx).saturating_mul(2)
+fn counter_broke_cadence(now: &Span, prev: &Span) -> bool {
+    // Per check: an interval that spans `n` checks (some rejected, or the reference still)
+    // is `n` hook periods long.
+    let rel = |a: u64, b: u64| {
+        ppb_apart(
+            a.saturating_mul(prev.n.max(1)),
+            b.saturating_mul(now.n.max(1)),
+        )
+    };
+    rel(now.dy, prev.dy) > rel(now.dx, prev.dx).saturating_mul(2)
+}
+
+/// Carries `seen` (a raw value and the ticks since `last`) forward to `raw` by the
+/// half-range rule: the ticks from `last` to `raw`, or `None` where `raw` is behind.
+fn carry(seen: &mut (u64, u64), w: Width, raw: u64) -> Option<u64> {
+    let d = w.elapsed(seen.0, raw)?;
+    *seen = (raw, seen.1.saturating_add(d));
+    Some(seen.1)
 }
 
 fn ticks_ns(ticks: u128, millihz: u64) -> u128 {

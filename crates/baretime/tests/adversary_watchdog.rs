@@ -5,7 +5,8 @@
 //! that each run at a rate in millihertz (piecewise constant, changed by scheduled events),
 //! floored to whole ticks, masked to their widths; every read costs true time, and reference
 //! reads can be delayed. Every check uses a bound the docs give. A test marked
-//! `#[ignore = "finding: ..."]` is a promise found broken, with the minimal input;
+//! `#[ignore = "finding: ..."]` is a promise found broken, with the minimal input (a
+//! finding since fixed keeps its test, unignored, with a `Found (fixed since):` note);
 //! `finding (docs)` a gap in what the docs state; `probe` prints figures for the report.
 //!
 //! The properties run a fixed number of cases from a fixed seed; `ATK_SEED=<n>` explores other
@@ -703,21 +704,22 @@ fn reference_stands_still(
 /// Promise ((d) is "the counter stepped against the reference while the reference kept its
 /// cadence"; a reference that did not move is (a)): a reference that stood still is never a
 /// counter fault.
+///
+/// Found (fixed since): a reference that stands still across checks, then runs on, is reported
+/// as Watch::CounterJumped (by the time it stood) although the counter ran at a constant rate;
+/// minimal: 50 MHz counter, ACPI PM reference (3.579545 MHz, 24 bits), P = 0.5 s, 6 steady
+/// checks, the reference stops 0.0005 s into the next interval for 1.5 s (3 periods):
+/// ReferenceJumped, ReferenceStill, ReferenceStill, then CounterJumped { by_ns: 1000499880 }
 #[test]
-#[ignore = "finding: a reference that stands still across checks, then runs on, is reported as \
-            Watch::CounterJumped (by the time it stood) although the counter ran at a constant \
-            rate; minimal: 50 MHz counter, ACPI PM reference (3.579545 MHz, 24 bits), P = 0.5 s, \
-            6 steady checks, the reference stops 0.0005 s into the next interval for 1.5 s \
-            (3 periods): ReferenceJumped, ReferenceStill, ReferenceStill, then CounterJumped { \
-            by_ns: 1000499880 }"]
 fn a_reference_that_stood_still_is_not_a_counter_fault() {
     let v = reference_stands_still(50_000_000_000, 2, 1, 3000);
     assert!(!v.iter().any(alarm), "{v:?}");
 }
 
 /// The same over sizes of standing still and references (a sweep, to size the finding).
+///
+/// Found (fixed since): as a_reference_that_stood_still_is_not_a_counter_fault, over a sweep
 #[test]
-#[ignore = "finding: as a_reference_that_stood_still_is_not_a_counter_fault, over a sweep"]
 fn a_reference_that_stood_still_sweep() {
     let mut bad = Vec::new();
     for r_kind in 2..REFS.len() {
@@ -757,12 +759,13 @@ fn bound_violation(rig: &mut Rig, n: usize, p: u128) -> Option<(usize, u128, u64
 /// reported ("each interval stays steady, and refinement follows it only as its window
 /// averages it in"), the clock's rate is off the truth by about the change while the
 /// window's bound keeps shrinking.
+///
+/// Found (fixed since): WatchdogHealth::bound_ppb is not a worst case after a rate change below
+/// the detection threshold: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P =
+/// 0.5 s, 120 steady checks (60 s), then the counter's rate +1 ppm (the docs' threshold here:
+/// ~4.2 ppm): 2 minutes later all 360 checks were Steady, the clock's rate is 331 ppb off and
+/// bound_ppb says 9 ppb
 #[test]
-#[ignore = "finding: WatchdogHealth::bound_ppb is not a worst case after a rate change below \
-            the detection threshold: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / \
-            500 ns, P = 0.5 s, 120 steady checks (60 s), then the counter's rate +1 ppm (the \
-            docs' threshold here: ~4.2 ppm): 2 minutes later all 360 checks were Steady, the \
-            clock's rate is 331 ppb off and bound_ppb says 9 ppb"]
 fn bound_ppb_holds_after_an_unreported_change() {
     let cfg = quiet(1_000_000_000_000, 4, 0, 1);
     let p = PS_PER_S / 2;
@@ -791,12 +794,13 @@ fn bound_ppb_holds_after_an_unreported_change() {
 /// Doc probe: a slow ramp (the counter's rate drifting by `ppb_per_s`, a warming crystal):
 /// is it ever reported, and does `bound_ppb` hold meanwhile? The docs give no detection time
 /// for a ramp; this asserts only `bound_ppb`'s worst-case promise.
+///
+/// Found (fixed since): WatchdogHealth::bound_ppb is not a worst case under a slow ramp: 1 GHz
+/// counter, 10 MHz reference, P = 0.5 s, after 60 s steady the counter's rate ramps by 100 ppb
+/// per second (a warming crystal): 60 s into the ramp the clock's rate is 1799 ppb off while
+/// bound_ppb says 32 ppb (the ramp is followed by Changed only from 24.5 s on, 4 times in 4
+/// minutes; the docs give no detection time for ramps)
 #[test]
-#[ignore = "finding: WatchdogHealth::bound_ppb is not a worst case under a slow ramp: 1 GHz \
-            counter, 10 MHz reference, P = 0.5 s, after 60 s steady the counter's rate ramps \
-            by 100 ppb per second (a warming crystal): 60 s into the ramp the clock's rate is \
-            1799 ppb off while bound_ppb says 32 ppb (the ramp is followed by Changed only \
-            from 24.5 s on, 4 times in 4 minutes; the docs give no detection time for ramps)"]
 fn bound_ppb_holds_under_a_ramp() {
     let cfg = quiet(1_000_000_000_000, 4, 0, 2);
     let p = PS_PER_S / 2;
@@ -910,14 +914,14 @@ fn disturbed_run(c_mhz: u128, r_kind: usize, p: u128, wide: usize, delay: u128) 
 
 /// Promise: no (c) or (d) at constant rates "whatever the reads' delays, jitter and stalls",
 /// for a hook that checks "more often than half [the longer count's] wrap period".
+///
+/// Found (fixed since): checks rejected for wide brackets stretch the next interval past half
+/// the narrow counter's wrap although the hook runs far more often, and a healthy counter is
+/// reported CounterJumped (by minus the rest of its wrap); minimal: 32-bit counter at 286 MHz
+/// (15.0 s wrap: the longer, unwrapped by half range), ACPI PM reference (24 bits), P = 0.5 s,
+/// 6 clean checks, 14 checks whose reference reads are each delayed 1 ms (WideBracket: 7.5 s
+/// since the last accepted sample), then a clean check: CounterJumped { by_ns: -7471267411 }
 #[test]
-#[ignore = "finding: checks rejected for wide brackets stretch the next interval past half \
-            the narrow counter's wrap although the hook runs far more often, and a healthy \
-            counter is reported CounterJumped (by minus the rest of its wrap); minimal: 32-bit \
-            counter at 286 MHz (15.0 s wrap: the longer, unwrapped by half range), ACPI PM \
-            reference (24 bits), P = 0.5 s, 6 clean checks, 14 checks whose reference reads \
-            are each delayed 1 ms (WideBracket: 7.5 s since the last accepted sample), then a \
-            clean check: CounterJumped { by_ns: -7471267411 }"]
 fn disturbed_checks_alias_a_narrow_counter() {
     let v = disturbed_run(286_000_000_000, 2, PS_PER_S / 2, 14, 1_000_000_000);
     assert!(!v.iter().any(alarm), "{v:?}");
@@ -1076,12 +1080,13 @@ proptest! {
 /// counter's ΔC moved from the previous interval's more than twice as far (relatively) as the
 /// reference's ΔX did"; where "neither did", `NoVerdict(ReferenceJumped)`. After a +50 % rate
 /// change, every interval after the mixed one has the same ΔC and ΔX as the one before.
+///
+/// Found (fixed since): after a counter rate change beyond 12.5 % (1 GHz counter +50 %, 10 MHz
+/// reference, P = 0.5 s, the change mid-interval after 6 steady checks) every later check is
+/// CounterJumped (12 of 12), although from the second on neither count's cadence moved, which
+/// the docs' rule calls NoVerdict(ReferenceJumped); the clock is never recalibrated and the
+/// docs do not say what the kernel should do
 #[test]
-#[ignore = "finding: after a counter rate change beyond 12.5 % (1 GHz counter +50 %, 10 MHz \
-            reference, P = 0.5 s, the change mid-interval after 6 steady checks) every later \
-            check is CounterJumped (12 of 12), although from the second on neither count's \
-            cadence moved, which the docs' rule calls NoVerdict(ReferenceJumped); the clock is \
-            never recalibrated and the docs do not say what the kernel should do"]
 fn after_a_gross_change_the_documented_rule_holds() {
     let cfg = quiet(1_000_000_000_000, 4, 0, 5);
     let p = PS_PER_S / 2;
@@ -1185,13 +1190,15 @@ fn probe_refinement_pace() {
 /// The detection promise with a slow reference (32 kHz RTC, step 1 tick) whose reads are
 /// sometimes delayed: `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` with `q_x` the
 /// reference's step.
+///
+/// Found (fixed since; a docs finding, now also the library's: the step is learnt from a move
+/// between two reads the counter brackets narrowly): the detection threshold uses the *learnt*
+/// reference step, which delayed reads while it is learnt inflate: 50 MHz counter, 32 kHz RTC
+/// (step 1), P = 0.5 s, one reference read in 3 delayed by up to 10 ms: the steady intervals'
+/// bounds are ~360 ppm instead of ~62 ppm for the first 14 checks, and a -190 ppm change (1.5x
+/// the threshold with q_x = 1, brackets doubled) stays Steady for 3 accepted intervals; the
+/// docs say only 'an overestimate ... a looser bound'
 #[test]
-#[ignore = "finding (docs): the detection threshold uses the *learnt* reference step, which \
-            delayed reads while it is learnt inflate: 50 MHz counter, 32 kHz RTC (step 1), \
-            P = 0.5 s, one reference read in 3 delayed by up to 10 ms: the steady intervals' \
-            bounds are ~360 ppm instead of ~62 ppm for the first 14 checks, and a -190 ppm \
-            change (1.5x the threshold with q_x = 1, brackets doubled) stays Steady for 3 \
-            accepted intervals; the docs say only 'an overestimate ... a looser bound'"]
 fn slow_reference_step_learnt_under_delays() {
     let seed = 7_789_905_794_143_504_666;
     let mut cfg = quiet(50_000_000_000, 1, seed, seed);
@@ -1226,13 +1233,13 @@ fn slow_reference_step_learnt_under_delays() {
 /// Promise: `Changed` is "confirmed by two consecutive intervals that agree", a one-off is
 /// never (c), and `bound_ppb` is a worst case. A rate excursion lasting half a period that
 /// straddles a check (the counter +0.89 % for 0.26 s) makes two intervals deviate alike.
+///
+/// Found (fixed since): a short rate excursion straddling a check is confirmed as Changed and
+/// the clock is recalibrated to a rate the counter never keeps; bound_ppb then excludes the
+/// clock's true error: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 8 steady checks,
+/// counter +8 894 209 ppb from 0.707 P into the next interval for 0.518 P: Unconfirmed,
+/// Changed, then Steady forever with the clock 1 992 091 ppb off and bound_ppb 1 953 706
 #[test]
-#[ignore = "finding: a short rate excursion straddling a check is confirmed as Changed and the \
-            clock is recalibrated to a rate the counter never keeps; bound_ppb then excludes \
-            the clock's true error: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 8 steady \
-            checks, counter +8 894 209 ppb from 0.707 P into the next interval for 0.518 P: \
-            Unconfirmed, Changed, then Steady forever with the clock 1 992 091 ppb off and \
-            bound_ppb 1 953 706"]
 fn a_short_excursion_is_not_a_change() {
     let cfg = quiet(50_000_000_000, 0, 0, 0);
     let p = PS_PER_S / 2;
@@ -1256,11 +1263,12 @@ fn a_short_excursion_is_not_a_change() {
 
 /// As `a_reference_that_stood_still_is_not_a_counter_fault`, shorter: the reference stands
 /// still for one period and comes back 0.25 s behind (a read that ran backwards).
+///
+/// Found (fixed since): as a_reference_that_stood_still_is_not_a_counter_fault, for a
+/// one-period stall: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 6 steady checks, the
+/// reference stops 0.798 P into the next interval for one period and steps back 250 ticks:
+/// CounterJumped { by_ns: ~399 000 000 }
 #[test]
-#[ignore = "finding: as a_reference_that_stood_still_is_not_a_counter_fault, for a one-period \
-            stall: 50 MHz counter, 1 kHz tick reference, P = 0.5 s, 6 steady checks, the \
-            reference stops 0.798 P into the next interval for one period and steps back 250 \
-            ticks: CounterJumped { by_ns: ~399 000 000 }"]
 fn a_reference_stall_of_one_period_is_not_a_counter_fault() {
     let cfg = quiet(50_000_000_000, 0, 0, 0);
     let p = PS_PER_S / 2;
