@@ -73,24 +73,20 @@ const CLOSING: u64 = 1 << 63;
 /// The latest end (and base) a version can have: 2^63 − 2 ns of clock time, 292 years.
 const MAX_END: u64 = CLOSING - 2;
 
-/// Words of one version (see [`Fn_`]): flags, then the main function, then the prefix.
-const WORDS: usize = 7;
-const W_FLAGS: usize = 0;
-const W_BASE_WALL: usize = 1;
-const W_BASE: usize = 2;
-const W_OFF: usize = 3;
-const W_PREFIX_WALL: usize = 4;
-const W_PREFIX_BASE: usize = 5;
-const W_PREFIX_OFF: usize = 6;
+/// The most functions (pieces) one version holds: the one in force at the writer's clock
+/// reading, at most two that begin before the new handover, and the new one (module docs,
+/// "Writes before the previous handover").
+const PIECES: usize = 4;
+/// Words of one piece: meta (present, sign, rate), the wall time at the base, the base, the
+/// offset, the end (where its readers stand still; `u64::MAX` for the last piece).
+const PIECE_WORDS: usize = 5;
+/// Words of one version.
+const WORDS: usize = PIECES * PIECE_WORDS;
 
-/// Flag bits: the wall time has been set; each function's sign; the prefix exists. The
-/// two rates sit above them.
-const F_SET: u64 = 1;
-const F_NEG: u64 = 2;
-const F_PREFIX: u64 = 4;
-const F_PREFIX_NEG: u64 = 8;
+/// Meta bits of a piece: present, negative; the rate above them.
+const P_PRESENT: u64 = 1;
+const P_NEG: u64 = 2;
 const PPM_SHIFT: u32 = 8;
-const PREFIX_PPM_SHIFT: u32 = 32;
 const PPM_MASK: u64 = 0x00ff_ffff;
 
 /// Why a [`WallClock`] did not do what was asked.
@@ -225,91 +221,192 @@ impl Fn_ {
         let left = self
             .off
             .saturating_sub(self.correction(t.saturating_sub(self.base)));
-        let left = i64::try_from(left).unwrap_or(i64::MAX);
-        if self.neg {
-            left.saturating_neg()
-        } else {
-            left
-        }
+        // In i128: a slew of i64::MIN counts whole (2^63 left, negative).
+        let left = i128::from(left);
+        let signed = if self.neg { -left } else { left };
+        i64::try_from(signed.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
     }
 }
 
-/// One version: the wall time's function from its base on, and the one before it (the
-/// prefix) for readings before the base. `None` before the wall time is set.
+/// One piece of a version: a function, in force from its base (the first piece: also
+/// before it) until the next piece's base, and evaluated at most at its `end` (readers
+/// past it stood still there while the write that ended it was under way).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Piece {
+    f: Fn_,
+    end: u64,
+}
+
+/// One version: its pieces in order of base (`len` of them, at least one). The wall time at
+/// `t` is the last piece whose base is at most `t` (the first if none), evaluated at
+/// `min(t, end)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Version_ {
-    main: Fn_,
-    prefix: Option<Fn_>,
+    pieces: [Piece; PIECES],
+    len: usize,
 }
 
 impl Version_ {
+    /// The first version: one piece.
+    fn first(f: Fn_) -> Version_ {
+        let last = Piece { f, end: u64::MAX };
+        Version_ {
+            pieces: [last; PIECES],
+            len: 1,
+        }
+    }
+
+    fn live(&self) -> &[Piece] {
+        self.pieces.get(..self.len).unwrap_or(&[])
+    }
+
+    /// The index of the piece in force at `t`.
+    fn index_at(&self, t: u64) -> usize {
+        self.live().iter().rposition(|p| p.f.base <= t).unwrap_or(0)
+    }
+
+    /// The piece in force at `t`.
+    fn at(&self, t: u64) -> Piece {
+        let i = self.index_at(t);
+        self.live().get(i).copied().unwrap_or(self.pieces[0])
+    }
+
+    /// The newest piece (the slew running now or ahead).
+    fn last(&self) -> Piece {
+        self.live().last().copied().unwrap_or(self.pieces[0])
+    }
+
+    /// The wall time at clock time `t`.
+    fn eval(&self, t: u64) -> u64 {
+        let p = self.at(t);
+        p.f.eval(t.min(p.end))
+    }
+
+    /// How many pieces after the one in force at `t_w` begin before `t_w + HANDOVER_NS`
+    /// (pieces of equal base counted once): a writer proceeds only if at most one does.
+    fn ahead(&self, t_w: u64) -> usize {
+        let i = self.index_at(t_w);
+        let limit = t_w.saturating_add(HANDOVER_NS);
+        let mut n = 0usize;
+        let mut prev = None;
+        for p in self.live().iter().skip(i.saturating_add(1)) {
+            if p.f.base < limit && prev != Some(p.f.base) {
+                n = n.saturating_add(1);
+            }
+            prev = Some(p.f.base);
+        }
+        n
+    }
+
+    /// The version after this one when a write whose clock reading was `t_w` hands over at
+    /// `e` to `next` (its base at or after `e`): the pieces in force anywhere in
+    /// `[t_w, e)`, the last of them ended at `e`, then `next`. Pieces whose range is empty
+    /// (a base not below the following piece's, or not below `e`) are dropped.
+    fn successor(&self, t_w: u64, e: u64, next: Fn_) -> Version_ {
+        let mut out = Version_::first(next);
+        let mut kept: [Piece; PIECES - 1] = [Piece {
+            f: next,
+            end: u64::MAX,
+        }; PIECES - 1];
+        let mut n = 0usize;
+        let i = self.index_at(t_w);
+        for (j, p) in self.live().iter().enumerate().skip(i) {
+            if j > i && p.f.base >= e {
+                break;
+            }
+            // A later piece of the same base supersedes this one (its range is empty),
+            // unless this one is the first kept (it serves readings before its base).
+            if n > 1 {
+                if let Some(prev) = kept.get(n.saturating_sub(1)) {
+                    if prev.f.base == p.f.base {
+                        n = n.saturating_sub(1);
+                    }
+                }
+            }
+            if let Some(slot) = kept.get_mut(n) {
+                *slot = *p;
+                n = n.saturating_add(1);
+            } else {
+                // More than the writer's check allows (a clock that went back): keep the
+                // newest, the oldest serve readings that no longer happen.
+                kept.rotate_left(1);
+                if let Some(slot) = kept.last_mut() {
+                    *slot = *p;
+                }
+            }
+        }
+        if let Some(last) = kept.get_mut(n.wrapping_sub(1)) {
+            last.end = last.end.min(e);
+        }
+        for (k, p) in kept.iter().take(n).enumerate() {
+            if let Some(slot) = out.pieces.get_mut(k) {
+                *slot = *p;
+            }
+        }
+        if let Some(slot) = out.pieces.get_mut(n) {
+            *slot = Piece {
+                f: next,
+                end: u64::MAX,
+            };
+        }
+        out.len = n.saturating_add(1);
+        out
+    }
+
     fn load(words: &Words<WORDS>) -> Option<Version_> {
         let w = |i: usize| words.get(i).map_or(0, |x| x.load());
-        let flags = w(W_FLAGS);
-        if flags & F_SET == 0 {
-            return None;
+        let mut v: Option<Version_> = None;
+        for k in 0..PIECES {
+            let at = k.saturating_mul(PIECE_WORDS);
+            let meta = w(at);
+            if meta & P_PRESENT == 0 {
+                break;
+            }
+            let piece = Piece {
+                f: Fn_ {
+                    wall: w(at.saturating_add(1)),
+                    base: w(at.saturating_add(2)),
+                    off: w(at.saturating_add(3)),
+                    ppm: u32::try_from((meta >> PPM_SHIFT) & PPM_MASK).unwrap_or(0),
+                    neg: meta & P_NEG != 0,
+                },
+                end: w(at.saturating_add(4)),
+            };
+            match v.as_mut() {
+                None => {
+                    let mut first = Version_::first(piece.f);
+                    first.pieces[0] = piece;
+                    v = Some(first);
+                }
+                Some(v) => {
+                    if let Some(slot) = v.pieces.get_mut(k) {
+                        *slot = piece;
+                        v.len = k.saturating_add(1);
+                    }
+                }
+            }
         }
-        let ppm = |shift: u32| u32::try_from((flags >> shift) & PPM_MASK).unwrap_or(0);
-        let main = Fn_ {
-            wall: w(W_BASE_WALL),
-            base: w(W_BASE),
-            off: w(W_OFF),
-            ppm: ppm(PPM_SHIFT),
-            neg: flags & F_NEG != 0,
-        };
-        let prefix = (flags & F_PREFIX != 0).then(|| Fn_ {
-            wall: w(W_PREFIX_WALL),
-            base: w(W_PREFIX_BASE),
-            off: w(W_PREFIX_OFF),
-            ppm: ppm(PREFIX_PPM_SHIFT),
-            neg: flags & F_PREFIX_NEG != 0,
-        });
-        Some(Version_ { main, prefix })
+        v
     }
 
     fn store(&self, words: &Words<WORDS>) {
-        let mut flags = F_SET | (u64::from(self.main.ppm) & PPM_MASK) << PPM_SHIFT;
-        if self.main.neg {
-            flags |= F_NEG;
-        }
-        let prefix = self.prefix.unwrap_or(Fn_::at(0, 0));
-        if self.prefix.is_some() {
-            flags |= F_PREFIX | (u64::from(prefix.ppm) & PPM_MASK) << PREFIX_PPM_SHIFT;
-        }
-        if prefix.neg {
-            flags |= F_PREFIX_NEG;
-        }
-        for (i, v) in [
-            flags,
-            self.main.wall,
-            self.main.base,
-            self.main.off,
-            prefix.wall,
-            prefix.base,
-            prefix.off,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if let Some(word) = words.get(i) {
-                word.store(v);
+        for k in 0..PIECES {
+            let at = k.saturating_mul(PIECE_WORDS);
+            let values = match self.live().get(k) {
+                Some(p) => {
+                    let mut meta = P_PRESENT | (u64::from(p.f.ppm) & PPM_MASK) << PPM_SHIFT;
+                    if p.f.neg {
+                        meta |= P_NEG;
+                    }
+                    [meta, p.f.wall, p.f.base, p.f.off, p.end]
+                }
+                None => [0; PIECE_WORDS],
+            };
+            for (i, v) in values.into_iter().enumerate() {
+                if let Some(word) = words.get(at.saturating_add(i)) {
+                    word.store(v);
+                }
             }
-        }
-    }
-
-    /// The wall time at clock time `t`: the prefix before the base, where there is one.
-    fn eval(&self, t: u64) -> u64 {
-        match self.prefix {
-            Some(p) if t < self.main.base => p.eval(t),
-            _ => self.main.eval(t),
-        }
-    }
-
-    /// The function in force at `t`.
-    fn at(&self, t: u64) -> Fn_ {
-        match self.prefix {
-            Some(p) if t < self.main.base => p,
-            _ => self.main,
         }
     }
 }
@@ -464,7 +561,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// (it begins at the handover, 100 µs after the write reads the clock).
     pub fn slew_remaining_ns(&self) -> i64 {
         // Before the base, the slew has not begun: all of it is still to run.
-        self.read().map_or(0, |(v, t)| v.main.remaining(t))
+        self.read().map_or(0, |(v, t)| v.last().f.remaining(t))
     }
 
     /// What the writers have done: steps (with the latest's size), slews.
@@ -499,21 +596,16 @@ impl<'a, C: Counter> WallClock<'a, C> {
         };
         // Refused before anything is written when the clock's time now says so already.
         target(self.clock.now().as_nanos().saturating_add(HANDOVER_NS))?;
-        self.write(|old, c| {
-            let wall = target(c)?;
-            let main = Fn_::at(wall, c);
+        self.write(|old, e, b| {
+            // From the new base `b` (the handover `e`, or later after a stall) the time asked.
+            let wall = target(b)?;
+            let main = Fn_::at(wall, b);
             Ok(match old {
-                None => (Version_ { main, prefix: None }, Outcome::Set),
+                None => (main, Outcome::Set),
                 Some(old) => {
-                    let was = old.eval(c);
-                    let step = i128::from(wall).saturating_sub(i128::from(was));
-                    (
-                        Version_ {
-                            main,
-                            prefix: Some(old.at(c)),
-                        },
-                        Outcome::Step(step),
-                    )
+                    // Readers stood at the old version's value at `e` until `b`.
+                    let step = i128::from(wall).saturating_sub(i128::from(old.eval(e)));
+                    (main, Outcome::Step(step))
                 }
             })
         })
@@ -548,26 +640,19 @@ impl<'a, C: Counter> WallClock<'a, C> {
         if max_ppm == 0 || max_ppm > MAX_SLEW_PPM {
             return Err(WallError::BadRate);
         }
-        if self.unix_ns().is_none() {
-            return Err(WallError::NotSet);
-        }
-        let outcome = self.write(|old, c| {
+        let outcome = self.write(|old, e, b| {
             let old = old.ok_or(WallError::NotSet)?;
-            let was = old.at(c);
+            // What was left of the slew in force at the handover `e` (where its readers
+            // stand until the new base `b`).
+            let was = old.at(e);
             let main = Fn_ {
-                wall: old.eval(c),
-                base: c,
+                wall: old.eval(e),
+                base: b,
                 off: offset_ns.unsigned_abs(),
                 ppm: max_ppm,
                 neg: offset_ns < 0,
             };
-            Ok((
-                Version_ {
-                    main,
-                    prefix: Some(was),
-                },
-                Outcome::Slew(was.remaining(c)),
-            ))
+            Ok((main, Outcome::Slew(was.f.remaining(e))))
         })?;
         match outcome {
             Outcome::Slew(left) => {
@@ -580,12 +665,16 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
     }
 
-    /// One write: closes the current version at a point `c` just ahead and publishes what
-    /// `make` builds from it (the old version, `c`). If `make` refuses, the old version is
-    /// published again unchanged (its readers past `c` stood still; they continue).
+    /// One write: waits (a bounded number of clock reads) for the clock to pass the newest
+    /// base, closes the current version at a point `e` just ahead, and publishes the
+    /// successor whose new piece `make` builds from the old version, `e` and the new base
+    /// `b = max(e, the clock's time after the close)`. If `make` refuses, the old version is
+    /// published again unchanged. `Busy`, with nothing touched, if the old version has more
+    /// than one piece beginning between the writer's clock reading and 100 µs after it
+    /// (module docs, "Writes before the previous handover").
     fn write(
         &self,
-        make: impl FnOnce(Option<Version_>, u64) -> Result<(Version_, Outcome), WallError>,
+        make: impl FnOnce(Option<&Version_>, u64, u64) -> Result<(Fn_, Outcome), WallError>,
     ) -> Result<Outcome, WallError> {
         if self
             .writer
@@ -596,18 +685,34 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
         let (version, words) = self.versions.current();
         let old = Version_::load(words);
-        // The previous handover first: the clock past the newest base (bounded, for a
-        // clock that stands still).
-        if let Some(old) = old {
+        let mut t_w = self.clock.now().as_nanos();
+        if let Some(old) = &old {
+            // The previous handover first: the clock past the newest base (bounded, for a
+            // clock that stands still).
             let mut reads = 0;
-            while self.clock.now().as_nanos() < old.main.base && reads < HANDOVER_WAIT_READS {
+            while t_w < old.last().f.base && reads < HANDOVER_WAIT_READS {
                 reads = reads.saturating_add(1);
-                core::hint::spin_loop();
+                crate::sync::spin_loop();
+                t_w = self.clock.now().as_nanos();
+            }
+            if old.ahead(t_w) > PIECES - 3 {
+                self.writer.store(false, Ordering::Release);
+                return Err(WallError::Busy);
             }
         }
         self.announce(version.slot, version.number);
-        let c = self.close(version.slot, version.number);
-        self.finish(old, make(old, c))
+        let e = self.close(version.slot, version.number);
+        // A writer stalled past `e`: readers stand at the old value at `e`; the new piece
+        // starts there, from that value, with no catching up.
+        let b = e.max(self.clock.now().as_nanos().min(MAX_END));
+        let made = make(old.as_ref(), e, b).map(|(next, outcome)| {
+            let v = match &old {
+                Some(old) => old.successor(t_w, e, next),
+                None => Version_::first(next),
+            };
+            (v, outcome)
+        });
+        self.finish(old, made)
     }
 
     /// Announces the close of version `number` (in `slot`): readers from now on propose its
@@ -801,22 +906,25 @@ mod tests {
         // The writer resumes: its proposal loses to the reader's.
         let c = wall.close(v.slot, v.number);
         assert_eq!(c, 1_000_000 + HANDOVER_NS);
+        // The new piece starts where the readers stood, when the writer resumed.
+        let b = c.max(clock.now().as_nanos());
+        let old = old.unwrap();
         let main = Fn_ {
-            wall: old.unwrap().eval(c),
-            base: c,
+            wall: old.eval(c),
+            base: b,
             off: 1_000,
             ppm: 1_000,
             neg: false,
         };
-        let next = Version_ {
-            main,
-            prefix: old.map(|o| o.main),
-        };
+        let next = old.successor(1_000_000, c, main);
         assert!(matches!(
-            wall.finish(old, Ok((next, Outcome::Slew(0)))),
+            wall.finish(Some(old), Ok((next, Outcome::Slew(0)))),
             Ok(Outcome::Slew(0))
         ));
-        // From the end on, at the slew's rate: 400 µs later, 400 ns absorbed.
+        // It continues from where it stood (no catching up), then at the slew's rate: 400 µs
+        // later, 400 ns absorbed.
+        assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS));
+        t.set(1_000_000 + 9 * HANDOVER_NS);
         assert_eq!(wall.unix_ns(), Some(1_000_000 + 5 * HANDOVER_NS + 400));
         assert_eq!(wall.slew_remaining_ns(), 600);
     }
