@@ -4,43 +4,87 @@
 //!
 //! # The timeline of the wall time
 //!
-//! Each version of the wall time is a function of the clock's time `t` (ns), kept in one
-//! generation-checked snapshot ([`Published`]: the Clock's own publication primitive):
+//! A version of the wall time is a function of the clock's time `t` (ns), kept in one
+//! generation-checked snapshot ([`Published`]: the Clock's own publication primitive), made
+//! of up to [`PIECES`] *pieces* `p₀ … p_k` with bases `B₀ ≤ … ≤ B_k`. Each piece is
 //!
-//! `W(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − c` (`t ≥ c`),
+//! `p(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − B` (`t ≥ B`),
 //!
-//! with `U` the wall time at the version's *base* `c`, and a slew of `off` ns at `ppm`
-//! running from `c`. For the few readings before `c` (a reader that read the clock just
-//! before the base of a version published meanwhile) the version keeps its predecessor's
-//! function (the *prefix*); before a function's own base it runs at the clock's rate
-//! (`W(t) = U − (c − t)`, 0 at the least). Integer arithmetic in
+//! with `U` the wall time at its base `B`, and a slew of `off` ns at `ppm` running from `B`
+//! (`p(t) = U − (B − t)`, 0 at the least, before it). A piece also has an *end* `E ≤` the
+//! next piece's base (`∞` for the last). The version's value at `t` is the last piece whose
+//! base is at most `t` (the first if none) evaluated at `min(t, E)`. Integer arithmetic in
 //! `u128`, saturated to `u64` at the end: no input overflows.
 //!
 //! - **Monotone during a slew.** For `ppm ≤ 10⁶` (the crate takes at most [`MAX_SLEW_PPM`]),
-//!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `W(d+1) ≥ W(d)` whichever the sign,
+//!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `p(d+1) ≥ p(d)` whichever the sign,
 //!   and once the correction reaches `off` it stays there: the slew ends exactly on time
-//!   (its remaining offset 0, no overshoot), and neither its start (`W(c) = U`) nor its end
+//!   (its remaining offset 0, no overshoot), and neither its start (`p(B) = U`) nor its end
 //!   jumps. A slew changes the wall time by at most `ppm × 10⁻⁶` of the elapsed time, plus
 //!   a nanosecond per reading.
-//! - **The handover.** A writer first *closes* the current version: it stores "closing"
-//!   (tagged with the version number) into the version's end, then reads the clock `t_w`
-//!   and proposes the end `c = t_w + HANDOVER_NS` by compare-and-swap. A reader that finds
-//!   the end "closing" proposes one the same way from a clock reading of its own (so a
-//!   writer stalled there costs nobody a wait); the first proposal wins. Every reader
-//!   evaluates its version at `min(t, end)`: past the end, the wall time stands still at
-//!   `W(c)` until the next version is published, which starts at `c` from `W(c)` (a slew) or
-//!   from the time asked (a step). This is the Clock's own close (see `clock/mod.rs`, "Why
-//!   time never goes back"), with the same argument: a reader that saw the end open read
-//!   its clock before the "closing" store was visible to it, and whoever proposed the end
-//!   read the clock after seeing that store, so the reader's `t` is below the end; the
-//!   margin covers a clock read a few instructions late and CPUs whose clocks are up to
-//!   [`crate::LAG_NS`] apart.
-//! - **Why the wall time never goes back during a slew.** Two readings, the first finished
-//!   before the second began, on one version: `W(min(t, end))` with `t` not smaller, `W`
-//!   non-decreasing. On consecutive versions: the old one returns at most `W_old(c)` and
-//!   `W_old(t)` for `t < c`; the new one reads `W_old(t)` before `c` (its prefix) and from
-//!   `W_old(c)` on after it. A step (`set`) is the one write that may move the wall time
-//!   back, by design, and it says by how much.
+//! - **Continuity (invariant C).** Each piece starts where the one before it ends:
+//!   `p_{i+1}(B_{i+1}) = p_i(E_i)` (a step, `set`, is the one exception, by design). With
+//!   each piece non-decreasing and constant past its end, a version is non-decreasing in `t`.
+//!
+//! # A write
+//!
+//! 1. The writer reads the clock, `t_w`, waiting (at most [`HANDOVER_WAIT_READS`] clock
+//!    reads) for it to pass the newest base `B_k`. A clock that stands still (a 64-bit
+//!    counter reset before the kernel's `rebase`, a slow counter between ticks, a clock
+//!    after a recalibration) does not get there: the writer goes on all the same.
+//! 2. It *closes* the current version: it stores "closing" (tagged with the version number)
+//!    into the version's end, then reads the clock and proposes the end
+//!    `e = reading + HANDOVER_NS` by compare-and-swap. A reader that finds the end "closing"
+//!    proposes one the same way from a clock reading of its own (so a writer stalled there
+//!    costs nobody a wait); the first proposal wins. Every reader evaluates its version at
+//!    `min(t, e)`. A reader that saw the end open read its clock before the "closing" store
+//!    was visible to it, and whoever proposed `e` read the clock after seeing that store, so
+//!    the reader's `t` is below `e` (the margin covers a clock read a few instructions late
+//!    and CPUs whose clocks are up to [`crate::LAG_NS`] apart). So **every value the old
+//!    version hands out, ever, is `V_old(min(t, e))` for the reader's `t`**; and a reader of
+//!    the new version read its clock after it saw the new version's words, written after
+//!    `t_w`, so its `t ≥ t_w` (the Clock is monotone across CPUs).
+//! 3. The new piece's base is `b = max(e, t_b)`, `t_b` a clock reading after the close (a
+//!    writer stalled past `e` finds `t_b > e`: readers stood at `V_old(e)` meanwhile), and it
+//!    starts from `V_old(e)` (a slew) or from the time asked (a step).
+//! 4. The new version is the old version's pieces in force anywhere in `[t_w, e)` — the one
+//!    in force at `t_w` and those beginning after it and before `e` — the last of them ended
+//!    at `e`, then the new piece. Pieces of equal base but the first keep only the later
+//!    (the earlier's range is empty), and pieces beginning at or after `e` are dropped.
+//!
+//! **Why the wall time never goes back (and never jumps) across a write**, whatever the
+//! clock's time does between the write's reading and `e` — stands still, never reaches `e`,
+//! or passes it during a stall. For `t_w ≤ t < e` the new version's piece in force at `t` is
+//! the old one's, with the same end, so `V_new(t) = V_old(t)`; for `e ≤ t < b` it is the
+//! last kept piece at its end, which by (C) is `V_old(e)`; from `b` on it is the new piece,
+//! which starts at `V_old(e)`. So `V_new(t) = V_old(min(t, e))` for every `t` in `[t_w, b)`:
+//! a reading of the new version agrees with every reading the old one gave at the same or an
+//! earlier clock time, then moves on at the new piece's rate from where they stood. Two
+//! readings, the first finished before the second began, have `t₁ ≤ t₂` (the Clock's
+//! promise); on one version they are ordered by monotonicity, on consecutive versions by the
+//! equality above, and on versions further apart by induction (each write's `t_w` is at or
+//! after every earlier reading's `t` that happened before it). Invariant (C) holds for the
+//! new version: the kept pieces keep their links, the new piece starts at `V_old(e)`, which
+//! is the last kept piece's value at its end `e` (or, where an old piece began exactly at
+//! `e` and was dropped, its start, equal by (C) to the kept piece's value at its end), and
+//! a dropped piece of equal base had its end at that base (its range was empty).
+//!
+//! **Writes before the previous handover** (the clock has not passed `B_k` after the wait):
+//! the old pieces beginning after `t_w` are the ones the new version must keep, which is why
+//! a version holds more than two. Every old base is at most `t_w + HANDOVER_NS` (the newest
+//! is `max(e_prev, t_b_prev)`, both from clock readings made before this writer's `t_w`), so
+//! at most one distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more
+//! than one piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before
+//! it touches anything; otherwise it keeps at most three old pieces and the new one:
+//! [`PIECES`]. Writes while the clock stands still exactly never refuse: each hands over at
+//! the same `e`, and the piece the previous write added there is dropped. A refusal needs
+//! the clock to have moved between two earlier writes, both still less than a handover
+//! margin behind it: three writes within 100 µs of clock time on a clock that creeps.
+//!
+//! A stall between the writer's last clock reading `t_b` and its publication still shows:
+//! readers past `b` stood at `V_old(e)` until the publication, then read the new piece at
+//! their clock time (a catch-up of that stall). It is a few instructions unless the writer
+//! is interrupted there.
 //!
 //! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
 
@@ -96,7 +140,9 @@ const PPM_MASK: u64 = 0x00ff_ffff;
 pub enum WallError {
     /// The wall time has not been set yet ([`WallClock::set`]): nothing to slew.
     NotSet,
-    /// Another writer is active right now; nothing was changed.
+    /// Another writer is active right now, or (rarely) the clock has not passed the
+    /// handovers of the two writes before this one ([`WallClock`], "Writers and the
+    /// handover"); nothing was changed.
     Busy,
     /// The time asked would be before 1970-01-01T00:00:00Z (Unix time 0) at the new
     /// version's base; nothing was changed.
@@ -128,11 +174,13 @@ impl core::error::Error for WallError {}
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct WallHealth {
-    /// Steps: every [`WallClock::set`] after the first (which sets, it does not step).
+    /// Steps: every [`WallClock::set`] after the first (which sets, it does not step);
+    /// saturates at `u32::MAX` (never wraps).
     pub steps: u32,
     /// The latest step, in ns (positive: forward), saturated to `i64` (±292 years).
     pub last_step_ns: i64,
-    /// Slews started ([`WallClock::slew`] with a non-zero offset).
+    /// Slews started ([`WallClock::slew`] with a non-zero offset); saturates at `u32::MAX`
+    /// (never wraps).
     pub slews: u32,
 }
 
@@ -450,12 +498,16 @@ impl Version_ {
 /// # What it promises
 ///
 /// - **Readers never wait**, and a reading is one version of the wall time evaluated at a
-///   clock reading made within the call.
+///   clock reading made within the call. A reader retries only when two writes completed
+///   during its read, so its retries are not bounded by a number, only by the writers:
+///   under writes back to back without end it retries as long as they go on (each write
+///   first waits for the previous handover, so with a moving clock there is at most one
+///   write per 100 µs of clock time).
 /// - **A slew never moves the wall time back** and never jumps it: from its start (the
-///   handover: 100 µs after the write's clock reading, which follows the previous write's
-///   handover) the wall time runs at the clock's rate
-///   ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining offset
-///   is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself is.
+///   handover: 100 µs after the write's clock reading) the wall time runs at the clock's
+///   rate ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining
+///   offset is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself
+///   is.
 /// - **A step is reported**: [`WallClock::set`] returns its size and sign, and
 ///   [`WallClock::health`] counts the steps. It cancels any slew in progress (as
 ///   `settimeofday` cancels `adjtime`).
@@ -463,7 +515,40 @@ impl Version_ {
 ///   panics.
 /// - A writer stalled between closing a version and publishing the next makes the wall time
 ///   stand still for the stall (it then continues from where it stood: no jump), as the
-///   [`Clock`]'s writers do.
+///   [`Clock`]'s writers do; only a stall in the few instructions between the writer's last
+///   clock read and its publication shows, as a catch-up of that stall's length.
+///
+/// # The formula
+///
+/// The wall time at the clock's time `t` (ns) is `U + d ± min(off, ⌊d × ppm / 10⁶⌋)`,
+/// `d = t − B`: `U` the wall time at the latest write's handover `B`, and its slew of `off`
+/// ns at `ppm` (none for a step). The correction is rounded down, so a slew forward is at
+/// most `off` ahead and a slew back at most `off` behind, reached exactly at
+/// `B + ⌈off × 10⁶ / ppm⌉`. A reading whose clock time is before `B` (a reader that read
+/// the clock before a write it overlapped took over) gets the previous write's formula
+/// there; before the first setting's handover the wall time runs back from `U` at the
+/// clock's rate, to 0 at the least. The result saturates at `u64::MAX`. It never goes back:
+/// each formula is non-decreasing (a correction grows by at most 1 ns per ns, and the
+/// crate's rates are at most 0.5), and a write's new formula starts at the handover from
+/// the value the previous one has there, while readings before the handover keep the
+/// previous formula (the module docs of `wall.rs` give the proof).
+///
+/// # Writers and the handover
+///
+/// A write first waits, for at most 16 384 clock reads, for the clock to pass the previous
+/// write's handover; then it takes over 100 µs after its own clock reading. On a clock that
+/// stands still (a 64-bit counter reset before the kernel's [`Clock::rebase`], a 1 kHz
+/// counter between ticks, the moments after a recalibration) every write pays those reads
+/// and goes on: writes in a row at one clock time all take over at the same handover, and
+/// the wall time stands still with the clock, then goes on from where it stood. A write
+/// that finds the clock short of the handovers of *both* of the two writes before it, with
+/// the clock moved between them (three writes within 100 µs of clock time on a clock that
+/// creeps), returns [`WallError::Busy`] with nothing changed: try again once the clock has
+/// moved on.
+///
+/// On a [`Clock`] not started yet (its time stands at zero) a `WallClock` can be set and
+/// slewed as above (each write pays its 16 384 reads); the wall time stands still until the
+/// clock starts, then runs from there, with the handovers at 100 µs of the clock's time.
 ///
 /// # Leap seconds
 ///
@@ -633,9 +718,13 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// overshooting, never going back, no jump at either end. A slew of `|offset_ns|` ns
     /// takes `|offset_ns| × 10⁶ / max_ppm` ns of clock time (0.5 s at 250 000 ppm: 2 s).
     ///
-    /// Replaces any slew in progress (as `adjtime` does) and returns what was left of it.
-    /// An offset of 0 cancels the slew in progress. Errors: [`WallError::NotSet`],
-    /// [`WallError::BadRate`] (0, or above [`MAX_SLEW_PPM`]), [`WallError::Busy`].
+    /// Replaces any slew in progress (as `adjtime` does) and returns what was left of it *at
+    /// the handover* — the moment the new slew takes over, 100 µs after this call's clock
+    /// reading — not at the call: what [`WallClock::slew_remaining_ns`] said just before the
+    /// call, less what the old slew absorbed until the handover. An offset of 0 cancels the
+    /// slew in progress; any `i64`, `i64::MIN` included, is absorbed whole. Errors:
+    /// [`WallError::NotSet`], [`WallError::BadRate`] (0, or above [`MAX_SLEW_PPM`]),
+    /// [`WallError::Busy`] (another writer, or see "Writers and the handover").
     pub fn slew(&self, offset_ns: i64, max_ppm: u32) -> Result<i64, WallError> {
         if max_ppm == 0 || max_ppm > MAX_SLEW_PPM {
             return Err(WallError::BadRate);
@@ -657,7 +746,10 @@ impl<'a, C: Counter> WallClock<'a, C> {
         match outcome {
             Outcome::Slew(left) => {
                 if offset_ns != 0 {
-                    self.slews.fetch_add(1, Ordering::Relaxed);
+                    // Saturating: a count that wrapped would read as few.
+                    let _ = self
+                        .slews
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
                 }
                 Ok(left)
             }
@@ -748,7 +840,9 @@ impl<'a, C: Counter> WallClock<'a, C> {
             let saturated =
                 i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
             self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
-            self.steps.fetch_add(1, Ordering::Relaxed);
+            let _ = self
+                .steps
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         }
         self.writer.store(false, Ordering::Release);
         made.map(|(_, outcome)| outcome)
