@@ -271,7 +271,7 @@ impl Fn_ {
             .saturating_sub(self.correction(t.saturating_sub(self.base)));
         // In i128: a slew of i64::MIN counts whole (2^63 left, negative).
         let left = i128::from(left);
-        let signed = if self.neg { -left } else { left };
+        let signed = if self.neg { left.saturating_neg() } else { left };
         i64::try_from(signed.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
     }
 }
