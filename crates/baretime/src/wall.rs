@@ -271,7 +271,11 @@ impl Fn_ {
             .saturating_sub(self.correction(t.saturating_sub(self.base)));
         // In i128: a slew of i64::MIN counts whole (2^63 left, negative).
         let left = i128::from(left);
-        let signed = if self.neg { left.saturating_neg() } else { left };
+        let signed = if self.neg {
+            left.saturating_neg()
+        } else {
+            left
+        };
         i64::try_from(signed.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
     }
 }
@@ -1023,6 +1027,35 @@ mod tests {
         assert_eq!(wall.slew_remaining_ns(), 600);
     }
 
+    /// Three writes within 100 µs of clock time on a creeping clock: the third finds two
+    /// pieces beginning ahead of it and is refused with nothing changed; once the clock
+    /// moves on it goes through.
+    #[test]
+    fn a_write_short_of_two_handovers_on_a_creeping_clock_is_busy() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(1_000_000_000, Instant::ZERO).unwrap();
+        t.set(HANDOVER_NS);
+        wall.slew(-1_000_000, MAX_SLEW_PPM).unwrap(); // takes over at 2H
+        t.set(HANDOVER_NS + 10);
+        wall.slew(1_000, 1).unwrap(); // at 2H + 10: short of 2H, keeps three pieces
+        t.set(HANDOVER_NS + 20);
+        let before = (wall.unix_ns(), wall.slew_remaining_ns(), wall.health());
+        let (v, words) = wall.versions.current();
+        let version = Version_::load(words);
+        assert_eq!(wall.slew(0, 1), Err(WallError::Busy));
+        let (v2, words2) = wall.versions.current();
+        assert_eq!((v2.number, Version_::load(words2)), (v.number, version));
+        assert_eq!(wall.end(v.slot).load(Ordering::SeqCst), OPEN);
+        assert_eq!(
+            (wall.unix_ns(), wall.slew_remaining_ns(), wall.health()),
+            before
+        );
+        t.set(2 * HANDOVER_NS); // past both: the 1 µs slew (from 2H + 10) has all of it left
+        assert_eq!(wall.slew(0, 1), Ok(1_000));
+    }
+
     proptest! {
         /// Any slew on any setting: readings along the clock never go back, the slew ends
         /// exactly (its offset absorbed, remaining 0), and nothing overflows for any u64.
@@ -1083,6 +1116,54 @@ mod tests {
             let most = u128::from(t2 - t) * (1_000_000 + u128::from(ppm)) / 1_000_000 + 1;
             prop_assert!(u128::from(b - a) <= most);
             prop_assert!(f.remaining(t2).unsigned_abs() <= f.remaining(t).unsigned_abs());
+        }
+
+        /// Slews at any pace on a clock that stands still, creeps or moves: between writes
+        /// the wall time never goes back and never moves more than 1.5 × the clock's time
+        /// (plus a ns a reading), and the offsets absorbed add up once the clock moves on.
+        #[test]
+        fn unspaced_writes_never_go_back(
+            ops in proptest::collection::vec(
+                (prop_oneof![Just(0u64), 0u64..3, 0u64..150_000], -2_000_000i64..2_000_000,
+                 1u32..=MAX_SLEW_PPM, any::<bool>()), 1..12),
+        ) {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            const U: u64 = 1 << 62;
+            wall.set(U, Instant::ZERO).unwrap();
+            let mut now = 0u64;
+            let mut prev = (0u64, wall.unix_ns().unwrap());
+            let mut absorbed = 0i128;
+            let mut check = |now: u64, prev: &mut (u64, u64)| -> Result<(), TestCaseError> {
+                let w = wall.unix_ns().unwrap();
+                prop_assert!(w >= prev.1, "back from {} to {} at {}", prev.1, w, now);
+                let most = u128::from(now - prev.0) * 3 / 2 + 2;
+                prop_assert!(u128::from(w - prev.1) <= most, "jump {} in {} ns", w - prev.1, now - prev.0);
+                *prev = (now, w);
+                Ok(())
+            };
+            for (adv, off, ppm, write) in ops {
+                now += adv;
+                t.set(now);
+                check(now, &mut prev)?;
+                if write {
+                    match wall.slew(off, ppm) {
+                        Ok(left) => absorbed += i128::from(off) - i128::from(left),
+                        Err(e) => prop_assert_eq!(e, WallError::Busy),
+                    }
+                    check(now, &mut prev)?;
+                }
+            }
+            // Long after: every slew over, the offsets add up.
+            now += 10_000_000_000;
+            t.set(now);
+            check(now, &mut prev)?;
+            prop_assert_eq!(wall.slew_remaining_ns(), 0);
+            prop_assert_eq!(
+                i128::from(wall.unix_ns().unwrap()),
+                i128::from(U) + i128::from(now) + absorbed
+            );
         }
 
         /// Steps of any size at any time: the step reported is the move at the handover.
