@@ -1135,7 +1135,7 @@ mod tests {
             let mut now = 0u64;
             let mut prev = (0u64, wall.unix_ns().unwrap());
             let mut absorbed = 0i128;
-            let mut check = |now: u64, prev: &mut (u64, u64)| -> Result<(), TestCaseError> {
+            let check = |now: u64, prev: &mut (u64, u64)| -> Result<(), TestCaseError> {
                 let w = wall.unix_ns().unwrap();
                 prop_assert!(w >= prev.1, "back from {} to {} at {}", prev.1, w, now);
                 let most = u128::from(now - prev.0) * 3 / 2 + 2;
