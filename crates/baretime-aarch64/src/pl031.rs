@@ -67,7 +67,7 @@ impl core::error::Error for Pl031Error {}
 /// (`tests/rtc_reference.rs` in the core) measured a 1 GHz counter to 0.003 ppm in 100 s with
 /// a stated ±59 ppm (±159 with the crystal's tolerance): a slow check of a rate over
 /// minutes, not a boot calibration. A read that finds no edge in 2^24 reads returns the
-/// previous count. The count is 32 bits
+/// previous count (0 before any read found one). The count is 32 bits
 /// of seconds: it wraps in 2106 (to 0, a step back for the reference and for
 /// [`Pl031::read_unix_seconds`]).
 #[derive(Debug)]

@@ -60,7 +60,8 @@ const RTC_FREQUENCY: Frequency = const_frequency!(
 /// the core) measured a 1 GHz counter to 0.003 ppm in 100 s with a stated ±59 ppm (±159
 /// with the crystal's tolerance); it needs windows of minutes, not a boot's 50 ms — a slow
 /// check of a rate (a watchdog's), not a boot calibration. A read that finds no edge in
-/// 2^22 polls, or an unreadable time, returns the previous count.
+/// 2^22 polls, or an unreadable time, returns the previous count (0 before any read found
+/// one).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CmosRtc {
