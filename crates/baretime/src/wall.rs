@@ -11,10 +11,9 @@
 //! `p(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − B` (`t ≥ B`),
 //!
 //! with `U` the wall time at its base `B`, and a slew of `off` ns at `ppm` running from `B`
-//! (`p(t) = U − (B − t)`, 0 at the least, before it). A piece also has an *end* `E ≤` the
-//! next piece's base (`∞` for the last). The version's value at `t` is the last piece whose
-//! base is at most `t` (the first if none) evaluated at `min(t, E)`. Integer arithmetic in
-//! `u128`, saturated to `u64` at the end: no input overflows.
+//! (`p(t) = U − (B − t)`, 0 at the least, before it). The version's value at `t` is the last
+//! piece whose base is at most `t` (the first if none). Integer arithmetic in `u128`,
+//! saturated to `u64` at the end: no input overflows.
 //!
 //! - **Monotone during a slew.** For `ppm ≤ 10⁶` (the crate takes at most [`MAX_SLEW_PPM`]),
 //!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `p(d+1) ≥ p(d)` whichever the sign,
@@ -22,9 +21,9 @@
 //!   (its remaining offset 0, no overshoot), and neither its start (`p(B) = U`) nor its end
 //!   jumps. A slew changes the wall time by at most `ppm × 10⁻⁶` of the elapsed time, plus
 //!   a nanosecond per reading.
-//! - **Continuity (invariant C).** Each piece starts where the one before it ends:
-//!   `p_{i+1}(B_{i+1}) = p_i(E_i)` (a step, `set`, is the one exception, by design). With
-//!   each piece non-decreasing and constant past its end, a version is non-decreasing in `t`.
+//! - **Continuity (invariant C).** Each piece starts where the one before it is at its
+//!   base: `p_{i+1}(B_{i+1}) = p_i(B_{i+1})` (a step, `set`, is the one exception, by
+//!   design). With each piece non-decreasing, a version is non-decreasing in `t`.
 //!
 //! # A write
 //!
@@ -44,47 +43,46 @@
 //!    version hands out, ever, is `V_old(min(t, e))` for the reader's `t`**; and a reader of
 //!    the new version read its clock after it saw the new version's words, written after
 //!    `t_w`, so its `t ≥ t_w` (the Clock is monotone across CPUs).
-//! 3. The new piece's base is `b = max(e, t_b)`, `t_b` a clock reading after the close (a
-//!    writer stalled past `e` finds `t_b > e`: readers stood at `V_old(e)` meanwhile), and it
-//!    starts from `V_old(e)` (a slew) or from the time asked (a step).
+//! 3. The new piece is based at `e` and starts from `V_old(e)` (a slew) or from the time
+//!    asked (a step).
 //! 4. The new version is the old version's pieces in force anywhere in `[t_w, e)` — the one
-//!    in force at `t_w` and those beginning after it and before `e` — the last of them ended
-//!    at `e`, then the new piece. Pieces of equal base but the first keep only the later
-//!    (the earlier's range is empty), and pieces beginning at or after `e` are dropped.
+//!    in force at `t_w` and those beginning after it and before `e` — then the new piece. A
+//!    piece followed by one of equal base is dropped (its range is empty) unless it is the
+//!    first kept, and pieces beginning at or after `e` are dropped.
 //!
 //! **Why the wall time never goes back (and never jumps) across a write**, whatever the
-//! clock's time does between the write's reading and `e` — stands still, never reaches `e`,
-//! or passes it during a stall. For `t_w ≤ t < e` the new version's piece in force at `t` is
-//! the old one's, with the same end, so `V_new(t) = V_old(t)`; for `e ≤ t < b` it is the
-//! last kept piece at its end, which by (C) is `V_old(e)`; from `b` on it is the new piece,
-//! which starts at `V_old(e)`. So `V_new(t) = V_old(min(t, e))` for every `t` in `[t_w, b)`:
-//! a reading of the new version agrees with every reading the old one gave at the same or an
-//! earlier clock time, then moves on at the new piece's rate from where they stood. Two
-//! readings, the first finished before the second began, have `t₁ ≤ t₂` (the Clock's
-//! promise); on one version they are ordered by monotonicity, on consecutive versions by the
-//! equality above, and on versions further apart by induction (each write's `t_w` is at or
-//! after every earlier reading's `t` that happened before it). Invariant (C) holds for the
-//! new version: the kept pieces keep their links, the new piece starts at `V_old(e)`, which
-//! is the last kept piece's value at its end `e` (or, where an old piece began exactly at
-//! `e` and was dropped, its start, equal by (C) to the kept piece's value at its end), and
-//! a dropped piece of equal base had its end at that base (its range was empty).
+//! clock's time does between the write's reading and `e` — stands still, or never reaches
+//! `e`. For `t_w ≤ t < e` the new version's piece in force at `t` is the old one's (the kept
+//! pieces are exactly those in force on `[t_w, e)`, bases unchanged), so `V_new(t) =
+//! V_old(t)`; from `e` on it is the new piece, which starts at `V_old(e)`. So a reading of
+//! the new version agrees with every reading the old one gave at the same clock time, and
+//! from `e` on moves at the new piece's rate from where they stood: no reading already handed
+//! out is contradicted, including those of readers that read the clock before `B_k` (which
+//! the previous single-function prefix lost: the adversary's findings). Two readings, the
+//! first finished before the second began, have `t₁ ≤ t₂` (the Clock's promise); on one
+//! version they are ordered by monotonicity, on consecutive versions by the equality above
+//! (`V_old(min(t₁, e)) ≤ V_old(min(t₂, e)) ≤ V_new(t₂)`), and on versions further apart by
+//! induction (each write's `t_w` is at or after every earlier reading's `t` that happened
+//! before it). Invariant (C) holds for the new version: the kept pieces keep their links,
+//! the new piece starts at `V_old(e)`, the value at `e` of the last kept piece (or, where an
+//! old piece began exactly at `e` and was dropped, its start, equal by (C) to that value).
 //!
 //! **Writes before the previous handover** (the clock has not passed `B_k` after the wait):
 //! the old pieces beginning after `t_w` are the ones the new version must keep, which is why
 //! a version holds more than two. Every old base is at most `t_w + HANDOVER_NS` (the newest
-//! is `max(e_prev, t_b_prev)`, both from clock readings made before this writer's `t_w`), so
-//! at most one distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more
-//! than one piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before
-//! it touches anything; otherwise it keeps at most three old pieces and the new one:
+//! is `e_prev`, from a clock reading made before this writer's `t_w`), so at most one
+//! distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more than one
+//! piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before it
+//! touches anything; otherwise it keeps at most three old pieces and the new one:
 //! [`PIECES`]. Writes while the clock stands still exactly never refuse: each hands over at
 //! the same `e`, and the piece the previous write added there is dropped. A refusal needs
 //! the clock to have moved between two earlier writes, both still less than a handover
 //! margin behind it: three writes within 100 µs of clock time on a clock that creeps.
 //!
-//! A stall between the writer's last clock reading `t_b` and its publication still shows:
-//! readers past `b` stood at `V_old(e)` until the publication, then read the new piece at
-//! their clock time (a catch-up of that stall). It is a few instructions unless the writer
-//! is interrupted there.
+//! **A stalled writer.** Past `e`, readers of a version being replaced stand at `V_old(e)`
+//! until the writer publishes; then they read the new piece at their clock time, which has
+//! run on from `e`: a catch-up equal to the stall past the handover, as the Clock's own
+//! stalled writers cost (the wall time stays exactly the clock's time plus the offsets).
 //!
 //! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
 
@@ -122,8 +120,8 @@ const MAX_END: u64 = CLOSING - 2;
 /// "Writes before the previous handover").
 const PIECES: usize = 4;
 /// Words of one piece: meta (present, sign, rate), the wall time at the base, the base, the
-/// offset, the end (where its readers stand still; `u64::MAX` for the last piece).
-const PIECE_WORDS: usize = 5;
+/// offset.
+const PIECE_WORDS: usize = 4;
 /// Words of one version.
 const WORDS: usize = PIECES * PIECE_WORDS;
 
@@ -280,58 +278,46 @@ impl Fn_ {
     }
 }
 
-/// One piece of a version: a function, in force from its base (the first piece: also
-/// before it) until the next piece's base, and evaluated at most at its `end` (readers
-/// past it stood still there while the write that ended it was under way).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Piece {
-    f: Fn_,
-    end: u64,
-}
-
-/// One version: its pieces in order of base (`len` of them, at least one). The wall time at
-/// `t` is the last piece whose base is at most `t` (the first if none), evaluated at
-/// `min(t, end)`.
+/// One version: its pieces, functions in order of base (`len` of them, at least one). The
+/// wall time at `t` is the last piece whose base is at most `t` (the first if none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Version_ {
-    pieces: [Piece; PIECES],
+    pieces: [Fn_; PIECES],
     len: usize,
 }
 
 impl Version_ {
     /// The first version: one piece.
     fn first(f: Fn_) -> Version_ {
-        let last = Piece { f, end: u64::MAX };
         Version_ {
-            pieces: [last; PIECES],
+            pieces: [f; PIECES],
             len: 1,
         }
     }
 
-    fn live(&self) -> &[Piece] {
+    fn live(&self) -> &[Fn_] {
         self.pieces.get(..self.len).unwrap_or(&[])
     }
 
     /// The index of the piece in force at `t`.
     fn index_at(&self, t: u64) -> usize {
-        self.live().iter().rposition(|p| p.f.base <= t).unwrap_or(0)
+        self.live().iter().rposition(|p| p.base <= t).unwrap_or(0)
     }
 
     /// The piece in force at `t`.
-    fn at(&self, t: u64) -> Piece {
+    fn at(&self, t: u64) -> Fn_ {
         let i = self.index_at(t);
         self.live().get(i).copied().unwrap_or(self.pieces[0])
     }
 
     /// The newest piece (the slew running now or ahead).
-    fn last(&self) -> Piece {
+    fn last(&self) -> Fn_ {
         self.live().last().copied().unwrap_or(self.pieces[0])
     }
 
     /// The wall time at clock time `t`.
     fn eval(&self, t: u64) -> u64 {
-        let p = self.at(t);
-        p.f.eval(t.min(p.end))
+        self.at(t).eval(t)
     }
 
     /// How many pieces after the one in force at `t_w` begin before `t_w + HANDOVER_NS`
@@ -342,35 +328,30 @@ impl Version_ {
         let mut n = 0usize;
         let mut prev = None;
         for p in self.live().iter().skip(i.saturating_add(1)) {
-            if p.f.base < limit && prev != Some(p.f.base) {
+            if p.base < limit && prev != Some(p.base) {
                 n = n.saturating_add(1);
             }
-            prev = Some(p.f.base);
+            prev = Some(p.base);
         }
         n
     }
 
     /// The version after this one when a write whose clock reading was `t_w` hands over at
-    /// `e` to `next` (its base at or after `e`): the pieces in force anywhere in
-    /// `[t_w, e)`, the last of them ended at `e`, then `next`. Pieces whose range is empty
-    /// (a base not below the following piece's, or not below `e`) are dropped.
+    /// `e` to `next` (based at `e`): the pieces in force anywhere in `[t_w, e)` — the one in
+    /// force at `t_w` and those beginning after it and before `e` — then `next`. A piece
+    /// followed by one of equal base is dropped (its range is empty), unless it is the first
+    /// kept (it serves readings before its base).
     fn successor(&self, t_w: u64, e: u64, next: Fn_) -> Version_ {
-        let mut out = Version_::first(next);
-        let mut kept: [Piece; PIECES - 1] = [Piece {
-            f: next,
-            end: u64::MAX,
-        }; PIECES - 1];
+        let mut kept = [next; PIECES - 1];
         let mut n = 0usize;
         let i = self.index_at(t_w);
         for (j, p) in self.live().iter().enumerate().skip(i) {
-            if j > i && p.f.base >= e {
+            if j > i && p.base >= e {
                 break;
             }
-            // A later piece of the same base supersedes this one (its range is empty),
-            // unless this one is the first kept (it serves readings before its base).
             if n > 1 {
                 if let Some(prev) = kept.get(n.saturating_sub(1)) {
-                    if prev.f.base == p.f.base {
+                    if prev.base == p.base {
                         n = n.saturating_sub(1);
                     }
                 }
@@ -380,26 +361,21 @@ impl Version_ {
                 n = n.saturating_add(1);
             } else {
                 // More than the writer's check allows (a clock that went back): keep the
-                // newest, the oldest serve readings that no longer happen.
+                // newest; the oldest serve readings that no longer happen.
                 kept.rotate_left(1);
                 if let Some(slot) = kept.last_mut() {
                     *slot = *p;
                 }
             }
         }
-        if let Some(last) = kept.get_mut(n.wrapping_sub(1)) {
-            last.end = last.end.min(e);
-        }
+        let mut out = Version_::first(next);
         for (k, p) in kept.iter().take(n).enumerate() {
             if let Some(slot) = out.pieces.get_mut(k) {
                 *slot = *p;
             }
         }
         if let Some(slot) = out.pieces.get_mut(n) {
-            *slot = Piece {
-                f: next,
-                end: u64::MAX,
-            };
+            *slot = next;
         }
         out.len = n.saturating_add(1);
         out
@@ -414,25 +390,18 @@ impl Version_ {
             if meta & P_PRESENT == 0 {
                 break;
             }
-            let piece = Piece {
-                f: Fn_ {
-                    wall: w(at.saturating_add(1)),
-                    base: w(at.saturating_add(2)),
-                    off: w(at.saturating_add(3)),
-                    ppm: u32::try_from((meta >> PPM_SHIFT) & PPM_MASK).unwrap_or(0),
-                    neg: meta & P_NEG != 0,
-                },
-                end: w(at.saturating_add(4)),
+            let f = Fn_ {
+                wall: w(at.saturating_add(1)),
+                base: w(at.saturating_add(2)),
+                off: w(at.saturating_add(3)),
+                ppm: u32::try_from((meta >> PPM_SHIFT) & PPM_MASK).unwrap_or(0),
+                neg: meta & P_NEG != 0,
             };
             match v.as_mut() {
-                None => {
-                    let mut first = Version_::first(piece.f);
-                    first.pieces[0] = piece;
-                    v = Some(first);
-                }
+                None => v = Some(Version_::first(f)),
                 Some(v) => {
                     if let Some(slot) = v.pieces.get_mut(k) {
-                        *slot = piece;
+                        *slot = f;
                         v.len = k.saturating_add(1);
                     }
                 }
@@ -441,18 +410,25 @@ impl Version_ {
         v
     }
 
+    /// Stores the live pieces and, after them, an absent piece's meta (0) that ends a
+    /// load: the words beyond are never read.
     fn store(&self, words: &Words<WORDS>) {
-        for k in 0..PIECES {
+        for k in 0..self.len.saturating_add(1).min(PIECES) {
             let at = k.saturating_mul(PIECE_WORDS);
             let values = match self.live().get(k) {
                 Some(p) => {
-                    let mut meta = P_PRESENT | (u64::from(p.f.ppm) & PPM_MASK) << PPM_SHIFT;
-                    if p.f.neg {
+                    let mut meta = P_PRESENT | (u64::from(p.ppm) & PPM_MASK) << PPM_SHIFT;
+                    if p.neg {
                         meta |= P_NEG;
                     }
-                    [meta, p.f.wall, p.f.base, p.f.off, p.end]
+                    [meta, p.wall, p.base, p.off]
                 }
-                None => [0; PIECE_WORDS],
+                None => {
+                    if let Some(word) = words.get(at) {
+                        word.store(0);
+                    }
+                    continue;
+                }
             };
             for (i, v) in values.into_iter().enumerate() {
                 if let Some(word) = words.get(at.saturating_add(i)) {
@@ -517,10 +493,12 @@ impl Version_ {
 ///   `settimeofday` cancels `adjtime`).
 /// - The wall time saturates at `u64::MAX` ns (the year 2554); no input overflows or
 ///   panics.
-/// - A writer stalled between closing a version and publishing the next makes the wall time
-///   stand still for the stall (it then continues from where it stood: no jump), as the
-///   [`Clock`]'s writers do; only a stall in the few instructions between the writer's last
-///   clock read and its publication shows, as a catch-up of that stall's length.
+/// - A writer stalled between closing a version and publishing the next for longer than
+///   the 100 µs handover margin makes the wall time stand still from the handover until it
+///   publishes, then catch up: the catch-up equals the stall past the handover, as the
+///   [`Clock`]'s stalled writers cost, and the wall time stays exactly the clock's time plus
+///   the offsets. A write refused ([`WallError`]) touches nothing: it does not end the
+///   version another writer is closing.
 ///
 /// # The formula
 ///
@@ -650,7 +628,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// (it begins at the handover, 100 µs after the write reads the clock).
     pub fn slew_remaining_ns(&self) -> i64 {
         // Before the base, the slew has not begun: all of it is still to run.
-        self.read().map_or(0, |(v, t)| v.last().f.remaining(t))
+        self.read().map_or(0, |(v, t)| v.last().remaining(t))
     }
 
     /// What the writers have done: steps (with the latest's size), slews.
@@ -685,14 +663,12 @@ impl<'a, C: Counter> WallClock<'a, C> {
         };
         // Refused before anything is written when the clock's time now says so already.
         target(self.clock.now().as_nanos().saturating_add(HANDOVER_NS))?;
-        self.write(|old, e, b| {
-            // From the new base `b` (the handover `e`, or later after a stall) the time asked.
-            let wall = target(b)?;
-            let main = Fn_::at(wall, b);
+        self.write(|old, e| {
+            let wall = target(e)?;
+            let main = Fn_::at(wall, e);
             Ok(match old {
                 None => (main, Outcome::Set),
                 Some(old) => {
-                    // Readers stood at the old version's value at `e` until `b`.
                     let step = i128::from(wall).saturating_sub(i128::from(old.eval(e)));
                     (main, Outcome::Step(step))
                 }
@@ -733,19 +709,27 @@ impl<'a, C: Counter> WallClock<'a, C> {
         if max_ppm == 0 || max_ppm > MAX_SLEW_PPM {
             return Err(WallError::BadRate);
         }
-        let outcome = self.write(|old, e, b| {
+        // Refused before anything is touched: this check reads the words only, never the
+        // clock nor a closing version's end (a reader's `unix_ns` would propose that end, and
+        // a refused write must change nothing).
+        if !self
+            .versions
+            .read(|_, words| (Version_::load(words).is_some(), false))
+        {
+            return Err(WallError::NotSet);
+        }
+        let outcome = self.write(|old, e| {
             let old = old.ok_or(WallError::NotSet)?;
-            // What was left of the slew in force at the handover `e` (where its readers
-            // stand until the new base `b`).
+            // What was left of the slew in force at the handover `e`.
             let was = old.at(e);
             let main = Fn_ {
                 wall: old.eval(e),
-                base: b,
+                base: e,
                 off: offset_ns.unsigned_abs(),
                 ppm: max_ppm,
                 neg: offset_ns < 0,
             };
-            Ok((main, Outcome::Slew(was.f.remaining(e))))
+            Ok((main, Outcome::Slew(was.remaining(e))))
         })?;
         match outcome {
             Outcome::Slew(left) => {
@@ -763,14 +747,13 @@ impl<'a, C: Counter> WallClock<'a, C> {
 
     /// One write: waits (a bounded number of clock reads) for the clock to pass the newest
     /// base, closes the current version at a point `e` just ahead, and publishes the
-    /// successor whose new piece `make` builds from the old version, `e` and the new base
-    /// `b = max(e, the clock's time after the close)`. If `make` refuses, the old version is
-    /// published again unchanged. `Busy`, with nothing touched, if the old version has more
+    /// successor whose new piece, based at `e`, `make` builds from the old version and `e`.
+    /// If `make` refuses, the old version is published again unchanged. `Busy`, with nothing touched, if the old version has more
     /// than one piece beginning between the writer's clock reading and 100 µs after it
     /// (module docs, "Writes before the previous handover").
     fn write(
         &self,
-        make: impl FnOnce(Option<&Version_>, u64, u64) -> Result<(Fn_, Outcome), WallError>,
+        make: impl FnOnce(Option<&Version_>, u64) -> Result<(Fn_, Outcome), WallError>,
     ) -> Result<Outcome, WallError> {
         if self
             .writer
@@ -786,7 +769,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
             // The previous handover first: the clock past the newest base (bounded, for a
             // clock that stands still).
             let mut reads = 0;
-            while t_w < old.last().f.base && reads < HANDOVER_WAIT_READS {
+            while t_w < old.last().base && reads < HANDOVER_WAIT_READS {
                 reads = reads.saturating_add(1);
                 crate::sync::spin_loop();
                 t_w = self.clock.now().as_nanos();
@@ -798,10 +781,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
         self.announce(version.slot, version.number);
         let e = self.close(version.slot, version.number);
-        // A writer stalled past `e`: readers stand at the old value at `e`; the new piece
-        // starts there, from that value, with no catching up.
-        let b = e.max(self.clock.now().as_nanos().min(MAX_END));
-        let made = make(old.as_ref(), e, b).map(|(next, outcome)| {
+        let made = make(old.as_ref(), e).map(|(next, outcome)| {
             let v = match &old {
                 Some(old) => old.successor(t_w, e, next),
                 None => Version_::first(next),
@@ -1004,12 +984,10 @@ mod tests {
         // The writer resumes: its proposal loses to the reader's.
         let c = wall.close(v.slot, v.number);
         assert_eq!(c, 1_000_000 + HANDOVER_NS);
-        // The new piece starts where the readers stood, when the writer resumed.
-        let b = c.max(clock.now().as_nanos());
         let old = old.unwrap();
         let main = Fn_ {
             wall: old.eval(c),
-            base: b,
+            base: c,
             off: 1_000,
             ppm: 1_000,
             neg: false,
@@ -1019,10 +997,8 @@ mod tests {
             wall.finish(Some(old), Ok((next, Outcome::Slew(0)))),
             Ok(Outcome::Slew(0))
         ));
-        // It continues from where it stood (no catching up), then at the slew's rate: 400 µs
-        // later, 400 ns absorbed.
-        assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS));
-        t.set(1_000_000 + 9 * HANDOVER_NS);
+        // From the end on, at the slew's rate (the stall past the end caught up, as the
+        // Clock's): 400 µs later, 400 ns absorbed.
         assert_eq!(wall.unix_ns(), Some(1_000_000 + 5 * HANDOVER_NS + 400));
         assert_eq!(wall.slew_remaining_ns(), 600);
     }
