@@ -648,7 +648,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// Returns the step — how far the wall time moved at the handover, positive forward —
     /// or `None` for the first setting, which is no step. Errors: [`WallError::BeforeEpoch`]
     /// or [`WallError::OutOfRange`] when the wall time at the handover would be outside
-    /// `0..=u64::MAX` ns (nothing changes), [`WallError::Busy`].
+    /// `0..=u64::MAX` ns (nothing changes), [`WallError::Busy`] (another writer, or see
+    /// [`WallClock`]'s "Writers and the handover").
     pub fn set(&self, unix_ns: u64, at: Instant) -> Result<Option<i128>, WallError> {
         let target = |c: u64| {
             // Sums of u64s in i128: exact.
@@ -692,8 +693,9 @@ impl<'a, C: Counter> WallClock<'a, C> {
     }
 
     /// Slews the wall time by `offset_ns` (positive: forward), adjtime-like: from the
-    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than the clock
-    /// by `max_ppm` parts per million until the offset is absorbed, then at the clock's rate
+    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than
+    /// the clock by `max_ppm` parts per million until the offset is absorbed, then at the
+    /// clock's rate
     /// again — exactly `offset_ns` ahead (behind) of where it would have been, never
     /// overshooting, never going back, no jump at either end. A slew of `|offset_ns|` ns
     /// takes `|offset_ns| × 10⁶ / max_ppm` ns of clock time (0.5 s at 250 000 ppm: 2 s).
@@ -748,9 +750,10 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// One write: waits (a bounded number of clock reads) for the clock to pass the newest
     /// base, closes the current version at a point `e` just ahead, and publishes the
     /// successor whose new piece, based at `e`, `make` builds from the old version and `e`.
-    /// If `make` refuses, the old version is published again unchanged. `Busy`, with nothing touched, if the old version has more
-    /// than one piece beginning between the writer's clock reading and 100 µs after it
-    /// (module docs, "Writes before the previous handover").
+    /// If `make` refuses, the old version is published again unchanged. `Busy`, with nothing
+    /// touched, if the old version has more than one piece beginning between the writer's
+    /// clock reading and 100 µs after it (module docs, "Writes before the previous
+    /// handover").
     fn write(
         &self,
         make: impl FnOnce(Option<&Version_>, u64) -> Result<(Fn_, Outcome), WallError>,
@@ -1115,7 +1118,10 @@ mod tests {
                 let w = wall.unix_ns().unwrap();
                 prop_assert!(w >= prev.1, "back from {} to {} at {}", prev.1, w, now);
                 let most = u128::from(now - prev.0) * 3 / 2 + 2;
-                prop_assert!(u128::from(w - prev.1) <= most, "jump {} in {} ns", w - prev.1, now - prev.0);
+                prop_assert!(
+                    u128::from(w - prev.1) <= most,
+                    "jump {} in {} ns", w - prev.1, now - prev.0
+                );
                 *prev = (now, w);
                 Ok(())
             };
