@@ -35,8 +35,9 @@ const RTC_FREQUENCY: Frequency = match Frequency::from_millihz(
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum Pl031Error {
-    /// The count did not change within 1.2 s of the clock: the RTC does not tick (not
-    /// started: RTCCR's enable bit clear, or no PL031 at the address).
+    /// The count did not change within 1.2 s of the clock (or 2^24 polls, on a clock that
+    /// does not move): the RTC does not tick (not started: RTCCR's enable bit clear, or no
+    /// PL031 at the address).
     NotTicking,
 }
 
@@ -66,7 +67,7 @@ impl core::error::Error for Pl031Error {}
 /// (`tests/rtc_reference.rs` in the core) measured a 1 GHz counter to 0.003 ppm in 100 s with
 /// a stated ±59 ppm (±159 with the crystal's tolerance): a slow check of a rate over
 /// minutes, not a boot calibration. A read that finds no edge in 2^24 reads returns the
-/// previous count. The count is 32 bits
+/// previous count (0 before any read found one). The count is 32 bits
 /// of seconds: it wraps in 2106 (to 0, a step back for the reference and for
 /// [`Pl031::read_unix_seconds`]).
 #[derive(Debug)]
@@ -101,16 +102,29 @@ impl Pl031 {
     /// first that saw the new one. The edge lies between them; set a
     /// [`baretime::WallClock`] from it with `set_at_edge`. An interrupt (or a vCPU preempted)
     /// during the poll widens the bracket: poll with interrupts masked, or check
-    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge. Waits at most 1.2 s of `clock`
-    /// time, then [`Pl031Error::NotTicking`].
+    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge.
+    ///
+    /// Gives up with [`Pl031Error::NotTicking`] at the first poll that finds more than 1.2 s
+    /// of `clock` time gone, so the wait overshoots 1.2 s by up to one poll (a clock read and
+    /// an RTCDR read), or after 2^24 polls (1.6–17 s), whichever comes first: a [`Clock`] not
+    /// started yet (its time stands at zero) never reaches 1.2 s, and the poll count ends
+    /// the wait there.
+    ///
+    /// The count is 32 bits: at its wrap (2106-02-07T06:28:16Z) the edge returned is second 0
+    /// (1970), a step back of 2^32 s for a wall clock set from it.
     pub fn read_at_edge<C: Counter>(
         &mut self,
         clock: &Clock<C>,
     ) -> Result<SecondsEdge, Pl031Error> {
         let start = clock.now();
+        let mut polls = 0u32;
         let (unix_seconds, before, after) = self.edge(
             || clock.now(),
-            |b| b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS),
+            |b| {
+                polls = polls.saturating_add(1);
+                polls > REFERENCE_POLLS
+                    || b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS)
+            },
         )?;
         Ok(SecondsEdge {
             unix_seconds,
@@ -147,7 +161,8 @@ impl Pl031 {
 impl Reference for Pl031 {
     /// Waits for the next seconds edge (at most 2^24 reads) and returns its
     /// count in milliseconds: latched at the edge, the end of the read. The previous count if
-    /// no edge came (a calibration then ends in `ReferenceStuck`, never a wrong rate).
+    /// no edge came (a calibration then ends in `ReferenceStuck`, never a wrong rate); 0 if
+    /// no read has found an edge yet.
     fn read(&mut self) -> u64 {
         let mut polls = 0u32;
         let edge = self.edge(

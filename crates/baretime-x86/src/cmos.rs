@@ -35,8 +35,10 @@ pub enum CmosError {
     /// Two consecutive reads of the registers never agreed (an update kept landing between
     /// them).
     Unsettled,
-    /// The seconds never changed within 1.1 s plus a 100 ms margin: the RTC does not tick
-    /// (stopped, its oscillator off, or no RTC there).
+    /// The seconds never changed within 1.1 s plus a 100 ms margin (or 2^22 polls, on a
+    /// clock that does not move), or UIP stayed set past that limit in the full read after
+    /// the edge: the RTC does not tick (stopped, its oscillator off, stuck in an update, or
+    /// no RTC there).
     NotTicking,
 }
 

@@ -60,7 +60,8 @@ const RTC_FREQUENCY: Frequency = const_frequency!(
 /// the core) measured a 1 GHz counter to 0.003 ppm in 100 s with a stated ±59 ppm (±159
 /// with the crystal's tolerance); it needs windows of minutes, not a boot's 50 ms — a slow
 /// check of a rate (a watchdog's), not a boot calibration. A read that finds no edge in
-/// 2^22 polls, or an unreadable time, returns the previous count.
+/// 2^22 polls, or an unreadable time, returns the previous count (0 before any read found
+/// one).
 #[derive(Debug)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct CmosRtc {
@@ -105,6 +106,36 @@ impl CmosRtc {
         while self.update_in_progress() {
             core::hint::spin_loop();
         }
+        self.registers()
+    }
+
+    /// [`CmosRtc::raw`] with the wait for UIP bounded: `None` once `give_up` says so.
+    fn raw_within(&mut self, give_up: &mut impl FnMut() -> bool) -> Option<Raw> {
+        while self.update_in_progress() {
+            if give_up() {
+                return None;
+            }
+            core::hint::spin_loop();
+        }
+        Some(self.registers())
+    }
+
+    /// [`CmosRtc::read_unix_seconds`] with each wait for UIP bounded by `give_up`
+    /// ([`CmosError::NotTicking`] once it says so).
+    fn read_within(&mut self, mut give_up: impl FnMut() -> bool) -> Result<u64, CmosError> {
+        let mut last = self.raw_within(&mut give_up).ok_or(CmosError::NotTicking)?;
+        for _ in 0..SETTLE_TRIES {
+            let again = self.raw_within(&mut give_up).ok_or(CmosError::NotTicking)?;
+            if again == last {
+                return again.unix_seconds();
+            }
+            last = again;
+        }
+        Err(CmosError::Unsettled)
+    }
+
+    /// The time registers, read once.
+    fn registers(&mut self) -> Raw {
         Raw {
             seconds: self.register(SECONDS),
             minutes: self.register(MINUTES),
@@ -140,14 +171,26 @@ impl CmosRtc {
     /// and after the first that saw the new one. The edge lies between them; set a
     /// [`baretime::WallClock`] from it with `set_at_edge`. An interrupt (or a vCPU preempted)
     /// during the poll widens the bracket: poll with interrupts masked, or check
-    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge. Waits at most 1.2 s of `clock`
-    /// time (a second, the update cycle, a 100 ms margin), then [`CmosError::NotTicking`];
-    /// also the errors of [`CmosRtc::read_unix_seconds`], whose full read follows the edge.
+    /// [`SecondsEdge::width_ns`](baretime::SecondsEdge::width_ns) and read the next edge.
+    ///
+    /// Gives up with [`CmosError::NotTicking`] at the first poll that finds more than 1.2 s
+    /// of `clock` time gone (a second, the update cycle, a 100 ms margin), so the wait
+    /// overshoots 1.2 s by up to one poll (a clock read and a few port reads), or after 2^22
+    /// polls (8–16 s), whichever comes first: a [`Clock`] not started yet (its time stands at
+    /// zero) never reaches 1.2 s, and the poll count ends the wait there. The full read that
+    /// follows the edge ([`CmosRtc::read_unix_seconds`]'s, with its errors) waits for UIP
+    /// under the same limit, so an update bit stuck set after the edge is `NotTicking`, not
+    /// a hang. The time is computed from the date registers into a `u64`: no wrap in 2106.
     pub fn read_at_edge<C: Counter>(&mut self, clock: &Clock<C>) -> Result<SecondsEdge, CmosError> {
         let start = clock.now();
+        let mut polls = 0u32;
         let (unix_seconds, before, after) = self.edge(
             || clock.now(),
-            |b| b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS),
+            |b| {
+                polls = polls.saturating_add(1);
+                polls > REFERENCE_POLLS
+                    || b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS)
+            },
         )?;
         Ok(SecondsEdge {
             unix_seconds,
@@ -183,7 +226,9 @@ impl CmosRtc {
                 Some(s) if s != seconds => {
                     // The full read follows the edge by microseconds: its second is the
                     // new one, unless it raced the next edge (a second later: not here).
-                    return Ok((self.read_unix_seconds()?, before, after));
+                    // The full read waits for UIP under the same limit.
+                    let unix = self.read_within(|| give_up(&stamp()))?;
+                    return Ok((unix, before, after));
                 }
                 Some(_) => {}
             }
@@ -196,7 +241,7 @@ impl Reference for CmosRtc {
     /// Waits for the next seconds edge (at most 2^22 polls) and returns its
     /// Unix time in milliseconds: the count is latched at the edge, the end of the read. The
     /// previous count if no edge came or the time was unreadable (a calibration then ends
-    /// in `ReferenceStuck`, never a wrong rate).
+    /// in `ReferenceStuck`, never a wrong rate); 0 if no read has found an edge yet.
     fn read(&mut self) -> u64 {
         let mut polls = 0u32;
         let edge = self.edge(

@@ -4,43 +4,85 @@
 //!
 //! # The timeline of the wall time
 //!
-//! Each version of the wall time is a function of the clock's time `t` (ns), kept in one
-//! generation-checked snapshot ([`Published`]: the Clock's own publication primitive):
+//! A version of the wall time is a function of the clock's time `t` (ns), kept in one
+//! generation-checked snapshot ([`Published`]: the Clock's own publication primitive), made
+//! of up to [`PIECES`] *pieces* `p₀ … p_k` with bases `B₀ ≤ … ≤ B_k`. Each piece is
 //!
-//! `W(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − c` (`t ≥ c`),
+//! `p(t) = U + d ± min(off, ⌊d × ppm / 10⁶⌋)`, `d = t − B` (`t ≥ B`),
 //!
-//! with `U` the wall time at the version's *base* `c`, and a slew of `off` ns at `ppm`
-//! running from `c`. For the few readings before `c` (a reader that read the clock just
-//! before the base of a version published meanwhile) the version keeps its predecessor's
-//! function (the *prefix*); before a function's own base it runs at the clock's rate
-//! (`W(t) = U − (c − t)`, 0 at the least). Integer arithmetic in
-//! `u128`, saturated to `u64` at the end: no input overflows.
+//! with `U` the wall time at its base `B`, and a slew of `off` ns at `ppm` running from `B`
+//! (`p(t) = U − (B − t)`, 0 at the least, before it). The version's value at `t` is the last
+//! piece whose base is at most `t` (the first if none). Integer arithmetic in `u128`,
+//! saturated to `u64` at the end: no input overflows.
 //!
 //! - **Monotone during a slew.** For `ppm ≤ 10⁶` (the crate takes at most [`MAX_SLEW_PPM`]),
-//!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `W(d+1) ≥ W(d)` whichever the sign,
+//!   `⌊(d+1) × ppm / 10⁶⌋ − ⌊d × ppm / 10⁶⌋ ≤ 1`, so `p(d+1) ≥ p(d)` whichever the sign,
 //!   and once the correction reaches `off` it stays there: the slew ends exactly on time
-//!   (its remaining offset 0, no overshoot), and neither its start (`W(c) = U`) nor its end
+//!   (its remaining offset 0, no overshoot), and neither its start (`p(B) = U`) nor its end
 //!   jumps. A slew changes the wall time by at most `ppm × 10⁻⁶` of the elapsed time, plus
 //!   a nanosecond per reading.
-//! - **The handover.** A writer first *closes* the current version: it stores "closing"
-//!   (tagged with the version number) into the version's end, then reads the clock `t_w`
-//!   and proposes the end `c = t_w + HANDOVER_NS` by compare-and-swap. A reader that finds
-//!   the end "closing" proposes one the same way from a clock reading of its own (so a
-//!   writer stalled there costs nobody a wait); the first proposal wins. Every reader
-//!   evaluates its version at `min(t, end)`: past the end, the wall time stands still at
-//!   `W(c)` until the next version is published, which starts at `c` from `W(c)` (a slew) or
-//!   from the time asked (a step). This is the Clock's own close (see `clock/mod.rs`, "Why
-//!   time never goes back"), with the same argument: a reader that saw the end open read
-//!   its clock before the "closing" store was visible to it, and whoever proposed the end
-//!   read the clock after seeing that store, so the reader's `t` is below the end; the
-//!   margin covers a clock read a few instructions late and CPUs whose clocks are up to
-//!   [`crate::LAG_NS`] apart.
-//! - **Why the wall time never goes back during a slew.** Two readings, the first finished
-//!   before the second began, on one version: `W(min(t, end))` with `t` not smaller, `W`
-//!   non-decreasing. On consecutive versions: the old one returns at most `W_old(c)` and
-//!   `W_old(t)` for `t < c`; the new one reads `W_old(t)` before `c` (its prefix) and from
-//!   `W_old(c)` on after it. A step (`set`) is the one write that may move the wall time
-//!   back, by design, and it says by how much.
+//! - **Continuity (invariant C).** Each piece starts where the one before it is at its
+//!   base: `p_{i+1}(B_{i+1}) = p_i(B_{i+1})` (a step, `set`, is the one exception, by
+//!   design). With each piece non-decreasing, a version is non-decreasing in `t`.
+//!
+//! # A write
+//!
+//! 1. The writer reads the clock, `t_w`, waiting (at most [`HANDOVER_WAIT_READS`] clock
+//!    reads) for it to pass the newest base `B_k`. A clock that stands still (a 64-bit
+//!    counter reset before the kernel's `rebase`, a slow counter between ticks, a clock
+//!    after a recalibration) does not get there: the writer goes on all the same.
+//! 2. It *closes* the current version: it stores "closing" (tagged with the version number)
+//!    into the version's end, then reads the clock and proposes the end
+//!    `e = reading + HANDOVER_NS` by compare-and-swap. A reader that finds the end "closing"
+//!    proposes one the same way from a clock reading of its own (so a writer stalled there
+//!    costs nobody a wait); the first proposal wins. Every reader evaluates its version at
+//!    `min(t, e)`. A reader that saw the end open read its clock before the "closing" store
+//!    was visible to it, and whoever proposed `e` read the clock after seeing that store, so
+//!    the reader's `t` is below `e` (the margin covers a clock read a few instructions late
+//!    and CPUs whose clocks are up to [`crate::LAG_NS`] apart). So **every value the old
+//!    version hands out, ever, is `V_old(min(t, e))` for the reader's `t`**; and a reader of
+//!    the new version read its clock after it saw the new version's words, written after
+//!    `t_w`, so its `t ≥ t_w` (the Clock is monotone across CPUs).
+//! 3. The new piece is based at `e` and starts from `V_old(e)` (a slew) or from the time
+//!    asked (a step).
+//! 4. The new version is the old version's pieces in force anywhere in `[t_w, e)` — the one
+//!    in force at `t_w` and those beginning after it and before `e` — then the new piece. A
+//!    piece followed by one of equal base is dropped (its range is empty) unless it is the
+//!    first kept, and pieces beginning at or after `e` are dropped.
+//!
+//! **Why the wall time never goes back (and never jumps) across a write**, whatever the
+//! clock's time does between the write's reading and `e` — stands still, or never reaches
+//! `e`. For `t_w ≤ t < e` the new version's piece in force at `t` is the old one's (the kept
+//! pieces are exactly those in force on `[t_w, e)`, bases unchanged), so `V_new(t) =
+//! V_old(t)`; from `e` on it is the new piece, which starts at `V_old(e)`. So a reading of
+//! the new version agrees with every reading the old one gave at the same clock time, and
+//! from `e` on moves at the new piece's rate from where they stood: no reading already handed
+//! out is contradicted, including those of readers that read the clock before `B_k` (which
+//! the previous single-function prefix lost: the adversary's findings). Two readings, the
+//! first finished before the second began, have `t₁ ≤ t₂` (the Clock's promise); on one
+//! version they are ordered by monotonicity, on consecutive versions by the equality above
+//! (`V_old(min(t₁, e)) ≤ V_old(min(t₂, e)) ≤ V_new(t₂)`), and on versions further apart by
+//! induction (each write's `t_w` is at or after every earlier reading's `t` that happened
+//! before it). Invariant (C) holds for the new version: the kept pieces keep their links,
+//! the new piece starts at `V_old(e)`, the value at `e` of the last kept piece (or, where an
+//! old piece began exactly at `e` and was dropped, its start, equal by (C) to that value).
+//!
+//! **Writes before the previous handover** (the clock has not passed `B_k` after the wait):
+//! the old pieces beginning after `t_w` are the ones the new version must keep, which is why
+//! a version holds more than two. Every old base is at most `t_w + HANDOVER_NS` (the newest
+//! is `e_prev`, from a clock reading made before this writer's `t_w`), so at most one
+//! distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more than one
+//! piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before it
+//! touches anything; otherwise it keeps at most three old pieces and the new one:
+//! [`PIECES`]. Writes while the clock stands still exactly never refuse: each hands over at
+//! the same `e`, and the piece the previous write added there is dropped. A refusal needs
+//! the clock to have moved between two earlier writes, both still less than a handover
+//! margin behind it: three writes within 100 µs of clock time on a clock that creeps.
+//!
+//! **A stalled writer.** Past `e`, readers of a version being replaced stand at `V_old(e)`
+//! until the writer publishes; then they read the new piece at their clock time, which has
+//! run on from `e`: a catch-up equal to the stall past the handover, as the Clock's own
+//! stalled writers cost (the wall time stays exactly the clock's time plus the offsets).
 //!
 //! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
 
@@ -73,24 +115,20 @@ const CLOSING: u64 = 1 << 63;
 /// The latest end (and base) a version can have: 2^63 − 2 ns of clock time, 292 years.
 const MAX_END: u64 = CLOSING - 2;
 
-/// Words of one version (see [`Fn_`]): flags, then the main function, then the prefix.
-const WORDS: usize = 7;
-const W_FLAGS: usize = 0;
-const W_BASE_WALL: usize = 1;
-const W_BASE: usize = 2;
-const W_OFF: usize = 3;
-const W_PREFIX_WALL: usize = 4;
-const W_PREFIX_BASE: usize = 5;
-const W_PREFIX_OFF: usize = 6;
+/// The most functions (pieces) one version holds: the one in force at the writer's clock
+/// reading, at most two that begin before the new handover, and the new one (module docs,
+/// "Writes before the previous handover").
+const PIECES: usize = 4;
+/// Words of one piece: meta (present, sign, rate), the wall time at the base, the base, the
+/// offset.
+const PIECE_WORDS: usize = 4;
+/// Words of one version.
+const WORDS: usize = PIECES * PIECE_WORDS;
 
-/// Flag bits: the wall time has been set; each function's sign; the prefix exists. The
-/// two rates sit above them.
-const F_SET: u64 = 1;
-const F_NEG: u64 = 2;
-const F_PREFIX: u64 = 4;
-const F_PREFIX_NEG: u64 = 8;
+/// Meta bits of a piece: present, negative; the rate above them.
+const P_PRESENT: u64 = 1;
+const P_NEG: u64 = 2;
 const PPM_SHIFT: u32 = 8;
-const PREFIX_PPM_SHIFT: u32 = 32;
 const PPM_MASK: u64 = 0x00ff_ffff;
 
 /// Why a [`WallClock`] did not do what was asked.
@@ -100,7 +138,9 @@ const PPM_MASK: u64 = 0x00ff_ffff;
 pub enum WallError {
     /// The wall time has not been set yet ([`WallClock::set`]): nothing to slew.
     NotSet,
-    /// Another writer is active right now; nothing was changed.
+    /// Another writer is active right now, or (rarely) the clock has not passed the
+    /// handovers of the two writes before this one ([`WallClock`], "Writers and the
+    /// handover"); nothing was changed.
     Busy,
     /// The time asked would be before 1970-01-01T00:00:00Z (Unix time 0) at the new
     /// version's base; nothing was changed.
@@ -132,11 +172,13 @@ impl core::error::Error for WallError {}
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub struct WallHealth {
-    /// Steps: every [`WallClock::set`] after the first (which sets, it does not step).
+    /// Steps: every [`WallClock::set`] after the first (which sets, it does not step);
+    /// saturates at `u32::MAX` (never wraps).
     pub steps: u32,
     /// The latest step, in ns (positive: forward), saturated to `i64` (±292 years).
     pub last_step_ns: i64,
-    /// Slews started ([`WallClock::slew`] with a non-zero offset).
+    /// Slews started ([`WallClock::slew`] with a non-zero offset); saturates at `u32::MAX`
+    /// (never wraps).
     pub slews: u32,
 }
 
@@ -225,91 +267,174 @@ impl Fn_ {
         let left = self
             .off
             .saturating_sub(self.correction(t.saturating_sub(self.base)));
-        let left = i64::try_from(left).unwrap_or(i64::MAX);
-        if self.neg {
+        // In i128: a slew of i64::MIN counts whole (2^63 left, negative).
+        let left = i128::from(left);
+        let signed = if self.neg {
             left.saturating_neg()
         } else {
             left
-        }
+        };
+        i64::try_from(signed.clamp(i128::from(i64::MIN), i128::from(i64::MAX))).unwrap_or(0)
     }
 }
 
-/// One version: the wall time's function from its base on, and the one before it (the
-/// prefix) for readings before the base. `None` before the wall time is set.
+/// One version: its pieces, functions in order of base (`len` of them, at least one). The
+/// wall time at `t` is the last piece whose base is at most `t` (the first if none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Version_ {
-    main: Fn_,
-    prefix: Option<Fn_>,
+    pieces: [Fn_; PIECES],
+    len: usize,
 }
 
 impl Version_ {
-    fn load(words: &Words<WORDS>) -> Option<Version_> {
-        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
-        let flags = w(W_FLAGS);
-        if flags & F_SET == 0 {
-            return None;
+    /// The first version: one piece.
+    fn first(f: Fn_) -> Version_ {
+        Version_ {
+            pieces: [f; PIECES],
+            len: 1,
         }
-        let ppm = |shift: u32| u32::try_from((flags >> shift) & PPM_MASK).unwrap_or(0);
-        let main = Fn_ {
-            wall: w(W_BASE_WALL),
-            base: w(W_BASE),
-            off: w(W_OFF),
-            ppm: ppm(PPM_SHIFT),
-            neg: flags & F_NEG != 0,
-        };
-        let prefix = (flags & F_PREFIX != 0).then(|| Fn_ {
-            wall: w(W_PREFIX_WALL),
-            base: w(W_PREFIX_BASE),
-            off: w(W_PREFIX_OFF),
-            ppm: ppm(PREFIX_PPM_SHIFT),
-            neg: flags & F_PREFIX_NEG != 0,
-        });
-        Some(Version_ { main, prefix })
     }
 
-    fn store(&self, words: &Words<WORDS>) {
-        let mut flags = F_SET | (u64::from(self.main.ppm) & PPM_MASK) << PPM_SHIFT;
-        if self.main.neg {
-            flags |= F_NEG;
+    fn live(&self) -> &[Fn_] {
+        self.pieces.get(..self.len).unwrap_or(&[])
+    }
+
+    /// The index of the piece in force at `t`.
+    fn index_at(&self, t: u64) -> usize {
+        self.live().iter().rposition(|p| p.base <= t).unwrap_or(0)
+    }
+
+    /// The piece in force at `t`.
+    fn at(&self, t: u64) -> Fn_ {
+        let i = self.index_at(t);
+        self.live().get(i).copied().unwrap_or(self.pieces[0])
+    }
+
+    /// The newest piece (the slew running now or ahead).
+    fn last(&self) -> Fn_ {
+        self.live().last().copied().unwrap_or(self.pieces[0])
+    }
+
+    /// The wall time at clock time `t`.
+    fn eval(&self, t: u64) -> u64 {
+        self.at(t).eval(t)
+    }
+
+    /// How many pieces after the one in force at `t_w` begin before `t_w + HANDOVER_NS`
+    /// (pieces of equal base counted once): a writer proceeds only if at most one does.
+    fn ahead(&self, t_w: u64) -> usize {
+        let i = self.index_at(t_w);
+        let limit = t_w.saturating_add(HANDOVER_NS);
+        let mut n = 0usize;
+        let mut prev = None;
+        for p in self.live().iter().skip(i.saturating_add(1)) {
+            if p.base < limit && prev != Some(p.base) {
+                n = n.saturating_add(1);
+            }
+            prev = Some(p.base);
         }
-        let prefix = self.prefix.unwrap_or(Fn_::at(0, 0));
-        if self.prefix.is_some() {
-            flags |= F_PREFIX | (u64::from(prefix.ppm) & PPM_MASK) << PREFIX_PPM_SHIFT;
-        }
-        if prefix.neg {
-            flags |= F_PREFIX_NEG;
-        }
-        for (i, v) in [
-            flags,
-            self.main.wall,
-            self.main.base,
-            self.main.off,
-            prefix.wall,
-            prefix.base,
-            prefix.off,
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            if let Some(word) = words.get(i) {
-                word.store(v);
+        n
+    }
+
+    /// The version after this one when a write whose clock reading was `t_w` hands over at
+    /// `e` to `next` (based at `e`): the pieces in force anywhere in `[t_w, e)` — the one in
+    /// force at `t_w` and those beginning after it and before `e` — then `next`. A piece
+    /// followed by one of equal base is dropped (its range is empty), unless it is the first
+    /// kept (it serves readings before its base).
+    fn successor(&self, t_w: u64, e: u64, next: Fn_) -> Version_ {
+        let mut kept = [next; PIECES - 1];
+        let mut n = 0usize;
+        let i = self.index_at(t_w);
+        for (j, p) in self.live().iter().enumerate().skip(i) {
+            if j > i && p.base >= e {
+                break;
+            }
+            if n > 1 {
+                if let Some(prev) = kept.get(n.saturating_sub(1)) {
+                    if prev.base == p.base {
+                        n = n.saturating_sub(1);
+                    }
+                }
+            }
+            if let Some(slot) = kept.get_mut(n) {
+                *slot = *p;
+                n = n.saturating_add(1);
+            } else {
+                // More than the writer's check allows (a clock that went back): keep the
+                // newest; the oldest serve readings that no longer happen.
+                kept.rotate_left(1);
+                if let Some(slot) = kept.last_mut() {
+                    *slot = *p;
+                }
             }
         }
-    }
-
-    /// The wall time at clock time `t`: the prefix before the base, where there is one.
-    fn eval(&self, t: u64) -> u64 {
-        match self.prefix {
-            Some(p) if t < self.main.base => p.eval(t),
-            _ => self.main.eval(t),
+        let mut out = Version_::first(next);
+        for (k, p) in kept.iter().take(n).enumerate() {
+            if let Some(slot) = out.pieces.get_mut(k) {
+                *slot = *p;
+            }
         }
+        if let Some(slot) = out.pieces.get_mut(n) {
+            *slot = next;
+        }
+        out.len = n.saturating_add(1);
+        out
     }
 
-    /// The function in force at `t`.
-    fn at(&self, t: u64) -> Fn_ {
-        match self.prefix {
-            Some(p) if t < self.main.base => p,
-            _ => self.main,
+    fn load(words: &Words<WORDS>) -> Option<Version_> {
+        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
+        let mut v: Option<Version_> = None;
+        for k in 0..PIECES {
+            let at = k.saturating_mul(PIECE_WORDS);
+            let meta = w(at);
+            if meta & P_PRESENT == 0 {
+                break;
+            }
+            let f = Fn_ {
+                wall: w(at.saturating_add(1)),
+                base: w(at.saturating_add(2)),
+                off: w(at.saturating_add(3)),
+                ppm: u32::try_from((meta >> PPM_SHIFT) & PPM_MASK).unwrap_or(0),
+                neg: meta & P_NEG != 0,
+            };
+            match v.as_mut() {
+                None => v = Some(Version_::first(f)),
+                Some(v) => {
+                    if let Some(slot) = v.pieces.get_mut(k) {
+                        *slot = f;
+                        v.len = k.saturating_add(1);
+                    }
+                }
+            }
+        }
+        v
+    }
+
+    /// Stores the live pieces and, after them, an absent piece's meta (0) that ends a
+    /// load: the words beyond are never read.
+    fn store(&self, words: &Words<WORDS>) {
+        for k in 0..self.len.saturating_add(1).min(PIECES) {
+            let at = k.saturating_mul(PIECE_WORDS);
+            let values = match self.live().get(k) {
+                Some(p) => {
+                    let mut meta = P_PRESENT | (u64::from(p.ppm) & PPM_MASK) << PPM_SHIFT;
+                    if p.neg {
+                        meta |= P_NEG;
+                    }
+                    [meta, p.wall, p.base, p.off]
+                }
+                None => {
+                    if let Some(word) = words.get(at) {
+                        word.store(0);
+                    }
+                    continue;
+                }
+            };
+            for (i, v) in values.into_iter().enumerate() {
+                if let Some(word) = words.get(at.saturating_add(i)) {
+                    word.store(v);
+                }
+            }
         }
     }
 }
@@ -353,20 +478,59 @@ impl Version_ {
 /// # What it promises
 ///
 /// - **Readers never wait**, and a reading is one version of the wall time evaluated at a
-///   clock reading made within the call.
+///   clock reading made within the call. A reader retries only when two writes completed
+///   during its read, so its retries are not bounded by a number, only by the writers:
+///   under writes back to back without end it retries as long as they go on (each write
+///   first waits for the previous handover, so with a moving clock there is at most one
+///   write per 100 µs of clock time).
 /// - **A slew never moves the wall time back** and never jumps it: from its start (the
-///   handover: 100 µs after the write's clock reading, which follows the previous write's
-///   handover) the wall time runs at the clock's rate
-///   ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining offset
-///   is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself is.
+///   handover: 100 µs after the write's clock reading) the wall time runs at the clock's
+///   rate ± `max_ppm`, and ends with exactly the offset asked absorbed — the remaining
+///   offset is 0 at the end, never overshot. Monotone across CPUs as the [`Clock`] itself
+///   is.
 /// - **A step is reported**: [`WallClock::set`] returns its size and sign, and
 ///   [`WallClock::health`] counts the steps. It cancels any slew in progress (as
 ///   `settimeofday` cancels `adjtime`).
 /// - The wall time saturates at `u64::MAX` ns (the year 2554); no input overflows or
 ///   panics.
-/// - A writer stalled between closing a version and publishing the next makes the wall time
-///   stand still for the stall (it then continues from where it stood: no jump), as the
-///   [`Clock`]'s writers do.
+/// - A writer stalled between closing a version and publishing the next for longer than
+///   the 100 µs handover margin makes the wall time stand still from the handover until it
+///   publishes, then catch up: the catch-up equals the stall past the handover, as the
+///   [`Clock`]'s stalled writers cost, and the wall time stays exactly the clock's time plus
+///   the offsets. A write refused ([`WallError`]) touches nothing: it does not end the
+///   version another writer is closing.
+///
+/// # The formula
+///
+/// The wall time at the clock's time `t` (ns) is `U + d ± min(off, ⌊d × ppm / 10⁶⌋)`,
+/// `d = t − B`: `U` the wall time at the latest write's handover `B`, and its slew of `off`
+/// ns at `ppm` (none for a step). The correction is rounded down, so a slew forward is at
+/// most `off` ahead and a slew back at most `off` behind, reached exactly at
+/// `B + ⌈off × 10⁶ / ppm⌉`. A reading whose clock time is before `B` (a reader that read
+/// the clock before a write it overlapped took over) gets the previous write's formula
+/// there; before the first setting's handover the wall time runs back from `U` at the
+/// clock's rate, to 0 at the least. The result saturates at `u64::MAX`. It never goes back:
+/// each formula is non-decreasing (a correction grows by at most 1 ns per ns, and the
+/// crate's rates are at most 0.5), and a write's new formula starts at the handover from
+/// the value the previous one has there, while readings before the handover keep the
+/// previous formula (the module docs of `wall.rs` give the proof).
+///
+/// # Writers and the handover
+///
+/// A write first waits, for at most 16 384 clock reads, for the clock to pass the previous
+/// write's handover; then it takes over 100 µs after its own clock reading. On a clock that
+/// stands still (a 64-bit counter reset before the kernel's [`Clock::rebase`], a 1 kHz
+/// counter between ticks, the moments after a recalibration) every write pays those reads
+/// and goes on: writes in a row at one clock time all take over at the same handover, and
+/// the wall time stands still with the clock, then goes on from where it stood. A write
+/// that finds the clock short of the handovers of *both* of the two writes before it, with
+/// the clock moved between them (three writes within 100 µs of clock time on a clock that
+/// creeps), returns [`WallError::Busy`] with nothing changed: try again once the clock has
+/// moved on.
+///
+/// On a [`Clock`] not started yet (its time stands at zero) a `WallClock` can be set and
+/// slewed as above (each write pays its 16 384 reads); the wall time stands still until the
+/// clock starts, then runs from there, with the handovers at 100 µs of the clock's time.
 ///
 /// # Leap seconds
 ///
@@ -464,7 +628,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// (it begins at the handover, 100 µs after the write reads the clock).
     pub fn slew_remaining_ns(&self) -> i64 {
         // Before the base, the slew has not begun: all of it is still to run.
-        self.read().map_or(0, |(v, t)| v.main.remaining(t))
+        self.read().map_or(0, |(v, t)| v.last().remaining(t))
     }
 
     /// What the writers have done: steps (with the latest's size), slews.
@@ -484,7 +648,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// Returns the step — how far the wall time moved at the handover, positive forward —
     /// or `None` for the first setting, which is no step. Errors: [`WallError::BeforeEpoch`]
     /// or [`WallError::OutOfRange`] when the wall time at the handover would be outside
-    /// `0..=u64::MAX` ns (nothing changes), [`WallError::Busy`].
+    /// `0..=u64::MAX` ns (nothing changes), [`WallError::Busy`] (another writer, or see
+    /// [`WallClock`]'s "Writers and the handover").
     pub fn set(&self, unix_ns: u64, at: Instant) -> Result<Option<i128>, WallError> {
         let target = |c: u64| {
             // Sums of u64s in i128: exact.
@@ -499,21 +664,14 @@ impl<'a, C: Counter> WallClock<'a, C> {
         };
         // Refused before anything is written when the clock's time now says so already.
         target(self.clock.now().as_nanos().saturating_add(HANDOVER_NS))?;
-        self.write(|old, c| {
-            let wall = target(c)?;
-            let main = Fn_::at(wall, c);
+        self.write(|old, e| {
+            let wall = target(e)?;
+            let main = Fn_::at(wall, e);
             Ok(match old {
-                None => (Version_ { main, prefix: None }, Outcome::Set),
+                None => (main, Outcome::Set),
                 Some(old) => {
-                    let was = old.eval(c);
-                    let step = i128::from(wall).saturating_sub(i128::from(was));
-                    (
-                        Version_ {
-                            main,
-                            prefix: Some(old.at(c)),
-                        },
-                        Outcome::Step(step),
-                    )
+                    let step = i128::from(wall).saturating_sub(i128::from(old.eval(e)));
+                    (main, Outcome::Step(step))
                 }
             })
         })
@@ -535,44 +693,53 @@ impl<'a, C: Counter> WallClock<'a, C> {
     }
 
     /// Slews the wall time by `offset_ns` (positive: forward), adjtime-like: from the
-    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than the clock
-    /// by `max_ppm` parts per million until the offset is absorbed, then at the clock's rate
+    /// handover on (100 µs after the write reads the clock) it runs faster (or slower) than
+    /// the clock by `max_ppm` parts per million until the offset is absorbed, then at the
+    /// clock's rate
     /// again — exactly `offset_ns` ahead (behind) of where it would have been, never
     /// overshooting, never going back, no jump at either end. A slew of `|offset_ns|` ns
     /// takes `|offset_ns| × 10⁶ / max_ppm` ns of clock time (0.5 s at 250 000 ppm: 2 s).
     ///
-    /// Replaces any slew in progress (as `adjtime` does) and returns what was left of it.
-    /// An offset of 0 cancels the slew in progress. Errors: [`WallError::NotSet`],
-    /// [`WallError::BadRate`] (0, or above [`MAX_SLEW_PPM`]), [`WallError::Busy`].
+    /// Replaces any slew in progress (as `adjtime` does) and returns what was left of it *at
+    /// the handover* — the moment the new slew takes over, 100 µs after this call's clock
+    /// reading — not at the call: what [`WallClock::slew_remaining_ns`] said just before the
+    /// call, less what the old slew absorbed until the handover. An offset of 0 cancels the
+    /// slew in progress; any `i64`, `i64::MIN` included, is absorbed whole. Errors:
+    /// [`WallError::NotSet`], [`WallError::BadRate`] (0, or above [`MAX_SLEW_PPM`]),
+    /// [`WallError::Busy`] (another writer, or see "Writers and the handover").
     pub fn slew(&self, offset_ns: i64, max_ppm: u32) -> Result<i64, WallError> {
         if max_ppm == 0 || max_ppm > MAX_SLEW_PPM {
             return Err(WallError::BadRate);
         }
-        if self.unix_ns().is_none() {
+        // Refused before anything is touched: this check reads the words only, never the
+        // clock nor a closing version's end (a reader's `unix_ns` would propose that end, and
+        // a refused write must change nothing).
+        if !self
+            .versions
+            .read(|_, words| (Version_::load(words).is_some(), false))
+        {
             return Err(WallError::NotSet);
         }
-        let outcome = self.write(|old, c| {
+        let outcome = self.write(|old, e| {
             let old = old.ok_or(WallError::NotSet)?;
-            let was = old.at(c);
+            // What was left of the slew in force at the handover `e`.
+            let was = old.at(e);
             let main = Fn_ {
-                wall: old.eval(c),
-                base: c,
+                wall: old.eval(e),
+                base: e,
                 off: offset_ns.unsigned_abs(),
                 ppm: max_ppm,
                 neg: offset_ns < 0,
             };
-            Ok((
-                Version_ {
-                    main,
-                    prefix: Some(was),
-                },
-                Outcome::Slew(was.remaining(c)),
-            ))
+            Ok((main, Outcome::Slew(was.remaining(e))))
         })?;
         match outcome {
             Outcome::Slew(left) => {
                 if offset_ns != 0 {
-                    self.slews.fetch_add(1, Ordering::Relaxed);
+                    // Saturating: a count that wrapped would read as few.
+                    let _ = self
+                        .slews
+                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
                 }
                 Ok(left)
             }
@@ -580,12 +747,16 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
     }
 
-    /// One write: closes the current version at a point `c` just ahead and publishes what
-    /// `make` builds from it (the old version, `c`). If `make` refuses, the old version is
-    /// published again unchanged (its readers past `c` stood still; they continue).
+    /// One write: waits (a bounded number of clock reads) for the clock to pass the newest
+    /// base, closes the current version at a point `e` just ahead, and publishes the
+    /// successor whose new piece, based at `e`, `make` builds from the old version and `e`.
+    /// If `make` refuses, the old version is published again unchanged. `Busy`, with nothing
+    /// touched, if the old version has more than one piece beginning between the writer's
+    /// clock reading and 100 µs after it (module docs, "Writes before the previous
+    /// handover").
     fn write(
         &self,
-        make: impl FnOnce(Option<Version_>, u64) -> Result<(Version_, Outcome), WallError>,
+        make: impl FnOnce(Option<&Version_>, u64) -> Result<(Fn_, Outcome), WallError>,
     ) -> Result<Outcome, WallError> {
         if self
             .writer
@@ -596,18 +767,31 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
         let (version, words) = self.versions.current();
         let old = Version_::load(words);
-        // The previous handover first: the clock past the newest base (bounded, for a
-        // clock that stands still).
-        if let Some(old) = old {
+        let mut t_w = self.clock.now().as_nanos();
+        if let Some(old) = &old {
+            // The previous handover first: the clock past the newest base (bounded, for a
+            // clock that stands still).
             let mut reads = 0;
-            while self.clock.now().as_nanos() < old.main.base && reads < HANDOVER_WAIT_READS {
+            while t_w < old.last().base && reads < HANDOVER_WAIT_READS {
                 reads = reads.saturating_add(1);
-                core::hint::spin_loop();
+                crate::sync::spin_loop();
+                t_w = self.clock.now().as_nanos();
+            }
+            if old.ahead(t_w) > PIECES - 3 {
+                self.writer.store(false, Ordering::Release);
+                return Err(WallError::Busy);
             }
         }
         self.announce(version.slot, version.number);
-        let c = self.close(version.slot, version.number);
-        self.finish(old, make(old, c))
+        let e = self.close(version.slot, version.number);
+        let made = make(old.as_ref(), e).map(|(next, outcome)| {
+            let v = match &old {
+                Some(old) => old.successor(t_w, e, next),
+                None => Version_::first(next),
+            };
+            (v, outcome)
+        });
+        self.finish(old, made)
     }
 
     /// Announces the close of version `number` (in `slot`): readers from now on propose its
@@ -643,7 +827,9 @@ impl<'a, C: Counter> WallClock<'a, C> {
             let saturated =
                 i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
             self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
-            self.steps.fetch_add(1, Ordering::Relaxed);
+            let _ = self
+                .steps
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
         }
         self.writer.store(false, Ordering::Release);
         made.map(|(_, outcome)| outcome)
@@ -801,24 +987,52 @@ mod tests {
         // The writer resumes: its proposal loses to the reader's.
         let c = wall.close(v.slot, v.number);
         assert_eq!(c, 1_000_000 + HANDOVER_NS);
+        let old = old.unwrap();
         let main = Fn_ {
-            wall: old.unwrap().eval(c),
+            wall: old.eval(c),
             base: c,
             off: 1_000,
             ppm: 1_000,
             neg: false,
         };
-        let next = Version_ {
-            main,
-            prefix: old.map(|o| o.main),
-        };
+        let next = old.successor(1_000_000, c, main);
         assert!(matches!(
-            wall.finish(old, Ok((next, Outcome::Slew(0)))),
+            wall.finish(Some(old), Ok((next, Outcome::Slew(0)))),
             Ok(Outcome::Slew(0))
         ));
-        // From the end on, at the slew's rate: 400 µs later, 400 ns absorbed.
+        // From the end on, at the slew's rate (the stall past the end caught up, as the
+        // Clock's): 400 µs later, 400 ns absorbed.
         assert_eq!(wall.unix_ns(), Some(1_000_000 + 5 * HANDOVER_NS + 400));
         assert_eq!(wall.slew_remaining_ns(), 600);
+    }
+
+    /// Three writes within 100 µs of clock time on a creeping clock: the third finds two
+    /// pieces beginning ahead of it and is refused with nothing changed; once the clock
+    /// moves on it goes through.
+    #[test]
+    fn a_write_short_of_two_handovers_on_a_creeping_clock_is_busy() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(1_000_000_000, Instant::ZERO).unwrap();
+        t.set(HANDOVER_NS);
+        wall.slew(-1_000_000, MAX_SLEW_PPM).unwrap(); // takes over at 2H
+        t.set(HANDOVER_NS + 10);
+        wall.slew(1_000, 1).unwrap(); // at 2H + 10: short of 2H, keeps three pieces
+        t.set(HANDOVER_NS + 20);
+        let before = (wall.unix_ns(), wall.slew_remaining_ns(), wall.health());
+        let (v, words) = wall.versions.current();
+        let version = Version_::load(words);
+        assert_eq!(wall.slew(0, 1), Err(WallError::Busy));
+        let (v2, words2) = wall.versions.current();
+        assert_eq!((v2.number, Version_::load(words2)), (v.number, version));
+        assert_eq!(wall.end(v.slot).load(Ordering::SeqCst), OPEN);
+        assert_eq!(
+            (wall.unix_ns(), wall.slew_remaining_ns(), wall.health()),
+            before
+        );
+        t.set(2 * HANDOVER_NS); // past both: the 1 µs slew (from 2H + 10) has all of it left
+        assert_eq!(wall.slew(0, 1), Ok(1_000));
     }
 
     proptest! {
@@ -881,6 +1095,57 @@ mod tests {
             let most = u128::from(t2 - t) * (1_000_000 + u128::from(ppm)) / 1_000_000 + 1;
             prop_assert!(u128::from(b - a) <= most);
             prop_assert!(f.remaining(t2).unsigned_abs() <= f.remaining(t).unsigned_abs());
+        }
+
+        /// Slews at any pace on a clock that stands still, creeps or moves: between writes
+        /// the wall time never goes back and never moves more than 1.5 × the clock's time
+        /// (plus a ns a reading), and the offsets absorbed add up once the clock moves on.
+        #[test]
+        fn unspaced_writes_never_go_back(
+            ops in proptest::collection::vec(
+                (prop_oneof![Just(0u64), 0u64..3, 0u64..150_000], -2_000_000i64..2_000_000,
+                 1u32..=MAX_SLEW_PPM, any::<bool>()), 1..12),
+        ) {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            const U: u64 = 1 << 62;
+            wall.set(U, Instant::ZERO).unwrap();
+            let mut now = 0u64;
+            let mut prev = (0u64, wall.unix_ns().unwrap());
+            let mut absorbed = 0i128;
+            let check = |now: u64, prev: &mut (u64, u64)| -> Result<(), TestCaseError> {
+                let w = wall.unix_ns().unwrap();
+                prop_assert!(w >= prev.1, "back from {} to {} at {}", prev.1, w, now);
+                let most = u128::from(now - prev.0) * 3 / 2 + 2;
+                prop_assert!(
+                    u128::from(w - prev.1) <= most,
+                    "jump {} in {} ns", w - prev.1, now - prev.0
+                );
+                *prev = (now, w);
+                Ok(())
+            };
+            for (adv, off, ppm, write) in ops {
+                now += adv;
+                t.set(now);
+                check(now, &mut prev)?;
+                if write {
+                    match wall.slew(off, ppm) {
+                        Ok(left) => absorbed += i128::from(off) - i128::from(left),
+                        Err(e) => prop_assert_eq!(e, WallError::Busy),
+                    }
+                    check(now, &mut prev)?;
+                }
+            }
+            // Long after: every slew over, the offsets add up.
+            now += 10_000_000_000;
+            t.set(now);
+            check(now, &mut prev)?;
+            prop_assert_eq!(wall.slew_remaining_ns(), 0);
+            prop_assert_eq!(
+                i128::from(wall.unix_ns().unwrap()),
+                i128::from(U) + i128::from(now) + absorbed
+            );
         }
 
         /// Steps of any size at any time: the step reported is the move at the handover.

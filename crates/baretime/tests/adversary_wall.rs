@@ -28,7 +28,8 @@
 //!   `OutOfRange` for a seconds count whose nanoseconds overflow.
 //!
 //! A test marked `#[ignore = "finding: ..."]` is a promise found broken, with the minimal
-//! input in the message.
+//! input in the message; once the library is fixed the `#[ignore]` goes and its message
+//! stays above the test as "Finding (fixed): ...".
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -1217,11 +1218,10 @@ fn back_to_back_after_slew(off: i64) -> (u64, u64, u64) {
 }
 
 #[test]
-#[ignore = "finding: two writes before the previous write's handover (counter standing still) \
-            jump the wall time forward by the last slew's correction over the handover: \
-            set(1e18, 0) @0; slew(+1_000_000, 500_000) @100µs; slew(0,1) twice @200µs: \
-            readings at one clock time 1e18+200000, 1e18+200000, then 1e18+250000 (+50 µs, 0 ns \
-            of clock time)"]
+/// Finding (fixed): two writes before the previous write's handover (counter standing still) jump
+/// the wall time forward by the last slew's correction over the handover: set(1e18, 0) @0;
+/// slew(+1_000_000, 500_000) @100µs; slew(0,1) twice @200µs: readings at one clock time
+/// 1e18+200000, 1e18+200000, then 1e18+250000 (+50 µs, 0 ns of clock time)
 fn finding_back_to_back_writes_jump_forward() {
     let (w1, w2, w3) = back_to_back_after_slew(1_000_000);
     assert_eq!(w1, w2);
@@ -1232,9 +1232,9 @@ fn finding_back_to_back_writes_jump_forward() {
 }
 
 #[test]
-#[ignore = "finding: the same with a negative slew moves the wall time BACK: set(1e18, 0) @0; \
-            slew(-1_000_000, 500_000) @100µs; slew(0,1) twice @200µs: readings 1e18+200000 then \
-            1e18+150000 at one clock time (a slew never moves the wall time back)"]
+/// Finding (fixed): the same with a negative slew moves the wall time BACK: set(1e18, 0) @0;
+/// slew(-1_000_000, 500_000) @100µs; slew(0,1) twice @200µs: readings 1e18+200000 then 1e18+150000
+/// at one clock time (a slew never moves the wall time back)
 fn finding_back_to_back_writes_go_back() {
     let (w1, w2, w3) = back_to_back_after_slew(-1_000_000);
     assert!(
@@ -1244,10 +1244,9 @@ fn finding_back_to_back_writes_go_back() {
 }
 
 #[test]
-#[ignore = "finding: on a 1 kHz clock whose counter does not move between the writes (the \
-            clock stands still across the 100 µs handover), four writes go back 1 ns: set(0, 0); \
-            slew(-450001, 1); clock.rebase(now + 1 ns); slew(0,1); slew(0,1): wall 1000000 then \
-            999999 at clock time 1000000"]
+/// Finding (fixed): on a 1 kHz clock whose counter does not move between the writes (the clock
+/// stands still across the 100 µs handover), four writes go back 1 ns: set(0, 0); slew(-450001, 1);
+/// clock.rebase(now + 1 ns); slew(0,1); slew(0,1): wall 1000000 then 999999 at clock time 1000000
 fn finding_slow_clock_writes_go_back() {
     let r = run_model(
         64,
@@ -1266,8 +1265,8 @@ fn finding_slow_clock_writes_go_back() {
 }
 
 #[test]
-#[ignore = "finding: a 4 ns jump in 0 ns of clock time: set(1e18, 0); to 100µs; \
-            clock.recalibrate(0.9 GHz); slew(4, 500000); to its handover; slew(0,1); slew(0,1)"]
+/// Finding (fixed): a 4 ns jump in 0 ns of clock time: set(1e18, 0); to 100µs;
+/// clock.recalibrate(0.9 GHz); slew(4, 500000); to its handover; slew(0,1); slew(0,1)
 fn finding_model_unspaced_writes() {
     let r = run_model(
         64,
@@ -1288,9 +1287,9 @@ fn finding_model_unspaced_writes() {
 }
 
 #[test]
-#[ignore = "finding: slew(i64::MIN, 1) reports slew_remaining_ns() = i64::MIN + 1, not the \
-            offset asked (\"a slew asked for counts whole from the call on\"); the docs do not say \
-            whether i64::MIN is absorbed whole"]
+/// Finding (fixed): slew(i64::MIN, 1) reports slew_remaining_ns() = i64::MIN + 1, not the offset
+/// asked ("a slew asked for counts whole from the call on"); the docs do not say whether i64::MIN
+/// is absorbed whole
 fn finding_slew_of_i64_min_counts_whole() {
     let (sim, _clock, wall) = rig(64, 1_000_000_000_000, 0);
     wall.set(1 << 62, Instant::ZERO).unwrap();
@@ -1372,10 +1371,10 @@ fn writes_while_the_clock_stands_still(off: i64) -> (u64, u64) {
 }
 
 #[test]
-#[ignore = "finding: while the Clock stands still as its docs allow (64-bit counter reset, \
-            before the rebase), two quick writes move the wall time back: set(1e18, 0); +1 ms; \
-            slew(-1_000_000, 500_000); +100 µs; read; counter reset to 5; slew(0,1); slew(0,1): \
-            1e18+1102048 then 1e18+1052048 (50 µs back, the clock standing still)"]
+/// Finding (fixed): while the Clock stands still as its docs allow (64-bit counter reset, before
+/// the rebase), two quick writes move the wall time back: set(1e18, 0); +1 ms; slew(-1_000_000,
+/// 500_000); +100 µs; read; counter reset to 5; slew(0,1); slew(0,1): 1e18+1102048 then
+/// 1e18+1052048 (50 µs back, the clock standing still)
 fn finding_writes_while_the_clock_stands_still_go_back() {
     let (w1, w2) = writes_while_the_clock_stands_still(-1_000_000);
     assert!(w2 >= w1, "P3: back from {w1} to {w2}");
@@ -1485,11 +1484,10 @@ fn a_stalled_writer_does_not_jump() {
 }
 
 #[test]
-#[ignore = "finding: a slew refused with Busy (\"nothing was changed\") inside another write \
-            makes the wall time jump 100 µs at 0 ns of clock time: set(2^60, 0); +300 µs; \
-            slew(0, 500000); +200 µs; slew(0, 1) whose 3rd counter read runs [+50 µs; \
-            slew(1000, 1) -> Err(Busy); +200 µs; unix_ns() = l]; then unix_ns() = l + 100000. \
-            Without the Busy slew, no jump (a_stalled_writer_does_not_jump)"]
+/// Finding (fixed): a slew refused with Busy ("nothing was changed") inside another write makes the
+/// wall time jump 100 µs at 0 ns of clock time: set(2^60, 0); +300 µs; slew(0, 500000); +200 µs;
+/// slew(0, 1) whose 3rd counter read runs [+50 µs; slew(1000, 1) -> Err(Busy); +200 µs; unix_ns() =
+/// l]; then unix_ns() = l + 100000. Without the Busy slew, no jump (a_stalled_writer_does_not_jump)
 fn finding_busy_write_inside_a_write_jumps() {
     let (outer, jump) = stalled_writer(2, 50_000, true, 200_000);
     assert!(outer.is_ok());
