@@ -1,0 +1,931 @@
+//! Second outside attack on `Watchdog` (`Watch`, `Unjudged`, `WatchdogHealth`), written from
+//! its rustdoc and the README section "Keeping the rate right after boot: the watchdog" alone,
+//! after the first (`adversary_watchdog.rs`, whose world-building helpers are copied here).
+//!
+//! What is new here: transients of every length and size, a change and back within the
+//! detection time, ramps of both signs and several paces, a reference read whose latch
+//! slides inside its bracket (a delay that ramps), coarse references against the window's
+//! split over long runs, disturbances in step with the hook, a reference off its stated
+//! rate, thousands of checks with narrow counts near their wraps, jittered hooks under a
+//! gross change. Every case is a fixed, deterministic world. A test marked
+//! `#[ignore = "finding: ..."]` is a promise found broken, with its minimal input.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use baretime::{Accuracy, Clock, FnCounter, Frequency, Reference, Source, Watch, Watchdog};
+const E15: u128 = 1_000_000_000_000_000;
+const PS_PER_S: u128 = 1_000_000_000_000;
+
+#[derive(Clone, Copy, Debug)]
+enum Ev {
+    /// The counter's rate becomes this (mHz).
+    CRate(u128),
+    /// The counter stops (or runs again).
+    CStop(bool),
+    /// The counter steps by this many ticks.
+    CJump(i64),
+    /// The reference steps by this many ticks.
+    RJump(i64),
+    /// The reference's rate becomes this (mHz; 0: it stands still).
+    RRate(u128),
+}
+
+struct Line {
+    acc: u128,
+    rate_mhz: u128,
+    off: u64,
+    bits: u32,
+    stopped: bool,
+}
+
+impl Line {
+    fn new(rate_mhz: u128, bits: u32, start: u64) -> Line {
+        Line {
+            acc: 0,
+            rate_mhz,
+            off: start,
+            bits,
+            stopped: false,
+        }
+    }
+    fn adv(&mut self, dt: u128) {
+        if !self.stopped {
+            self.acc += dt * self.rate_mhz;
+        }
+    }
+    fn value(&self) -> u64 {
+        let v = ((self.acc / E15) as u64).wrapping_add(self.off);
+        if self.bits >= 64 {
+            v
+        } else {
+            v & ((1u64 << self.bits) - 1)
+        }
+    }
+}
+
+struct World {
+    t: u128,
+    c: Line,
+    r: Line,
+    c_cost: u128,
+    r_cost: u128,
+    rng: u64,
+    /// A reference read is delayed one time in this many (0: never) by up to `delay_max`.
+    delay_one_in: u64,
+    delay_max: u128,
+    events: Vec<(u128, Ev)>,
+    /// Declared reference rate (mHz), for the truth "as the reference counts it".
+    r_declared: u128,
+    /// Every reference read is delayed by this (a stretch of disturbed checks).
+    fixed_delay: u128,
+}
+
+impl World {
+    fn rand(&mut self) -> u64 {
+        let mut x = self.rng;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.rng = x;
+        x
+    }
+    fn apply(&mut self, ev: Ev) {
+        match ev {
+            Ev::CRate(r) => self.c.rate_mhz = r,
+            Ev::CStop(s) => self.c.stopped = s,
+            Ev::CJump(j) => self.c.off = self.c.off.wrapping_add(j as u64),
+            Ev::RJump(j) => self.r.off = self.r.off.wrapping_add(j as u64),
+            Ev::RRate(r) => self.r.rate_mhz = r,
+        }
+    }
+    fn advance(&mut self, dt: u128) {
+        let end = self.t + dt;
+        while !self.events.is_empty() && self.events[0].0 <= end {
+            let (te, ev) = self.events.remove(0);
+            let d = te.saturating_sub(self.t);
+            self.c.adv(d);
+            self.r.adv(d);
+            self.t = self.t.max(te);
+            self.apply(ev);
+        }
+        let d = end - self.t;
+        self.c.adv(d);
+        self.r.adv(d);
+        self.t = end;
+    }
+    fn read_counter(&mut self) -> u64 {
+        self.advance(self.c_cost);
+        self.c.value()
+    }
+    fn read_reference(&mut self) -> u64 {
+        let mut pre = 0;
+        let mut post = 0;
+        if self.delay_one_in != 0 && self.rand() % self.delay_one_in == 0 && self.delay_max > 0 {
+            let d = (self.rand() as u128) % self.delay_max;
+            pre = (self.rand() as u128) % (d + 1);
+            post = d - pre;
+        }
+        self.advance(pre + self.fixed_delay + self.r_cost / 2);
+        let v = self.r.value();
+        self.advance(self.r_cost - self.r_cost / 2 + post);
+        v
+    }
+    /// The counter's rate as the reference counts it, in mHz.
+    fn truth_mhz(&self) -> u128 {
+        self.c.rate_mhz * self.r_declared / self.r.rate_mhz.max(1)
+    }
+}
+
+type W = Rc<RefCell<World>>;
+type Ctr = FnCounter<Box<dyn Fn() -> u64>>;
+
+struct SimRef {
+    w: W,
+    bits: u32,
+    freq: Frequency,
+}
+
+impl Reference for SimRef {
+    fn read(&mut self) -> u64 {
+        self.w.borrow_mut().read_reference()
+    }
+    fn bits(&self) -> u32 {
+        self.bits
+    }
+    fn frequency(&self) -> Frequency {
+        self.freq
+    }
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+}
+
+/// The reference kinds the brief names: (rate in mHz, bits).
+const REFS: [(u128, u32); 6] = [
+    (1_000_000, 64),      // a 1 kHz tick
+    (32_768_000, 32),     // a 32 kHz RTC
+    (3_579_545_000, 24),  // ACPI PM
+    (14_318_180_000, 32), // HPET, 32-bit
+    (10_000_000_000, 64), // a 10 MHz reference
+    (1_193_182_000, 64),  // a PIT-rate counter, unwrapped
+];
+
+#[derive(Clone, Debug)]
+struct Cfg {
+    c_mhz: u128,
+    c_bits: u32,
+    c_start: u64,
+    r_kind: usize,
+    r_start: u64,
+    /// The reference's true rate off its declared one, ppb (within `r_tol`).
+    r_err_ppb: i64,
+    r_tol: u64,
+    /// The given rate's error against the truth, ppb (within `given_bound`).
+    given_err_ppb: i64,
+    given_bound: u64,
+    c_cost_ns: u64,
+    r_cost_ns: u64,
+    delay_one_in: u64,
+    delay_max_us: u64,
+    seed: u64,
+    tries: u32,
+    slew: u64,
+    /// The given rate is off the counter's *true* rate (not the reference's view of it).
+    given_true: bool,
+}
+
+struct Rig {
+    w: W,
+    clock: Clock<Ctr>,
+    wd: Watchdog<SimRef>,
+    verdicts: Vec<Watch>,
+}
+
+fn mhz_off(base: u128, ppb: i64) -> u128 {
+    (base as i128 + base as i128 * ppb as i128 / 1_000_000_000) as u128
+}
+
+fn rig(cfg: &Cfg) -> Rig {
+    let (r_decl, r_bits) = REFS[cfg.r_kind];
+    let r_true = mhz_off(r_decl, cfg.r_err_ppb);
+    let world = World {
+        t: 0,
+        c: Line::new(cfg.c_mhz, cfg.c_bits, cfg.c_start),
+        r: Line::new(r_true, r_bits, cfg.r_start),
+        c_cost: cfg.c_cost_ns as u128 * 1000,
+        r_cost: cfg.r_cost_ns as u128 * 1000,
+        rng: cfg.seed | 1,
+        delay_one_in: cfg.delay_one_in,
+        delay_max: cfg.delay_max_us as u128 * 1_000_000,
+        events: Vec::new(),
+        r_declared: r_decl,
+        fixed_delay: 0,
+    };
+    let w = Rc::new(RefCell::new(world));
+    let truth = w.borrow().truth_mhz();
+    let base = if cfg.given_true { cfg.c_mhz } else { truth };
+    let given = mhz_off(base, cfg.given_err_ppb) as u64;
+    let rate = Frequency::from_millihz(
+        given,
+        Source::Calibrated,
+        Accuracy::Measured {
+            uncertainty_ppb: cfg.given_bound,
+        },
+    )
+    .expect("rate in range");
+    let wc = w.clone();
+    let ctr: Ctr = FnCounter::new(Box::new(move || wc.borrow_mut().read_counter()), cfg.c_bits);
+    let clock = Clock::new(ctr, rate);
+    let rf = SimRef {
+        w: w.clone(),
+        bits: r_bits,
+        freq: Frequency::from_millihz(
+            r_decl as u64,
+            Source::User,
+            Accuracy::Nominal {
+                tolerance_ppb: cfg.r_tol,
+            },
+        )
+        .expect("ref rate"),
+    };
+    let wd = Watchdog::new(rf, rate)
+        .with_tries(cfg.tries)
+        .with_slew_ppb(cfg.slew);
+    Rig {
+        w,
+        clock,
+        wd,
+        verdicts: Vec::new(),
+    }
+}
+
+fn ppb_between(a: u128, b: u128) -> u128 {
+    a.abs_diff(b) * 1_000_000_000 / b.max(1)
+}
+
+impl Rig {
+    fn schedule(&self, at_ps: u128, ev: Ev) {
+        let mut w = self.w.borrow_mut();
+        w.events.push((at_ps, ev));
+        w.events.sort_by_key(|e| e.0);
+    }
+    fn now_ps(&self) -> u128 {
+        self.w.borrow().t
+    }
+    /// Advances `period` true time, then one check; asserts the clock's promises 1–2 across it
+    /// (no step back; no jump beyond the true time the check took, at a rate within 12.5 %).
+    fn hook(&mut self, period_ps: u128) -> Watch {
+        self.w.borrow_mut().advance(period_ps);
+        // The kernel's periodic update, as a narrow counter's clock needs (promise 5); not a
+        // rate write.
+        let _ = self.clock.update();
+        let t0 = self.now_ps();
+        let before = self.clock.now().as_nanos();
+        let v = self.wd.check(&self.clock);
+        let after = self.clock.now().as_nanos();
+        let took_ns = (self.now_ps() - t0) / 1000;
+        assert!(
+            after >= before,
+            "clock went back across a check: {before} -> {after} ({v})"
+        );
+        assert!(
+            ((after - before) as u128) <= took_ns * 2 + 1_000,
+            "clock jumped across a check: {} ns over {took_ns} ns ({v})",
+            after - before
+        );
+        self.verdicts.push(v);
+        v
+    }
+    fn clock_mhz(&self) -> u128 {
+        self.clock.scale().millihz() as u128
+    }
+    fn counts_agree(&self) {
+        let h = self.wd.health();
+        let mut nv = 0;
+        let mut st = 0;
+        let mut ch = 0;
+        let mut cf = 0;
+        for v in &self.verdicts {
+            // The documented tokens, one per variant.
+            let token = match v {
+                Watch::NoVerdict(_) => {
+                    nv += 1;
+                    "no_verdict"
+                }
+                Watch::Steady { .. } => {
+                    st += 1;
+                    "steady"
+                }
+                Watch::Changed { .. } => {
+                    ch += 1;
+                    "changed"
+                }
+                Watch::CounterStopped => {
+                    cf += 1;
+                    "counter_stopped"
+                }
+                Watch::CounterJumped { .. } => {
+                    cf += 1;
+                    "counter_jumped"
+                }
+                _ => "?",
+            };
+            assert_eq!(v.token(), token, "{v:?}");
+        }
+        assert_eq!(h.checks, self.verdicts.len() as u64, "{h:?}");
+        assert_eq!(
+            (h.no_verdict, h.steady, h.changed, h.counter_faults),
+            (nv, st, ch, cf),
+            "{h:?}"
+        );
+    }
+}
+
+fn alarm(v: &Watch) -> bool {
+    matches!(
+        v,
+        Watch::Changed { .. } | Watch::CounterStopped | Watch::CounterJumped { .. }
+    )
+}
+
+/// A quiet world for detection: no delays, a 64-bit counter, a fixed period.
+fn quiet(c_mhz: u128, r_kind: usize, c_start: u64, seed: u64) -> Cfg {
+    Cfg {
+        c_mhz,
+        c_bits: 64,
+        c_start,
+        r_kind,
+        r_start: seed >> 7,
+        r_err_ppb: 0,
+        r_tol: 0,
+        given_err_ppb: 0,
+        given_bound: 1_000,
+        c_cost_ns: 20,
+        r_cost_ns: 500,
+        delay_one_in: 0,
+        delay_max_us: 0,
+        seed,
+        tries: 4,
+        slew: 1_000,
+        given_true: false,
+    }
+}
+
+/// The docs' detection threshold for `cfg` at period `p_ps`, in ppb:
+/// `2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` plus twice the rounding, with the steps
+/// as the watchdog learns them (the move between two back-to-back reads).
+fn threshold_ppb(cfg: &Cfg, p_ps: u128) -> u128 {
+    let (r_decl, _) = REFS[cfg.r_kind];
+    let f = cfg.c_mhz; // mHz
+    let ticks = |ns: u64, mhz: u128| (ns as u128 * mhz).div_ceil(1_000_000_000_000);
+    let w = ticks(cfg.c_cost_ns + cfg.r_cost_ns, f) + 1;
+    let q_c = ticks(cfg.c_cost_ns, f).max(1);
+    let q_x = ticks(cfg.r_cost_ns, r_decl).max(1);
+    // ticks over (P·f): ticks · 1e9 ppb / (P[s] · f[Hz]) = ticks·1e9·1e12·1e3 / (p_ps·f_mhz)
+    let k = 1_000_000_000u128 * PS_PER_S * 1000;
+    let bound = (2 * w + 2 * q_c) * k / (2 * p_ps * f) + q_x * k / (p_ps * r_decl);
+    2 * bound + 2 + 2 * 500_000_000_000 / f
+}
+
+fn settled(cfg: &Cfg, checks: usize, p: u128) -> Rig {
+    let mut rig = rig(cfg);
+    for _ in 0..checks {
+        let v = rig.hook(p);
+        assert!(!alarm(&v), "{v} before any fault");
+    }
+    rig
+}
+
+/// Runs `n` checks at period `p`, asserting the clock's rate lies within `bound_ppb` of the
+/// counter's rate as the reference counts it after each (`WatchdogHealth::bound_ppb`: "How far
+/// the clock's rate can be from the counter's rate as the reference counts it, in ppb: worst
+/// case"). Returns the first violation: (check, error, bound).
+fn bound_violation(rig: &mut Rig, n: usize, p: u128) -> Option<(usize, u128, u64)> {
+    for _ in 0..n {
+        rig.hook(p);
+        let truth = rig.w.borrow().truth_mhz();
+        let err = ppb_between(rig.clock_mhz(), truth);
+        let b = rig.wd.health().bound_ppb;
+        if err > b as u128 + 1 {
+            return Some((rig.verdicts.len(), err, b));
+        }
+    }
+    None
+}
+
+fn tokens(v: &[Watch]) -> String {
+    v.iter()
+        .map(|v| match v {
+            Watch::NoVerdict(u) => format!("nv:{u:?}"),
+            v => v.token().to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The clock's error against the truth and `bound_ppb`, now.
+fn err_bound(rig: &Rig) -> (u128, u64) {
+    let truth = rig.w.borrow().truth_mhz();
+    (
+        ppb_between(rig.clock_mhz(), truth),
+        rig.wd.health().bound_ppb,
+    )
+}
+
+const P: u128 = PS_PER_S / 2;
+
+/// The detection time the docs give the change *back* (itself a change): three periods above
+/// an interval's threshold, "seconds" below it (1 ppm within 5.3 s measured): 10 s.
+const GRACE: u128 = 10 * PS_PER_S;
+
+/// A rate excursion of `ppb` from `start` ps into an interval for `dur` ps, after 20 steady
+/// checks, then `after` checks. `bound_ppb` is judged at every check whose interval began after
+/// the excursion ended (the counter's rate has been constant since: the window's bound covers
+/// the old rate "until the window since proves the new one" if the excursion was confirmed).
+/// Returns the first violation, described.
+fn excursion(
+    c_mhz: u128,
+    r_kind: usize,
+    ppb: i64,
+    start: u128,
+    dur: u128,
+    after: usize,
+    grace: u128,
+) -> Option<String> {
+    let cfg = quiet(c_mhz, r_kind, 0, 5);
+    let mut rig = settled(&cfg, 20, P);
+    let t0 = rig.now_ps() + start;
+    rig.schedule(t0, Ev::CRate(mhz_off(c_mhz, ppb)));
+    rig.schedule(t0 + dur, Ev::CRate(c_mhz));
+    let end = t0 + dur + grace;
+    for i in 0..after {
+        let began = rig.now_ps();
+        rig.hook(P);
+        if began >= end {
+            let (e, b) = err_bound(&rig);
+            if e > b as u128 + 1 {
+                return Some(format!(
+                    "c={c_mhz}mHz ref#{r_kind} ppb={ppb} start={start}ps dur={dur}ps: check {i} after, clock {e} ppb off, bound_ppb {b}; verdicts {}",
+                    tokens(&rig.verdicts[20..])
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Promise (bound_ppb a worst case while the rate has been constant since the window's
+/// anchor; a one-off never (c), or if two intervals confirm it, bound_ppb "keeps covering the old
+/// rate"): a transient shorter than an interval, of any size under 12.5 % and at any place,
+/// never leaves the clock off beyond `bound_ppb` once it is over.
+#[test]
+fn transients_shorter_than_an_interval() {
+    let mut found = Vec::new();
+    for &(c, r) in &[
+        (1_000_000_000_000u128, 4usize),
+        (50_000_000_000, 0),
+        (1_000_000_000_000, 2),
+    ] {
+        for &ppb in &[
+            2_000i64,
+            -20_000,
+            200_000,
+            -5_000_000,
+            50_000_000,
+            120_000_000,
+        ] {
+            for &dur in &[50u128, 300, 600, 990] {
+                for &start in &[10u128, 500, 900] {
+                    if let Some(f) = excursion(c, r, ppb, P * start / 1000, P * dur / 1000, 40, 0) {
+                        found.push(f);
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Promise: as above, for a change that comes back within (or just after) the detection time:
+/// 1 to 10 periods, sizes from under the interval threshold to 1 %. Judged from the first
+/// interval after it is over, for 60 s.
+#[test]
+fn a_change_and_back_within_the_detection_time() {
+    let mut found = Vec::new();
+    for &(c, r) in &[(1_000_000_000_000u128, 4usize), (1_000_000_000_000, 2)] {
+        for &ppb in &[1_000i64, -3_000, 10_000, -100_000, 10_000_000] {
+            for &dur in &[1_000u128, 1_500, 2_000, 3_000, 5_000, 10_000, 20_000] {
+                for &start in &[100u128, 700] {
+                    if let Some(f) =
+                        excursion(c, r, ppb, P * start / 1000, P * dur / 1000, 120, GRACE)
+                    {
+                        found.push(f);
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// A ramp of `ppb_per_s` from 60 s of steady checks on, for `secs`: (first Changed, in s into
+/// the ramp; the first violation of bound_ppb judged from `judge_from` s into the ramp).
+fn ramp(
+    r_kind: usize,
+    ppb_per_s: i64,
+    secs: u128,
+    judge_from: u128,
+) -> (Option<f64>, Option<String>) {
+    let c = 1_000_000_000_000u128;
+    let cfg = quiet(c, r_kind, 0, 9);
+    let mut rig = settled(&cfg, 120, P);
+    let t_start = rig.now_ps();
+    let mut first = None;
+    let mut viol = None;
+    let n = (secs * PS_PER_S / P) as usize;
+    for i in 0..n {
+        // The rate moves at mid-interval by the ramp's pace over one period (a staircase of
+        // half-second steps: within 1/2 period of a steady ramp).
+        let t = rig.now_ps() + P / 2;
+        let s_into = (t - t_start) as i128;
+        let off = ppb_per_s as i128 * s_into / PS_PER_S as i128;
+        rig.schedule(t, Ev::CRate(mhz_off(c, off as i64)));
+        let v = rig.hook(P);
+        let at = (rig.now_ps() - t_start) as f64 / PS_PER_S as f64;
+        if matches!(v, Watch::Changed { .. }) && first.is_none() {
+            first = Some(at);
+        }
+        let (e, b) = err_bound(&rig);
+        // The staircase's own step is pace·P; allow it.
+        let slack = (ppb_per_s.unsigned_abs() as u128) / 2 + 1;
+        if at >= judge_from as f64 && e > b as u128 + slack && viol.is_none() {
+            viol = Some(format!(
+                "ref#{r_kind} {ppb_per_s} ppb/s: check {i} ({at:.1} s into the ramp), clock {e} ppb off, bound_ppb {b}"
+            ));
+        }
+    }
+    (first, viol)
+}
+
+/// Promise: a ramp is seen "when s·T/2 exceeds the parts' bounds", and bound_ppb "carries the
+/// pace last seen: exact for a steady ramp". Both signs, paces 10 ppb/s to 10 ppm/s, 10 MHz
+/// reference and ACPI PM; bound_ppb judged from 60 s into the ramp.
+#[test]
+fn ramps_of_both_signs_and_several_paces() {
+    let mut found = Vec::new();
+    let mut seen = Vec::new();
+    for &r in &[4usize, 2] {
+        for &s in &[10i64, -10, 100, -100, 1_000, -1_000, 10_000, -10_000] {
+            let (first, viol) = ramp(r, s, 120, 60);
+            if std::env::var("ATK_VERBOSE").is_ok() {
+                println!("{viol:?}");
+            }
+            seen.push(format!("ref#{r} {s} ppb/s: first Changed {first:?} s"));
+            if let Some(v) = viol {
+                found.push(v);
+            }
+        }
+    }
+    println!("{}", seen.join("\n"));
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}\n{}",
+        found.len(),
+        found.join("\n"),
+        seen.join("\n")
+    );
+}
+
+/// A long run at constant rates under `cfg`, the hook's period jittered by up to ±`jit`
+/// permille around `p`, with `delay` applied to every `every`-th check's reference reads
+/// (a disturbance in step with the hook; 0: none), and the latch sliding inside its bracket
+/// by up to `slide` ps (a delay that ramps up and down, slowly). Every check: no (c) or (d),
+/// clock within bound_ppb; at the end, health's counts match.
+fn long_run(
+    cfg: &Cfg,
+    n: usize,
+    p: u128,
+    jit: u128,
+    every: usize,
+    delay: u128,
+    slide: u128,
+) -> Option<String> {
+    let mut rig = rig(cfg);
+    let mut x = cfg.seed | 1;
+    for i in 0..n {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let period = if jit == 0 {
+            p
+        } else {
+            p * (1000 - jit + (x as u128 % (2 * jit + 1))) / 1000
+        };
+        {
+            let mut w = rig.w.borrow_mut();
+            let slid = if slide == 0 {
+                0
+            } else {
+                // A triangle over 400 checks.
+                let k = (i % 400) as u128;
+                slide * if k < 200 { k } else { 400 - k } / 200
+            };
+            w.fixed_delay = slid
+                + if every != 0 && i % every == 0 {
+                    delay
+                } else {
+                    0
+                };
+        }
+        let v = rig.hook(period);
+        let (e, b) = err_bound(&rig);
+        if alarm(&v) || (i > 0 && e > b as u128 + 1) {
+            let lo = rig.verdicts.len().saturating_sub(8);
+            return Some(format!(
+                "{cfg:?} p={p} jit={jit} every={every} delay={delay} slide={slide}: check {i}: {v}, clock {e} ppb off, bound_ppb {b}; last verdicts {}",
+                tokens(&rig.verdicts[lo..])
+            ));
+        }
+    }
+    rig.counts_agree();
+    None
+}
+
+fn base(c_mhz: u128, c_bits: u32, c_start: u64, r_kind: usize, r_start: u64) -> Cfg {
+    Cfg {
+        c_bits,
+        r_start,
+        ..quiet(c_mhz, r_kind, c_start, 77)
+    }
+}
+
+/// Promise (no false alarm at constant rates "whatever the reads' delays, jitter and stalls";
+/// bound_ppb a worst case): thousands of checks; narrow counters and references started just
+/// before their wraps; coarse references (1 kHz tick, 32 kHz RTC) against periods that are
+/// not multiples of their step (the window's split meeting the quantization); jittered hooks;
+/// random delays that reject checks.
+#[test]
+fn long_runs_at_constant_rates() {
+    let mut found = Vec::new();
+    let near = |bits: u32, back: u64| {
+        if bits >= 64 {
+            u64::MAX - back
+        } else {
+            (1u64 << bits) - back
+        }
+    };
+    let cases: Vec<(Cfg, u128, u128)> = vec![
+        // 32-bit 1 GHz counter (4.3 s wrap) against ACPI PM (24 bits, 4.7 s), both near wraps.
+        (
+            base(1_000_000_000_000, 32, near(32, 1000), 2, near(24, 10)),
+            P,
+            100,
+        ),
+        // 64-bit counter about to wrap, 1 kHz tick, period 0.3701 s.
+        (
+            base(50_000_000_000, 64, near(64, 5_000_000), 0, 7),
+            PS_PER_S * 3701 / 10_000,
+            0,
+        ),
+        // 24 MHz 32-bit counter (179 s wrap), 32 kHz RTC (32 bits) near its wrap, 0.7003 s.
+        (
+            base(24_000_000_000, 32, 3, 1, near(32, 20_000)),
+            PS_PER_S * 7003 / 10_000,
+            200,
+        ),
+        // 2.5 GHz counter, 32-bit HPET near its wrap (300 s), jitter ±40 %.
+        (base(2_500_000_000_000, 64, 0, 3, near(32, 100_000)), P, 400),
+        // A PIT-rate counter as reference, 1 GHz 32-bit counter.
+        (base(1_000_000_000_000, 32, near(32, 1), 5, 0), P, 50),
+    ];
+    for (mut cfg, p, jit) in cases.clone() {
+        // Random delays: one read in three delayed up to 200 µs (checks rejected or wide).
+        cfg.delay_one_in = 3;
+        cfg.delay_max_us = 200;
+        cfg.r_tol = 50_000;
+        cfg.r_err_ppb = -37_000;
+        if let Some(f) = long_run(&cfg, 3000, p, jit, 0, 0, 0) {
+            found.push(f);
+        }
+    }
+    for (cfg, p, jit) in cases {
+        // Quiet reads but thousands of checks.
+        if let Some(f) = long_run(&cfg, 3000, p, jit, 0, 0, 0) {
+            found.push(f);
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Promise: a read delayed by `D` "only widens its bracket": a delay in step with the hook
+/// (every 2nd or 3rd check, accepted-wide or rejected), and a latch that slides slowly inside
+/// its bracket (a delay ramping up and down: a drift of the latch point that could read as a
+/// rate), at constant rates: no (c) or (d), bound_ppb honest.
+#[test]
+fn disturbances_in_step_and_sliding_latches() {
+    let mut found = Vec::new();
+    for &r in &[4usize, 2, 0, 1] {
+        let c = if r == 0 || r == 1 {
+            50_000_000_000
+        } else {
+            1_000_000_000_000
+        };
+        let cfg = quiet(c, r, 11, 3);
+        for &(every, delay, slide) in &[
+            (2usize, 400_000u128, 0u128), // 400 ns: accepted, wider
+            (3, 300_000_000, 0),          // 300 µs: rejected
+            (2, 2_000_000_000, 0),        // 2 ms
+            (0, 0, 500_000),              // latch slides 0..500 ns
+            (0, 0, 1_000_000),            // 0..1 µs (some rejected)
+            (4, 450_000, 450_000),
+        ] {
+            if let Some(f) = long_run(&cfg, 1200, P, 0, every, delay, slide) {
+                found.push(f);
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Promise ("the cadence rule needs the hook to run at a steady period, its jitter well under
+/// the jumps to be told"; "a counter that persistently runs at a new rate, whatever the size"
+/// is (c)): a gross change under a hook jittered by ±5 % is Changed within a few checks, and
+/// the clock is within bound_ppb 20 checks later.
+#[test]
+fn gross_change_under_a_jittered_hook() {
+    let mut found = Vec::new();
+    for &r in &[4usize, 2, 3] {
+        for &ppb in &[130_000_000i64, 500_000_000, -300_000_000, -126_000_000] {
+            let c = 1_000_000_000_000u128;
+            let cfg = quiet(c, r, 0, 21);
+            let mut rig = settled(&cfg, 20, P);
+            rig.schedule(rig.now_ps() + P / 3, Ev::CRate(mhz_off(c, ppb)));
+            let mut x = 0x9E37_79B9u64;
+            let mut changed_at = None;
+            for i in 0..40 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let period = P * (950 + (x as u128 % 101)) / 1000;
+                let v = rig.hook(period);
+                if matches!(v, Watch::Changed { .. }) && changed_at.is_none() {
+                    changed_at = Some(i);
+                }
+            }
+            let (e, b) = err_bound(&rig);
+            if changed_at.is_none_or(|i| i > 8) || e > b as u128 + 1 {
+                found.push(format!(
+                    "ref#{r} {ppb} ppb: Changed at check {changed_at:?}, clock {e} ppb off, bound {b}; {}",
+                    tokens(&rig.verdicts[20..])
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Probe (docs): a reference that persistently runs off its declared rate, within and beyond its
+/// stated tolerance, with the clock started at the counter's *true* rate (from elsewhere):
+/// within tolerance, no (c) or (d) (the first baseline's bound includes the tolerance); beyond
+/// it, what the verdicts are. Within tolerance is asserted; beyond is printed for the report.
+#[test]
+fn a_reference_off_its_declared_rate() {
+    let mut out = Vec::new();
+    for &(err, tol) in &[
+        (50_000i64, 100_000u64),
+        (-99_000, 100_000),
+        (500_000, 100_000),
+        (-2_000_000, 100_000),
+    ] {
+        let mut cfg = quiet(1_000_000_000_000, 4, 0, 31);
+        cfg.r_err_ppb = err;
+        cfg.r_tol = tol;
+        cfg.given_true = true;
+        let mut rig = rig(&cfg);
+        for _ in 0..60 {
+            rig.hook(P);
+        }
+        let (e, b) = err_bound(&rig);
+        let line = format!(
+            "ref off {err} ppb (tol {tol}): {}; clock {e} ppb off the reference's view, bound_ppb {b}; {:?}",
+            tokens(&rig.verdicts[..12]),
+            rig.wd.health()
+        );
+        if err.unsigned_abs() <= tol {
+            assert!(!rig.verdicts.iter().any(alarm), "{line}");
+            assert!(e <= b as u128 + 1, "{line}");
+        }
+        out.push(line);
+    }
+    println!("{}", out.join("\n"));
+}
+
+/// Probe (docs): a counter whose rate alternates in step with the hook (fast for one period,
+/// slow for the next: a mean rate that is constant over every two periods), which the docs'
+/// assumptions do not cover. Printed for the report: verdicts, and the clock against the mean.
+#[test]
+fn probe_rate_alternating_in_step_with_the_hook() {
+    for &amp in &[2_000i64, 50_000, 1_000_000] {
+        let c = 1_000_000_000_000u128;
+        let cfg = quiet(c, 4, 0, 41);
+        let mut rig = settled(&cfg, 20, P);
+        for i in 0..200 {
+            let t = rig.now_ps() + P / 2;
+            let s = if i % 2 == 0 { amp } else { -amp };
+            rig.schedule(t, Ev::CRate(mhz_off(c, s)));
+            rig.hook(P);
+        }
+        let e = ppb_between(rig.clock_mhz(), c);
+        let h = rig.wd.health();
+        let changed = rig
+            .verdicts
+            .iter()
+            .filter(|v| matches!(v, Watch::Changed { .. }))
+            .count();
+        println!(
+            "±{amp} ppb alternating: {changed} Changed; clock {e} ppb off the mean, bound_ppb {}; {h:?}",
+            h.bound_ppb
+        );
+    }
+}
+
+/// Probe: the ramp's pace at which detection stops, with the verdicts.
+#[test]
+fn probe_fast_ramps() {
+    for &s in &[9_000i64, 10_000, 20_000, 100_000, -10_000] {
+        let c = 1_000_000_000_000u128;
+        let cfg = quiet(c, 4, 0, 9);
+        let mut rig = settled(&cfg, 120, P);
+        let t_start = rig.now_ps();
+        for _ in 0..60 {
+            let t = rig.now_ps() + P / 2;
+            let off = s as i128 * (t - t_start) as i128 / PS_PER_S as i128;
+            rig.schedule(t, Ev::CRate(mhz_off(c, off as i64)));
+            rig.hook(P);
+        }
+        let (e, b) = err_bound(&rig);
+        println!(
+            "{s} ppb/s: 30 s: clock {e} ppb off, bound {b}; {}",
+            tokens(&rig.verdicts[120..])
+        );
+    }
+}
+
+/// Probe: how long a sub-threshold excursion's mark on bound_ppb lasts.
+#[test]
+fn probe_small_excursion_long_after() {
+    for &(r, ppb, dur, st) in &[(4usize, 1_000i64, 3_000u128, 100u128), (4, 1_000, 3_000, 700), (4, -3_000, 1_000, 700), (4, -3_000, 3_000, 100), (2, 1_000, 2_000, 100), (2, -3_000, 1_500, 100), (2, 10_000, 1_500, 700)] {
+        let c = 1_000_000_000_000u128;
+        let cfg = quiet(c, r, 0, 5);
+        let mut rig = settled(&cfg, 20, P);
+        let t0 = rig.now_ps() + P * st / 1000;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, ppb)));
+        rig.schedule(t0 + P * dur / 1000, Ev::CRate(c));
+        let mut bad = 0;
+        let mut first_bad = None;
+        let mut worst = (0, 0, 0);
+        let mut last_bad = 0;
+        for i in 0..1200 {
+            rig.hook(P);
+            let (e, b) = err_bound(&rig);
+            if i > 25 && e > b as u128 + 1 {
+                bad += 1;
+                last_bad = i;
+                first_bad.get_or_insert(i);
+                if e - b as u128 > worst.1 - worst.2 {
+                    worst = (i, e, b as u128);
+                }
+            }
+            if i == 100 || i == 600 || i == 1199 {
+                println!("ref#{r} {ppb} ppb for {dur} mP: check {i}: clock {e} off, bound {b}");
+            }
+        }
+        println!("ref#{r} {ppb} ppb for {dur} mP: {bad} checks of 1174 past 12.5 s violate, first {first_bad:?} last {last_bad}, worst (check, err, bound) {worst:?}; {}", tokens(&rig.verdicts[20..30]));
+    }
+}
