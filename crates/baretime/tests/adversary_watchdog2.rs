@@ -17,6 +17,7 @@ use baretime::{Accuracy, Clock, FnCounter, Frequency, Reference, Source, Watch, 
 const E15: u128 = 1_000_000_000_000_000;
 const PS_PER_S: u128 = 1_000_000_000_000;
 
+#[allow(dead_code)] // copied whole from adversary_watchdog.rs
 #[derive(Clone, Copy, Debug)]
 enum Ev {
     /// The counter's rate becomes this (mHz).
@@ -372,22 +373,6 @@ fn quiet(c_mhz: u128, r_kind: usize, c_start: u64, seed: u64) -> Cfg {
     }
 }
 
-/// The docs' detection threshold for `cfg` at period `p_ps`, in ppb:
-/// `2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` plus twice the rounding, with the steps
-/// as the watchdog learns them (the move between two back-to-back reads).
-fn threshold_ppb(cfg: &Cfg, p_ps: u128) -> u128 {
-    let (r_decl, _) = REFS[cfg.r_kind];
-    let f = cfg.c_mhz; // mHz
-    let ticks = |ns: u64, mhz: u128| (ns as u128 * mhz).div_ceil(1_000_000_000_000);
-    let w = ticks(cfg.c_cost_ns + cfg.r_cost_ns, f) + 1;
-    let q_c = ticks(cfg.c_cost_ns, f).max(1);
-    let q_x = ticks(cfg.r_cost_ns, r_decl).max(1);
-    // ticks over (P·f): ticks · 1e9 ppb / (P[s] · f[Hz]) = ticks·1e9·1e12·1e3 / (p_ps·f_mhz)
-    let k = 1_000_000_000u128 * PS_PER_S * 1000;
-    let bound = (2 * w + 2 * q_c) * k / (2 * p_ps * f) + q_x * k / (p_ps * r_decl);
-    2 * bound + 2 + 2 * 500_000_000_000 / f
-}
-
 fn settled(cfg: &Cfg, checks: usize, p: u128) -> Rig {
     let mut rig = rig(cfg);
     for _ in 0..checks {
@@ -395,23 +380,6 @@ fn settled(cfg: &Cfg, checks: usize, p: u128) -> Rig {
         assert!(!alarm(&v), "{v} before any fault");
     }
     rig
-}
-
-/// Runs `n` checks at period `p`, asserting the clock's rate lies within `bound_ppb` of the
-/// counter's rate as the reference counts it after each (`WatchdogHealth::bound_ppb`: "How far
-/// the clock's rate can be from the counter's rate as the reference counts it, in ppb: worst
-/// case"). Returns the first violation: (check, error, bound).
-fn bound_violation(rig: &mut Rig, n: usize, p: u128) -> Option<(usize, u128, u64)> {
-    for _ in 0..n {
-        rig.hook(p);
-        let truth = rig.w.borrow().truth_mhz();
-        let err = ppb_between(rig.clock_mhz(), truth);
-        let b = rig.wd.health().bound_ppb;
-        if err > b as u128 + 1 {
-            return Some((rig.verdicts.len(), err, b));
-        }
-    }
-    None
 }
 
 fn tokens(v: &[Watch]) -> String {
@@ -481,20 +449,49 @@ fn excursion(
 /// never leaves the clock off beyond `bound_ppb` once it is over.
 #[test]
 fn transients_shorter_than_an_interval() {
+    let found = transient_sweep(&[-20_000, 200_000, -5_000_000, 50_000_000, 120_000_000]);
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// The same at 2 ppm (under the interval threshold): 1 case of 36 leaves the clock beyond
+/// bound_ppb (`a_sub_period_transient_leaves_bound_ppb_short`, minimal).
+#[test]
+#[ignore = "finding: a +2 ppm transient under one period, never reported, leaves bound_ppb under the clock's error"]
+fn small_transients_shorter_than_an_interval() {
+    let found = transient_sweep(&[2_000]);
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Minimal: 1 GHz counter, ACPI PM reference (3.579545 MHz, 24 bits), reads 20 ns / 500 ns,
+/// P = 0.5 s, 20 steady checks, then +2 ppm from 0.25 s into the next interval for 0.495 s
+/// (under one period, straddling a check): every check Steady (never reported); two checks
+/// after it the clock is 93 ppb off while bound_ppb says 79 (the counter's rate has been back at
+/// its old value since; the clock is off by the transient's share of the window).
+#[test]
+#[ignore = "finding: a +2 ppm transient of 0.495 s (< P), all Steady, leaves the clock 93 ppb off with bound_ppb 79"]
+fn a_sub_period_transient_leaves_bound_ppb_short() {
+    let f = excursion(1_000_000_000_000, 2, 2_000, P / 2, P * 990 / 1000, 40, 0);
+    assert!(f.is_none(), "{}", f.unwrap_or_default());
+}
+
+fn transient_sweep(sizes: &[i64]) -> Vec<String> {
     let mut found = Vec::new();
     for &(c, r) in &[
         (1_000_000_000_000u128, 4usize),
         (50_000_000_000, 0),
         (1_000_000_000_000, 2),
     ] {
-        for &ppb in &[
-            2_000i64,
-            -20_000,
-            200_000,
-            -5_000_000,
-            50_000_000,
-            120_000_000,
-        ] {
+        for &ppb in sizes {
             for &dur in &[50u128, 300, 600, 990] {
                 for &start in &[10u128, 500, 900] {
                     if let Some(f) = excursion(c, r, ppb, P * start / 1000, P * dur / 1000, 40, 0) {
@@ -504,22 +501,13 @@ fn transients_shorter_than_an_interval() {
             }
         }
     }
-    assert!(
-        found.is_empty(),
-        "{} cases:\n{}",
-        found.len(),
-        found.join("\n")
-    );
+    found
 }
 
-/// Promise: as above, for a change that comes back within (or just after) the detection time:
-/// 1 to 10 periods, sizes from under the interval threshold to 1 %. Judged from the first
-/// interval after it is over, for 60 s.
-#[test]
-fn a_change_and_back_within_the_detection_time() {
+fn change_and_back_sweep(sizes: &[i64]) -> Vec<String> {
     let mut found = Vec::new();
     for &(c, r) in &[(1_000_000_000_000u128, 4usize), (1_000_000_000_000, 2)] {
-        for &ppb in &[1_000i64, -3_000, 10_000, -100_000, 10_000_000] {
+        for &ppb in sizes {
             for &dur in &[1_000u128, 1_500, 2_000, 3_000, 5_000, 10_000, 20_000] {
                 for &start in &[100u128, 700] {
                     if let Some(f) =
@@ -531,12 +519,57 @@ fn a_change_and_back_within_the_detection_time() {
             }
         }
     }
+    found
+}
+
+/// Promise: as above, for a change that comes back within (or just after) the detection time:
+/// 1 to 10 periods, sizes above the interval threshold (100 ppm, 1 %). Judged from the detection
+/// time the docs give the change back (`GRACE`) after it, for 60 s.
+#[test]
+fn a_change_and_back_within_the_detection_time() {
+    let found = change_and_back_sweep(&[-100_000, 10_000_000]);
     assert!(
         found.is_empty(),
         "{} cases:\n{}",
         found.len(),
         found.join("\n")
     );
+}
+
+/// The same for sizes at and under the interval threshold (1, 3, 10 ppm; the threshold here is
+/// about 4.2 ppm): 12 of 56 cases leave the clock off beyond bound_ppb long after the change
+/// back (see `a_small_excursion_leaves_bound_ppb_short` for the minimal one).
+#[test]
+#[ignore = "finding: bound_ppb under the clock's true error for about a minute after a small change and back (no verdict ever says so)"]
+fn a_small_change_and_back_within_the_detection_time() {
+    let found = change_and_back_sweep(&[1_000, -3_000, 10_000]);
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Promise: bound_ppb is "how far the clock's rate can be from the counter's rate", a worst case
+/// "while the rate is constant since the window's start"; "between a change and its detection
+/// (seconds below an interval's threshold) it does not hold" — so a kernel reads it as a worst
+/// case again seconds after any change. A change that comes back before it is seen is never
+/// reported at all, and leaves the window's rate (and the clock steered to it) off by the
+/// excursion's share of the window, while the window's bound shrinks at the same 1/T pace: the
+/// bound stays under the true error for over a minute, every check Steady.
+///
+/// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, 20 steady
+/// checks, then the counter +1 ppm from 0.05 s into the next interval for 1.5 s, then back: every
+/// check Steady; from 13 s on (judged after the docs' 10 s of grace) the clock is 86 ppb off
+/// while bound_ppb says 63, and it stays beyond for 137 checks (until ~81 s after).
+/// (`probe_small_excursion_long_after` prints the spans: -3 ppm for 0.5 s, reported Changed by the
+/// window split, leaves it short from 40 s to 122 s after: 36 ppb off, bound 28.)
+#[test]
+#[ignore = "finding: a +1 ppm excursion of 1.5 s, never reported, leaves bound_ppb under the clock's error (86 vs 63 ppb) from 13 s to 81 s after"]
+fn a_small_excursion_leaves_bound_ppb_short() {
+    let f = excursion(1_000_000_000_000, 4, 1_000, P / 10, 3 * P, 120, GRACE);
+    assert!(f.is_none(), "{}", f.unwrap_or_default());
 }
 
 /// A ramp of `ppb_per_s` from 60 s of steady checks on, for `secs`: (first Changed, in s into
@@ -579,14 +612,14 @@ fn ramp(
 }
 
 /// Promise: a ramp is seen "when s·T/2 exceeds the parts' bounds", and bound_ppb "carries the
-/// pace last seen: exact for a steady ramp". Both signs, paces 10 ppb/s to 10 ppm/s, 10 MHz
+/// pace last seen: exact for a steady ramp". Both signs, paces 10 ppb/s to 1 ppm/s, 10 MHz
 /// reference and ACPI PM; bound_ppb judged from 60 s into the ramp.
 #[test]
 fn ramps_of_both_signs_and_several_paces() {
     let mut found = Vec::new();
     let mut seen = Vec::new();
     for &r in &[4usize, 2] {
-        for &s in &[10i64, -10, 100, -100, 1_000, -1_000, 10_000, -10_000] {
+        for &s in &[10i64, -10, 100, -100, 1_000, -1_000] {
             let (first, viol) = ramp(r, s, 120, 60);
             if std::env::var("ATK_VERBOSE").is_ok() {
                 println!("{viol:?}");
@@ -900,7 +933,16 @@ fn probe_fast_ramps() {
 /// Probe: how long a sub-threshold excursion's mark on bound_ppb lasts.
 #[test]
 fn probe_small_excursion_long_after() {
-    for &(r, ppb, dur, st) in &[(4usize, 1_000i64, 3_000u128, 100u128), (4, 1_000, 3_000, 700), (4, -3_000, 1_000, 700), (4, -3_000, 3_000, 100), (2, 1_000, 2_000, 100), (2, -3_000, 1_500, 100), (2, 10_000, 1_500, 700)] {
+    for &(r, ppb, dur, st) in &[
+        (4usize, 1_000i64, 3_000u128, 100u128),
+        (4, 1_000, 3_000, 700),
+        (4, -3_000, 1_000, 700),
+        (4, -3_000, 3_000, 100),
+        (2, 1_000, 2_000, 100),
+        (2, -3_000, 1_500, 100),
+        (2, 10_000, 1_500, 700),
+        (2, 2_000, 990, 500),
+    ] {
         let c = 1_000_000_000_000u128;
         let cfg = quiet(c, r, 0, 5);
         let mut rig = settled(&cfg, 20, P);
@@ -914,7 +956,7 @@ fn probe_small_excursion_long_after() {
         for i in 0..1200 {
             rig.hook(P);
             let (e, b) = err_bound(&rig);
-            if i > 25 && e > b as u128 + 1 {
+            if i > 20 && e > b as u128 + 1 {
                 bad += 1;
                 last_bad = i;
                 first_bad.get_or_insert(i);
@@ -926,6 +968,124 @@ fn probe_small_excursion_long_after() {
                 println!("ref#{r} {ppb} ppb for {dur} mP: check {i}: clock {e} off, bound {b}");
             }
         }
-        println!("ref#{r} {ppb} ppb for {dur} mP: {bad} checks of 1174 past 12.5 s violate, first {first_bad:?} last {last_bad}, worst (check, err, bound) {worst:?}; {}", tokens(&rig.verdicts[20..30]));
+        println!("ref#{r} {ppb} ppb for {dur} mP: {bad} checks of 1179 after 10.5 s violate, first {first_bad:?} last {last_bad}, worst (check, err, bound) {worst:?}; {}", tokens(&rig.verdicts[20..30]));
     }
+}
+
+/// Promise: "a ramp of slope s is seen when s·T/2 exceeds the parts' bounds: about T = 2·√(b₁/s)"
+/// (no upper limit on s is stated), and bound_ppb carries the pace seen; a long run of
+/// NoVerdict "says the reference is unusable". A ramp fast enough that consecutive intervals
+/// differ by more than their bounds (s·P above about the interval threshold) is never seen:
+/// every interval is off the baseline and disagrees with the one before, so each is
+/// `Unjudged::Unconfirmed`, no interval is steady, the window never grows to compare its parts,
+/// and bound_ppb stays at its last steady figure while the clock drifts off without limit. The
+/// kernel, told to read a long run of NoVerdict as an unusable reference, blames the reference.
+///
+/// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, 120 steady
+/// checks, then the counter's rate ramps +10 ppm/s (a half-second staircase): Steady once, then
+/// NoVerdict(Unconfirmed) at every check; 30 s in, the clock is 297 412 ppb off, bound_ppb 21. At
+/// 8 ppm/s it is followed (Changed every 3-4 checks, the clock within bound_ppb); from 9 ppm/s
+/// on, never (20 ppm/s, 100 ppm/s, and -10 ppm/s alike; `probe_fast_ramps`).
+#[test]
+#[ignore = "finding: a ramp of 10 ppm/s is never reported (NoVerdict(Unconfirmed) forever) and the clock drifts 297 ppm off in 30 s with bound_ppb 21"]
+fn a_fast_ramp_is_seen() {
+    let (first, viol) = ramp(4, 10_000, 30, 10);
+    assert!(
+        first.is_some() && viol.is_none(),
+        "first Changed {first:?}; {viol:?}"
+    );
+}
+
+/// Promise: a step under an interval's threshold is seen by the window's split "once the parts'
+/// bounds fall under δ times the share of the recent part after the step: seconds for ppm",
+/// wherever the step lands against the split (which moves on when the recent part reaches half
+/// the window): the step after 8 to 40 steady checks, 2 ppm and -2.5 ppm (threshold ~4.2 ppm).
+/// Judged: reported (Changed) within 20 s, and bound_ppb honest from 20 s after the step on,
+/// for 60 s.
+///
+/// Found: 2 of 66 cases leave bound_ppb under the clock's error well after the step was
+/// reported; minimal in `a_small_step_seen_by_the_split_leaves_bound_ppb_short`.
+#[test]
+#[ignore = "finding: after a +2 ppm step reported Changed by the window split, bound_ppb is under the clock's error 20 s later (62 vs 54 ppb)"]
+fn a_small_step_wherever_it_meets_the_split() {
+    let mut found = Vec::new();
+    let mut worst = 0.0f64;
+    for &ppb in &[2_000i64, -2_500] {
+        for n in 8..=40 {
+            let c = 1_000_000_000_000u128;
+            let cfg = quiet(c, 4, 0, 50 + n as u64);
+            let mut rig = settled(&cfg, n, P);
+            let t0 = rig.now_ps() + P * 3 / 10;
+            rig.schedule(t0, Ev::CRate(mhz_off(c, ppb)));
+            let mut seen = None;
+            for i in 0..160 {
+                let v = rig.hook(P);
+                let at = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+                if matches!(v, Watch::Changed { .. }) && seen.is_none() {
+                    seen = Some(at);
+                }
+                let (e, b) = err_bound(&rig);
+                if at >= 20.0 && e > b as u128 + 1 {
+                    found.push(format!("{ppb} ppb after {n} checks: check {i} ({at:.1} s): clock {e} off, bound {b}; {}", tokens(&rig.verdicts[n..])));
+                    break;
+                }
+            }
+            match seen {
+                Some(t) if t <= 20.0 => worst = worst.max(t),
+                _ => found.push(format!(
+                    "{ppb} ppb after {n} checks: first Changed {seen:?} s"
+                )),
+            }
+        }
+    }
+    println!("slowest detection: {worst:.1} s");
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Promise: after (c), bound_ppb "covers the old rate too, until the window proves the new one";
+/// a worst case while the rate has been constant since the window's anchor — and here the rate is
+/// constant from the step on, reported at once.
+///
+/// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, 9 steady
+/// checks, then +2 ppm (for good) from 0.15 s into the next interval: Steady, Changed (the
+/// window's parts, 1 s after the step), Steady after; 20.4 s after the step the clock is 62 ppb
+/// off while bound_ppb says 54. (The window kept its recent part, which began before the step:
+/// a mixed window whose bound says nothing of the mix.)
+#[test]
+#[ignore = "finding: 20 s after a +2 ppm step reported Changed by the window split, the clock is 62 ppb off and bound_ppb says 54"]
+fn a_small_step_seen_by_the_split_leaves_bound_ppb_short() {
+    let c = 1_000_000_000_000u128;
+    let cfg = quiet(c, 4, 0, 59);
+    let mut rig = settled(&cfg, 9, P);
+    let t0 = rig.now_ps() + P * 3 / 10;
+    rig.schedule(t0, Ev::CRate(mhz_off(c, 2_000)));
+    for i in 0..120 {
+        rig.hook(P);
+        let at = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+        let (e, b) = err_bound(&rig);
+        assert!(
+            at < 20.0 || e <= b as u128 + 1,
+            "check {i} ({at:.1} s after the step): clock {e} ppb off, bound_ppb {b}; {}",
+            tokens(&rig.verdicts[9..])
+        );
+    }
+}
+
+/// Promise: bound_ppb under a steady ramp "carries the pace last seen: exact for a steady ramp".
+/// At 5 ppm/s (seen: Changed from 1.5 s on, every 3-4 checks), judged from 60 s into the ramp
+/// with the staircase's own step (pace·P/2... pace·P) allowed on top.
+///
+/// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, 120 steady
+/// checks, then +5 ppm/s (a half-second staircase): 61 s in, the clock is 6 627 ppb off while
+/// bound_ppb says 2 633 (ACPI PM: 6 577 vs 2 254; -5 ppm/s alike).
+#[test]
+#[ignore = "finding: under a steady 5 ppm/s ramp bound_ppb is 2.5 times under the clock's error (6627 vs 2633 ppb) a minute in"]
+fn bound_ppb_under_a_5_ppm_per_s_ramp() {
+    let (first, viol) = ramp(4, 5_000, 62, 60);
+    assert!(viol.is_none(), "first Changed {first:?}; {viol:?}");
 }
