@@ -80,6 +80,8 @@ struct World {
     r_declared: u128,
     /// Every reference read is delayed by this (a stretch of disturbed checks).
     fixed_delay: u128,
+    /// Reads made: (counter, reference).
+    reads: (u64, u64),
 }
 
 impl World {
@@ -116,10 +118,12 @@ impl World {
         self.t = end;
     }
     fn read_counter(&mut self) -> u64 {
+        self.reads.0 += 1;
         self.advance(self.c_cost);
         self.c.value()
     }
     fn read_reference(&mut self) -> u64 {
+        self.reads.1 += 1;
         let mut pre = 0;
         let mut post = 0;
         if self.delay_one_in != 0 && self.rand() % self.delay_one_in == 0 && self.delay_max > 0 {
@@ -222,6 +226,7 @@ fn rig(cfg: &Cfg) -> Rig {
         events: Vec::new(),
         r_declared: r_decl,
         fixed_delay: 0,
+        reads: (0, 0),
     };
     let w = Rc::new(RefCell::new(world));
     let truth = w.borrow().truth_mhz();
@@ -1088,4 +1093,179 @@ fn a_small_step_seen_by_the_split_leaves_bound_ppb_short() {
 fn bound_ppb_under_a_5_ppm_per_s_ramp() {
     let (first, viol) = ramp(4, 5_000, 62, 60);
     assert!(viol.is_none(), "first Changed {first:?}; {viol:?}");
+}
+
+/// Promise ("Widths": the longer-wrapping count unwrapped by the half-range rule from sample to
+/// sample, rejected samples included; the other against the rate in force, "which holds while
+/// the rate's change over an interval is less than half of that one's wrap"): stretches of 1 to
+/// 12 consecutive rejected checks (reads delayed 2 ms) with narrow counts started just before
+/// their wraps, at constant rates: no (c) or (d), bound_ppb honest.
+#[test]
+fn rejected_stretches_across_wraps() {
+    let mut found = Vec::new();
+    let cases = [
+        // 32-bit 1 GHz counter (4.3 s) against ACPI PM (24 bits, 4.7 s).
+        (
+            1_000_000_000_000u128,
+            32u32,
+            (1u64 << 32) - 3_000_000,
+            2usize,
+            (1u64 << 24) - 1000,
+        ),
+        // 32-bit 1 GHz counter against a 64-bit 10 MHz reference: the counter against the rate.
+        (1_000_000_000_000, 32, (1u64 << 32) - 1, 4, 5),
+        // 64-bit counter against ACPI PM: the reference against the rate, stretches past its wrap.
+        (
+            2_000_000_000_000,
+            64,
+            u64::MAX - 10_000_000,
+            2,
+            (1u64 << 24) - 1,
+        ),
+    ];
+    for (c, bits, c0, r, r0) in cases {
+        for stretch in 1..=12usize {
+            let cfg = base(c, bits, c0, r, r0);
+            let mut rig = rig(&cfg);
+            for i in 0..60usize {
+                // Checks 20.. (20 + stretch) are all rejected.
+                rig.w.borrow_mut().fixed_delay = if (20..20 + stretch).contains(&i) {
+                    2_000_000_000
+                } else {
+                    0
+                };
+                let v = rig.hook(P);
+                let (e, b) = err_bound(&rig);
+                if alarm(&v) || (i > 0 && e > b as u128 + 1) {
+                    found.push(format!(
+                        "c={c} bits={bits} ref#{r} stretch={stretch}: check {i}: {v}, clock {e} off, bound {b}; {}",
+                        tokens(&rig.verdicts)
+                    ));
+                    break;
+                }
+            }
+            rig.counts_agree();
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+fn long_haul(p: u128, n: usize) -> Option<String> {
+    let cfg = quiet(5_000_000_000_000, 4, u64::MAX - 1_000_000_000, 1);
+    let mut rig = rig(&cfg);
+    for i in 0..n {
+        let v = rig.hook(p);
+        let (e, b) = err_bound(&rig);
+        if alarm(&v) || (i > 0 && e > b as u128 + 1) {
+            let yrs = rig.now_ps() as f64 / (PS_PER_S as f64 * 86_400.0 * 365.25);
+            return Some(format!(
+                "check {i} ({yrs:.2} years): {v}, clock {e} off, bound {b}; {:?}",
+                rig.wd.health()
+            ));
+        }
+    }
+    rig.counts_agree();
+    None
+}
+
+/// Promise ("a 64-bit counter: any period"; "everything is integer arithmetic, saturating or
+/// checked"; no false alarm at constant rates): a 5 GHz 64-bit counter started just before its
+/// wrap, a hook every 10 days for 2 000 checks (55 years).
+#[test]
+fn decades_of_checks() {
+    let f = long_haul(10 * 86_400 * PS_PER_S, 2_000);
+    assert!(f.is_none(), "{}", f.unwrap_or_default());
+}
+
+/// As `decades_of_checks`, past 2^63 counter ticks since the first sample.
+///
+/// Found: at constant rates, the check at which the counter has moved 2^63 ticks since the
+/// watchdog's first sample reports `CounterJumped { by_ns: 60 }` (and the window restarts): a
+/// false alarm. Minimal: 5 GHz 64-bit counter, 10 MHz 64-bit reference, a hook every 30 days:
+/// check 712 (58.5 years; at 1 GHz it would be 292 years). Unwrapped counts kept as twice the
+/// midpoint since the first sample overflow where the docs promise "any period" and no false
+/// alarm; harmless in practice (decades of uptime), but a stated promise.
+#[test]
+#[ignore = "finding: after 2^63 counter ticks since the first sample (58.5 years at 5 GHz) a constant-rate counter is reported CounterJumped"]
+fn centuries_of_checks() {
+    let f = long_haul(30 * 86_400 * PS_PER_S, 2_500);
+    assert!(f.is_none(), "{}", f.unwrap_or_default());
+}
+
+/// Reads per check: (counter, reference), for `n` checks of `rig` at period `P`.
+fn costs(rig: &mut Rig, n: usize) -> Vec<(u64, u64, Watch)> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        rig.w.borrow_mut().advance(P);
+        let before = rig.w.borrow().reads;
+        let v = rig.wd.check(&rig.clock);
+        let after = rig.w.borrow().reads;
+        out.push((after.0 - before.0, after.1 - before.1, v));
+    }
+    out
+}
+
+/// Promise (*The bound*: until the reference's step is known "at most 16 384 reference reads
+/// and twice as many counter reads per check"; "a reference that never moves costs every check
+/// the full 16 384"): a reference that never moves.
+///
+/// Found: the first check reads the reference 16 389 times and the counter 32 777 times (the
+/// docs: at most 16 384 and 32 768); minimal: 1 GHz counter, a 10 MHz 64-bit reference that never
+/// moves, the first check. (A kernel sizing the first check's worst case from the docs is 5
+/// reads short: harmless, but the figure is stated as a maximum.)
+#[test]
+#[ignore = "finding: the first check against a still reference makes 16 389 reference reads and 32 777 counter reads (docs: at most 16 384 and twice as many)"]
+fn a_still_reference_costs_at_most_16384_reads() {
+    let cfg = quiet(1_000_000_000_000, 4, 0, 3);
+    let mut still = rig(&cfg);
+    still.w.borrow_mut().r.rate_mhz = 0;
+    for (i, (c, r, v)) in costs(&mut still, 5).into_iter().enumerate() {
+        assert!(!alarm(&v), "{v}");
+        assert!(
+            r <= 16_384 && c <= 2 * 16_384,
+            "still reference, check {i}: {c} counter, {r} reference reads ({v})"
+        );
+    }
+}
+
+/// Promise: once the reference's step is learnt, a check costs "a few brackets" (tries = 4: 4
+/// reference reads, 8 counter reads, a clock read or two); the first check against coarse
+/// references (1 kHz tick, 32 kHz RTC) stays within the stated 16 384.
+#[test]
+fn what_a_check_costs() {
+    // Coarse references once their step is known: a few brackets (tries = 4).
+    for r_kind in 0..REFS.len() {
+        let c = if r_kind <= 1 {
+            50_000_000_000
+        } else {
+            1_000_000_000_000
+        };
+        let cfg = quiet(c, r_kind, 0, 3);
+        let mut rig = rig(&cfg);
+        let mut first = (0, 0);
+        for i in 0..10 {
+            rig.w.borrow_mut().advance(P);
+            let before = rig.w.borrow().reads;
+            rig.wd.check(&rig.clock);
+            let after = rig.w.borrow().reads;
+            let (cr, rr) = (after.0 - before.0, after.1 - before.1);
+            if i == 0 {
+                first = (cr, rr);
+                assert!(
+                    rr <= 16_384 && cr <= 2 * 16_384 + 2,
+                    "ref#{r_kind} first check: {cr}/{rr}"
+                );
+            } else {
+                assert!(
+                    rr <= 4 && cr <= 8 + 2,
+                    "ref#{r_kind} check {i}: {cr} counter, {rr} reference reads (first {first:?})"
+                );
+            }
+        }
+    }
 }
