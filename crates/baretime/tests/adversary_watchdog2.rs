@@ -1269,3 +1269,133 @@ fn what_a_check_costs() {
         }
     }
 }
+
+/// Promise (as `a_small_step_wherever_it_meets_the_split`, where the reference's quantization
+/// dominates): against a 1 kHz tick (an interval's threshold at P = 0.5 s is about 4 000 ppm) and
+/// a 32 kHz RTC, steps of 100 and 1 000 ppm landing after 10 to 30 steady checks are reported
+/// (Changed) within 60 s, and bound_ppb is honest from 60 s after the step on, for 60 s.
+///
+/// Found: 14 of 24 cases fail; with the 1 kHz tick a +100 ppm step is never reported and
+/// bound_ppb stays at the given 1 ppm (`a_step_under_a_tick_is_never_seen`, minimal), and a
+/// -1 000 ppm step is reported at 2.2 s but the clock is then 336 ppm off with bound_ppb 309 ppm
+/// until a second Changed at 250 s (`probe_step_under_a_tick`).
+#[test]
+#[ignore = "finding: under a 1 kHz tick a 100 ppm step is never reported (bound_ppb stays at the given 1 ppm), a -1000 ppm one leaves bound_ppb short for 4 minutes"]
+fn steps_under_a_coarse_reference() {
+    let mut found = Vec::new();
+    let mut slowest = 0.0f64;
+    for &r in &[0usize, 1] {
+        for &ppb in &[100_000i64, -1_000_000] {
+            for n in (10..=30).step_by(4) {
+                let c = 50_000_000_000u128;
+                let cfg = quiet(c, r, 0, 70 + n as u64);
+                let mut rig = settled(&cfg, n, P);
+                let t0 = rig.now_ps() + P * 6 / 10;
+                rig.schedule(t0, Ev::CRate(mhz_off(c, ppb)));
+                let mut seen = None;
+                for i in 0..240 {
+                    let v = rig.hook(P);
+                    let at = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+                    if matches!(v, Watch::Changed { .. }) && seen.is_none() {
+                        seen = Some(at);
+                    }
+                    let (e, b) = err_bound(&rig);
+                    if at >= 60.0 && e > b as u128 + 1 {
+                        found.push(format!(
+                            "ref#{r} {ppb} ppb after {n} checks: check {i} ({at:.1} s): clock {e} off, bound {b}"
+                        ));
+                        break;
+                    }
+                }
+                match seen {
+                    Some(t) if t <= 60.0 => slowest = slowest.max(t),
+                    _ => found.push(format!(
+                        "ref#{r} {ppb} ppb after {n} checks: first Changed {seen:?} s"
+                    )),
+                }
+            }
+        }
+    }
+    println!("slowest detection: {slowest:.1} s");
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Probe: a step under a 1 kHz tick, followed for 10 minutes.
+#[test]
+fn probe_step_under_a_tick() {
+    for &(ppb, gb) in &[
+        (100_000i64, 1_000u64),
+        (300_000, 1_000),
+        (-1_000_000, 1_000),
+        (100_000, 100_000),
+        (100_000, 2_000_000),
+        (1_000_000, 2_000_000),
+    ] {
+        let c = 50_000_000_000u128;
+        let mut cfg = quiet(c, 0, 0, 80);
+        cfg.given_bound = gb;
+        let mut rig = settled(&cfg, 10, P);
+        let t0 = rig.now_ps() + P * 6 / 10;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, ppb)));
+        let mut seen = Vec::new();
+        let mut last_bad = None;
+        for i in 0..1200 {
+            let v = rig.hook(P);
+            let at = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+            if matches!(v, Watch::Changed { .. }) {
+                seen.push(at);
+            }
+            let (e, b) = err_bound(&rig);
+            if e > b as u128 + 1 {
+                last_bad = Some((i, at, e, b));
+            }
+            if i % 240 == 239 {
+                println!("{ppb} (given bound {gb}): {at:.0} s: clock {e} off, bound {b}");
+            }
+        }
+        println!(
+            "{ppb}: Changed at {seen:?}; last violation {last_bad:?}; {:?}",
+            rig.wd.health()
+        );
+    }
+}
+
+/// Promise (*Detection time*: a step under an interval's threshold "is seen once the parts' bounds
+/// fall under δ times the share of the recent part after the step"; bound_ppb a worst case
+/// outside "between a change and its detection"). The given rate is exact, its bound 1 ppm (a
+/// calibration against a better reference, say); the watchdog's reference is a 1 kHz tick, whose
+/// parts' bounds after 10 minutes are a few ppm (one tick over each part's minutes) — far under the
+/// step's 300 ppm times any share.
+///
+/// Minimal: 50 MHz counter, 1 kHz 64-bit tick reference, reads 20 ns / 500 ns, P = 0.5 s, given
+/// rate exact with bound 1 000 ppb, 10 steady checks, then the counter +300 ppm (for good) from
+/// 0.3 s into the next interval: 1 200 checks (10 minutes), every one Steady, no steer; the clock
+/// is 299 910 ppb off while bound_ppb says 1 000. (+100 ppm alike; with a given bound of 2 000 ppm
+/// instead of 1 ppm, the same step is followed within 2 minutes: the baseline, "whichever bound
+/// is the tighter", stays the given rate while the window's bound is looser than the given one,
+/// and nothing judges the window meanwhile.)
+#[test]
+#[ignore = "finding: under a 1 kHz tick with a 1 ppm calibration, a +300 ppm step is never reported in 10 minutes and bound_ppb stays 1000 ppb with the clock 299910 ppb off"]
+fn a_step_under_a_tick_is_never_seen() {
+    let c = 50_000_000_000u128;
+    let cfg = quiet(c, 0, 0, 80);
+    let mut rig = settled(&cfg, 10, P);
+    rig.schedule(rig.now_ps() + P * 6 / 10, Ev::CRate(mhz_off(c, 300_000)));
+    for _ in 0..1200 {
+        rig.hook(P);
+    }
+    let (e, b) = err_bound(&rig);
+    assert!(
+        rig.verdicts
+            .iter()
+            .any(|v| matches!(v, Watch::Changed { .. }))
+            && e <= b as u128 + 1,
+        "clock {e} ppb off, bound_ppb {b}; {:?}",
+        rig.wd.health()
+    );
+}
