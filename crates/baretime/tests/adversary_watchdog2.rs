@@ -1399,3 +1399,72 @@ fn a_step_under_a_tick_is_never_seen() {
         rig.wd.health()
     );
 }
+
+/// Probe: `a_step_under_a_tick_is_never_seen` generalised: a given bound tighter than the
+/// window's for a while (a 10 MHz reference, a 5 ppb calibration), a 2 ppm step after 10 checks.
+#[test]
+fn probe_step_under_a_tight_calibration() {
+    for &(r, gb, ppb) in &[
+        (4usize, 5u64, 2_000i64),
+        (4, 5, 20_000),
+        (2, 20, 3_000),
+        (1, 1_000, 50_000),
+    ] {
+        let c = if r == 1 {
+            50_000_000_000u128
+        } else {
+            1_000_000_000_000
+        };
+        let mut cfg = quiet(c, r, 0, 90);
+        cfg.given_bound = gb;
+        let mut rig = settled(&cfg, 10, P);
+        let t0 = rig.now_ps() + P * 6 / 10;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, ppb)));
+        let mut seen = Vec::new();
+        let mut last_bad = None;
+        for i in 0..600 {
+            let v = rig.hook(P);
+            let at = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+            if matches!(v, Watch::Changed { .. }) {
+                seen.push(at);
+            }
+            let (e, b) = err_bound(&rig);
+            if e > b as u128 + 1 {
+                last_bad = Some((i, at, e, b));
+            }
+        }
+        println!(
+            "ref#{r} given bound {gb} step {ppb}: Changed at {seen:?}; last violation {last_bad:?}"
+        );
+    }
+}
+
+/// As `a_step_under_a_tick_is_never_seen`, with a fine reference: the given rate's bound (a
+/// long calibration's) tighter than the window's when the step comes.
+///
+/// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, given rate
+/// exact with bound 5 ppb, 10 steady checks, then the counter +2 ppm (for good) from 0.3 s into
+/// the next interval (under the interval threshold, ~4.2 ppm): 600 checks (5 minutes), never
+/// Changed; at the end the clock is 1 999 ppb off while bound_ppb says 5. (A +20 ppm step, above
+/// the threshold, is reported at 1.2 s.)
+#[test]
+#[ignore = "finding: with a 5 ppb calibration, a +2 ppm step under a 10 MHz reference is never reported in 5 minutes; bound_ppb stays 5 with the clock 1999 ppb off"]
+fn a_small_step_after_a_tight_calibration_is_never_seen() {
+    let c = 1_000_000_000_000u128;
+    let mut cfg = quiet(c, 4, 0, 90);
+    cfg.given_bound = 5;
+    let mut rig = settled(&cfg, 10, P);
+    rig.schedule(rig.now_ps() + P * 6 / 10, Ev::CRate(mhz_off(c, 2_000)));
+    for _ in 0..600 {
+        rig.hook(P);
+    }
+    let (e, b) = err_bound(&rig);
+    assert!(
+        rig.verdicts
+            .iter()
+            .any(|v| matches!(v, Watch::Changed { .. }))
+            && e <= b as u128 + 1,
+        "clock {e} ppb off, bound_ppb {b}; {:?}",
+        rig.wd.health()
+    );
+}
