@@ -1,0 +1,595 @@
+//! A second outside attack on `WallClock` (the time of day), after the first attack's
+//! findings were fixed by versions of up to four pieces. Written from the documentation alone
+//! (the rustdoc of `WallClock`, `WallError`, `WallHealth`, `SecondsEdge`, `MAX_SLEW_PPM`, the
+//! module docs of `wall.rs`, the README's "The time of day"), never the function bodies.
+//!
+//! The promises attacked here, as they now stand (Q-numbers used below):
+//!
+//! - Q1 a write (set or slew) at clock reading `t_w` takes over at `e = t_w + 100 µs` (a
+//!   reading made during the write; on a clock that stands still during the write, exactly);
+//!   "every reading a reader can have" is kept: readings at clock times before `e` are the
+//!   old version's, so a reading right after a write, at the same clock time, equals the one
+//!   right before it — for a set as well as a slew, accepted or refused.
+//! - Q2 readings never go back (per thread, and across threads: a shared floor), except
+//!   across a set's handover (a step, reported); "the wall time never goes back (and never
+//!   jumps) across a write, whatever the clock's time does".
+//! - Q3 a slew's end is exact: each slew absorbs its offset less what the next write reports
+//!   left at its handover; once every slew is over, `W(t) = t + (unix − at of the last set)
+//!   + Σ absorbed`, exactly; `slew_remaining_ns()` is 0 then, and counts an accepted slew
+//!   whole right after the call.
+//! - Q4 `Busy` (sequential writes): a write short of the handovers of *both* of the two
+//!   accepted writes before it, with the clock moved between them (rustdoc, README); module
+//!   docs: more than one distinct piece base in `(t_w, t_w + 100 µs)`; writes while the clock
+//!   stands still exactly never refuse. A refused write changes nothing (readings, health,
+//!   remaining slew, and every later reading: checked against a twin that never made it).
+//! - Q5 one writer at a time: a second (inside the first's counter reads) gets `Busy`,
+//!   nothing changed; a stalled writer makes the wall time stand still, then catch up (no
+//!   step back), and the offsets stay exact.
+//! - Q6 `health()`: `steps` = sets after the first, `last_step_ns` the latest step returned,
+//!   `slews` = accepted slews with a non-zero offset; refused writes count nothing.
+//! - Q7 saturation at `u64::MAX`, no panic.
+//!
+//! A test marked `#[ignore = "finding: ..."]` is a promise found broken, with its minimal
+//! input.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use baretime::MAX_SLEW_PPM;
+use baretime::{Accuracy, Clock, FnCounter, Frequency, Instant, Source, WallClock, WallError};
+
+/// The handover the docs state: 100 µs after the write's clock reading.
+const H: u64 = 100_000;
+const U: u64 = 1_000_000_000_000_000_000;
+
+type Hook = Box<dyn FnMut(u64) + Send>;
+
+/// A counter the test moves (copied from tests/adversary_wall.rs): `ticks`, an optional
+/// automatic step per read, and an optional hook run inside each read.
+struct Sim {
+    ticks: AtomicU64,
+    auto: AtomicU64,
+    reads: AtomicU64,
+    hooked: AtomicBool,
+    hook: Mutex<Option<Hook>>,
+}
+
+impl Sim {
+    fn read(&self) -> u64 {
+        let n = self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.hooked.load(Ordering::SeqCst) {
+            if let Ok(mut g) = self.hook.try_lock() {
+                if let Some(h) = g.as_mut() {
+                    h(n);
+                }
+            }
+        }
+        let step = self.auto.load(Ordering::Relaxed);
+        if step == 0 {
+            self.ticks.load(Ordering::SeqCst)
+        } else {
+            self.ticks.fetch_add(step, Ordering::SeqCst)
+        }
+    }
+    fn advance(&self, n: u64) {
+        self.ticks.fetch_add(n, Ordering::SeqCst);
+    }
+}
+
+type Ctr = FnCounter<Box<dyn Fn() -> u64 + Send + Sync>>;
+type Wall = WallClock<'static, Ctr>;
+
+fn freq(mhz: u64) -> Frequency {
+    Frequency::from_millihz(mhz, Source::User, Accuracy::Exact).expect("in range")
+}
+
+/// A 64-bit counter at `mhz` millihertz, started at `start` ticks, and a wall clock on it.
+fn rig(mhz: u64, start: u64) -> (&'static Sim, &'static Clock<Ctr>, &'static Wall) {
+    let sim: &'static Sim = Box::leak(Box::new(Sim {
+        ticks: AtomicU64::new(start),
+        auto: AtomicU64::new(0),
+        reads: AtomicU64::new(0),
+        hooked: AtomicBool::new(false),
+        hook: Mutex::new(None),
+    }));
+    let read: Box<dyn Fn() -> u64 + Send + Sync> = Box::new(move || sim.read());
+    let clock: &'static Clock<Ctr> =
+        Box::leak(Box::new(Clock::new(FnCounter::new(read, 64), freq(mhz))));
+    let wall: &'static Wall = Box::leak(Box::new(WallClock::new(clock)));
+    (sim, clock, wall)
+}
+
+fn now(clock: &Clock<Ctr>) -> u64 {
+    clock.now().as_nanos()
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len() as u64) as usize]
+    }
+}
+
+/// What a write asks.
+#[derive(Clone, Copy, Debug)]
+enum W {
+    /// set(W_now + rel, now − back)
+    Set(i64, u64),
+    Slew(i64, u32),
+}
+
+/// How the clock moves before the next step.
+#[derive(Clone, Copy, Debug)]
+enum M {
+    Stand,
+    /// This many ticks.
+    Ticks(u64),
+    /// To the `k`-th newest accepted write's handover (0: the newest) plus `d` ns.
+    ToHandover(usize, i64),
+    /// This much clock time.
+    Ns(u64),
+    Recalibrate(i64),
+    Rebase(u64),
+    Update,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Move(M),
+    Write(W),
+}
+
+/// The piece model of the module docs ("A write", step 4; "Writes before the previous
+/// handover"): the bases of the live version, in order.
+#[derive(Clone, Debug, Default)]
+struct Pieces(Vec<u64>);
+impl Pieces {
+    /// Busy by the module docs: more than one distinct base in (t_w, t_w + H).
+    fn busy(&self, tw: u64) -> bool {
+        let mut v: Vec<u64> = self
+            .0
+            .iter()
+            .copied()
+            .filter(|&b| b > tw && b < tw + H)
+            .collect();
+        v.dedup();
+        v.len() > 1
+    }
+    fn write(&mut self, tw: u64, e: u64) {
+        let in_force = self.0.iter().rposition(|&b| b <= tw).unwrap_or(0);
+        let mut kept: Vec<u64> = Vec::new();
+        for (i, &b) in self.0.iter().enumerate() {
+            if i == in_force || (i > in_force && b > tw && b < e) {
+                kept.push(b);
+            }
+        }
+        kept.push(e);
+        let mut out: Vec<u64> = Vec::new();
+        for (i, &b) in kept.iter().enumerate() {
+            let next_equal = kept.get(i + 1) == Some(&b);
+            if !next_equal || i == 0 {
+                out.push(b);
+            }
+        }
+        assert!(out.len() <= 4, "model: more than PIECES pieces: {out:?}");
+        self.0 = out;
+    }
+}
+
+/// The driver: runs steps on a rig, checks Q1–Q4 and Q6 as it goes, Q3 at the end.
+struct Drv {
+    sim: &'static Sim,
+    clock: &'static Clock<Ctr>,
+    wall: &'static Wall,
+    mhz: u64,
+    /// Exact oracles (the counter stands still during a write).
+    exact: bool,
+    /// Accepted writes: (clock reading, handover upper bound).
+    writes: Vec<(u64, u64)>,
+    /// Sets' handover ranges (lo, hi): monotonicity is not promised across them.
+    sets: Vec<(u64, u64)>,
+    pieces: Pieces,
+    last: Option<(u64, u64, u64)>,
+    offset: i128,
+    pending: i64,
+    n_sets: u32,
+    n_slews: u32,
+    last_step: i64,
+    log: Vec<String>,
+    /// The first mismatch against the public (rustdoc/README) Busy rule, if any.
+    public_busy_mismatch: Option<String>,
+    /// Statistics: Busy refusals, writes before the newest handover, most model pieces.
+    busy: u32,
+    early: u32,
+    max_pieces: usize,
+    /// Readings at the moves, and whether each write step was accepted.
+    trace: Vec<(u64, u64)>,
+    accepted: Vec<bool>,
+}
+
+impl Drv {
+    fn new(mhz: u64, auto: u64) -> Drv {
+        let (sim, clock, wall) = rig(mhz, 1_000_000);
+        sim.auto.store(auto, Ordering::SeqCst);
+        Drv {
+            sim,
+            clock,
+            wall,
+            mhz,
+            exact: auto == 0,
+            writes: Vec::new(),
+            sets: Vec::new(),
+            pieces: Pieces::default(),
+            last: None,
+            offset: 0,
+            pending: 0,
+            n_sets: 0,
+            n_slews: 0,
+            last_step: 0,
+            log: Vec::new(),
+            public_busy_mismatch: None,
+            busy: 0,
+            early: 0,
+            max_pieces: 0,
+            trace: Vec::new(),
+            accepted: Vec::new(),
+        }
+    }
+
+    fn fail(&self, what: String) -> ! {
+        panic!("{what}\nsteps:\n{}", self.log.join("\n"));
+    }
+
+    /// A reading, checked against the previous one (Q2), returned with its clock bracket.
+    fn read(&mut self) -> (u64, u64, u64) {
+        let t0 = now(self.clock);
+        let w = self.wall.unix_ns().unwrap_or(0);
+        let t1 = now(self.clock);
+        if let Some((p0, _p1, pw)) = self.last {
+            let exempt = self.sets.iter().any(|&(lo, hi)| hi > p0 && lo <= t1);
+            if !exempt && w < pw {
+                self.fail(format!("Q2: back from {pw} to {w} (clock {p0} -> {t0})"));
+            }
+            // No jump: at most 1.5 × the clock time + a few ns (a slew at MAX_SLEW_PPM).
+            if !exempt && w > pw && u128::from(w - pw) > u128::from(t1 - p0) * 3 / 2 + 4 {
+                self.fail(format!("Q2: jump {pw} -> {w} over clock {p0} -> {t1}"));
+            }
+        }
+        self.last = Some((t0, t1, w));
+        (t0, t1, w)
+    }
+
+    fn advance_ns(&mut self, ns: u64) {
+        let target = now(self.clock).saturating_add(ns);
+        self.move_to(target);
+    }
+
+    fn move_to(&mut self, target: u64) {
+        for _ in 0..64 {
+            let t = now(self.clock);
+            if t >= target {
+                return;
+            }
+            let ticks = (u128::from(target - t) * u128::from(self.mhz) / 1_000_000_000_000) as u64;
+            self.sim.advance(ticks.max(1));
+        }
+    }
+
+    fn step(&mut self, s: Step) {
+        self.log
+            .push(format!("  {s:?} @ clock {}", now(self.clock)));
+        match s {
+            Step::Move(m) => {
+                match m {
+                    M::Stand => {}
+                    M::Ticks(n) => self.sim.advance(n),
+                    M::Ns(n) => self.advance_ns(n),
+                    M::ToHandover(k, d) => {
+                        if let Some(&(_, e)) = self.writes.iter().rev().nth(k) {
+                            self.move_to((e as i64 + d) as u64);
+                        }
+                    }
+                    M::Recalibrate(ppm) => {
+                        let f =
+                            (self.mhz as i128 + self.mhz as i128 * ppm as i128 / 1_000_000) as u64;
+                        let fr = Frequency::from_millihz(f, Source::User, Accuracy::Exact);
+                        if fr.is_some_and(|fr| self.clock.recalibrate(fr).is_ok()) {
+                            self.mhz = f;
+                        }
+                    }
+                    M::Rebase(jump) => {
+                        let at = Instant::from_nanos(now(self.clock) + jump);
+                        let _ = self.clock.rebase(at, freq(self.mhz));
+                    }
+                    M::Update => {
+                        let _ = self.clock.update();
+                    }
+                }
+                let (t, _, w) = self.read();
+                self.trace.push((t, w));
+            }
+            Step::Write(w) => self.write(w),
+        }
+    }
+
+    fn write(&mut self, w: W) {
+        let (_, tb, before) = self.read();
+        let h0 = self.wall.health();
+        let rem0 = self.wall.slew_remaining_ns();
+        let set_before = self.n_sets > 0;
+        let r: Result<Option<i128>, WallError> = match w {
+            W::Set(rel, back) => {
+                let unix = if set_before {
+                    (i128::from(before) + i128::from(rel)).clamp(0, i128::from(u64::MAX)) as u64
+                } else {
+                    U
+                };
+                let at = tb.saturating_sub(back);
+                let r = self.wall.set(unix, Instant::from_nanos(at));
+                if r.is_ok() {
+                    self.offset = i128::from(unix) - i128::from(at);
+                    self.pending = 0;
+                }
+                r
+            }
+            W::Slew(off, ppm) => {
+                let r = self.wall.slew(off, ppm).map(|l| Some(i128::from(l)));
+                if let Ok(Some(left)) = r {
+                    self.offset += i128::from(self.pending) - left;
+                    self.pending = off;
+                }
+                r
+            }
+        };
+        let ta = now(self.clock);
+        self.log.push(format!("    -> {r:?} (clock {tb}..{ta})"));
+        // Q4 by the docs: public rule and module rule (exact clocks only).
+        if self.exact && set_before {
+            let n = self.writes.len();
+            let public = n >= 2 && {
+                let (ta_, ea) = self.writes[n - 2];
+                let (tb_, _eb) = self.writes[n - 1];
+                ta_ < tb_ && tb < ea
+            };
+            let module = self.pieces.busy(tb);
+            let busy = r == Err(WallError::Busy);
+            self.busy += u32::from(busy);
+            self.early += u32::from(self.writes.last().is_some_and(|&(_, e)| tb < e));
+            if busy != module {
+                self.fail(format!(
+                    "Q4 (module docs): busy {busy}, the piece rule says {module}; bases {:?}",
+                    self.pieces.0
+                ));
+            }
+            if busy != public && self.public_busy_mismatch.is_none() {
+                self.public_busy_mismatch = Some(format!(
+                    "busy {busy}, rustdoc's rule says {public}\nsteps:\n{}",
+                    self.log.join("\n")
+                ));
+            }
+        }
+        self.accepted.push(r.is_ok());
+        match r {
+            Ok(ret) => {
+                self.writes.push((tb, ta + H));
+                if self.exact {
+                    self.pieces.write(tb, tb + H);
+                    self.max_pieces = self.max_pieces.max(self.pieces.0.len());
+                }
+                match w {
+                    W::Set(..) => {
+                        self.sets.push((tb + H, ta + H));
+                        if set_before != ret.is_some() {
+                            self.fail(format!("Q2: set returned {ret:?} (first: {})", !set_before));
+                        }
+                        if let Some(s) = ret {
+                            self.last_step =
+                                s.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64;
+                        }
+                        self.n_sets += 1;
+                    }
+                    W::Slew(off, _) => {
+                        if off != 0 {
+                            self.n_slews += 1;
+                        }
+                        let rem = self.wall.slew_remaining_ns();
+                        if self.exact && rem != off {
+                            self.fail(format!(
+                                "Q3: slew_remaining_ns {rem} right after slew({off})"
+                            ));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                let ok_err = matches!((w, e), (W::Slew(..), WallError::NotSet) if !set_before)
+                    || e == WallError::Busy;
+                if !ok_err {
+                    self.fail(format!("unexpected {e:?}"));
+                }
+                if self.wall.health() != h0 || (self.exact && self.wall.slew_remaining_ns() != rem0)
+                {
+                    self.fail("Q4: a refused write changed health/remaining".into());
+                }
+            }
+        }
+        if w_is_first_set(w, set_before) {
+            self.last = None;
+        }
+        let (_, _, after) = self.read();
+        if self.exact && after != before && !(w_is_first_set(w, set_before)) {
+            self.fail(format!(
+                "Q1: reading at one clock time {before} -> {after} across the write"
+            ));
+        }
+        let h = self.wall.health();
+        let steps = self.n_sets.saturating_sub(1);
+        if h.steps != steps
+            || h.slews != self.n_slews
+            || (steps > 0 && h.last_step_ns != self.last_step)
+        {
+            self.fail(format!(
+                "Q6: health {h:?}, expected steps {steps} last {} slews {}",
+                self.last_step, self.n_slews
+            ));
+        }
+    }
+
+    /// Q3 at the end: let every slew end; the offsets add up exactly.
+    fn finish(&mut self) {
+        if self.n_sets == 0 {
+            return;
+        }
+        self.advance_ns(2_000_000_000);
+        self.step(Step::Move(M::Ns(3_000_000_000)));
+        self.sim.auto.store(0, Ordering::SeqCst);
+        let t = now(self.clock);
+        let w = self.wall.unix_ns().unwrap();
+        let want = i128::from(t) + self.offset + i128::from(self.pending);
+        if i128::from(w) != want {
+            self.fail(format!(
+                "Q3: at clock {t} wall {w}, the offsets say {want} (diff {})",
+                i128::from(w) - want
+            ));
+        }
+        let rem = self.wall.slew_remaining_ns();
+        if rem != 0 {
+            self.fail(format!("Q3: remaining {rem} after every slew's end"));
+        }
+    }
+}
+
+fn w_is_first_set(w: W, set_before: bool) -> bool {
+    matches!(w, W::Set(..)) && !set_before
+}
+
+/// A random burst program: a first set, then bursts of 2..10 writes (sets and slews mixed) at
+/// spacings just before / at / just after the previous handovers, standing, creeping, and
+/// with Clock recalibrations, rebases and updates between them.
+fn program(rng: &mut Rng, slow: bool) -> Vec<Step> {
+    let mut v = vec![Step::Write(W::Set(0, 0)), Step::Move(M::Ns(3 * H))];
+    let bursts = 1 + rng.below(4);
+    for _ in 0..bursts {
+        let n = 2 + rng.below(9);
+        for _ in 0..n {
+            let m = match rng.below(12) {
+                0 | 1 => M::Stand,
+                2 => M::Ticks(1),
+                3 if slow => M::Ticks(1 + rng.below(4)),
+                3 => M::Ticks(2),
+                4 => M::ToHandover(0, -1),
+                5 => M::ToHandover(0, 0),
+                6 => M::ToHandover(0, 1),
+                7 => M::ToHandover(1, rng.pick(&[-1, 0, 1])),
+                8 => M::ToHandover(rng.below(3) as usize, rng.pick(&[-2, 2, -(H as i64) / 2])),
+                9 => rng.pick(&[
+                    M::Recalibrate(100),
+                    M::Recalibrate(-37),
+                    M::Rebase(0),
+                    M::Rebase(1),
+                    M::Rebase(H - 1),
+                    M::Update,
+                ]),
+                10 => M::Ns(rng.below(3 * H)),
+                _ => M::Stand,
+            };
+            v.push(Step::Move(m));
+            let w = if rng.below(4) == 0 {
+                W::Set(
+                    rng.pick(&[-1_000_000, -1, 0, 1, 500_000_000, -(H as i64)]),
+                    rng.pick(&[0, 1000, 2 * H]),
+                )
+            } else {
+                W::Slew(
+                    rng.pick(&[0, 1, -1, 999, -999, 1_000_000, -1_000_000, 77_777]),
+                    rng.pick(&[1000, 250_000, MAX_SLEW_PPM, 1_000_000 / 3]),
+                )
+            };
+            v.push(Step::Write(w));
+        }
+        v.push(Step::Move(M::Ns(rng.pick(&[0, H, 10 * H, 2_000_000]))));
+    }
+    v
+}
+
+fn run(mhz: u64, auto: u64, steps: &[Step]) -> Drv {
+    let mut d = Drv::new(mhz, auto);
+    for &s in steps {
+        d.step(s);
+    }
+    d.finish();
+    d
+}
+
+/// The clocks: 1 GHz, 3 GHz, 1 kHz, 32.768 kHz counters that stand still during a write, and
+/// a 1 GHz one that moves 3 ticks a read (fast).
+const CLOCKS: [(u64, u64, bool); 5] = [
+    (1_000_000_000_000, 0, false),
+    (3_000_000_000_000, 0, false),
+    (1_000_000, 0, true),
+    (32_768_000, 0, true),
+    (1_000_000_000_000, 3, false),
+];
+
+#[test]
+fn bursts_at_every_spacing() {
+    let mut mismatch = None;
+    let (mut busy, mut early, mut four) = (0, 0, 0);
+    for (i, &(mhz, auto, slow)) in CLOCKS.iter().enumerate() {
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (i as u64 + 1));
+        for _ in 0..120 {
+            let p = program(&mut rng, slow);
+            let d = run(mhz, auto, &p);
+            busy += d.busy;
+            if auto == 0 && d.busy > 0 {
+                twin(mhz, &p, &d);
+            }
+            early += d.early;
+            four += u32::from(d.max_pieces >= 3);
+            if mismatch.is_none() {
+                mismatch = d.public_busy_mismatch;
+            }
+        }
+    }
+    println!(
+        "busy {busy}, writes before the newest handover {early}, runs reaching 3 pieces {four}"
+    );
+    if let Some(m) = mismatch {
+        println!("first mismatch with the rustdoc's Busy rule:\n{m}");
+    }
+    assert!(
+        busy > 20 && early > 200 && four > 5,
+        "the bursts reach the cases"
+    );
+}
+
+/// Q4: the same program without its refused writes gives the same readings at every move and
+/// the same outcome for every other write (a refused write changed nothing, ever).
+fn twin(mhz: u64, p: &[Step], d: &Drv) {
+    let mut writes = d.accepted.iter();
+    let q: Vec<Step> = p
+        .iter()
+        .copied()
+        .filter(|s| !matches!(s, Step::Write(_)) || *writes.next().unwrap())
+        .collect();
+    let e = run(mhz, 0, &q);
+    let kept: Vec<bool> = d.accepted.iter().copied().filter(|&a| a).collect();
+    if e.trace != d.trace || e.accepted != kept {
+        let i = e.trace.iter().zip(&d.trace).position(|(a, b)| a != b);
+        panic!(
+            "Q4: a refused write changed what came after: first differing reading {i:?}: {:?} vs {:?}\nsteps:\n{}",
+            i.map(|i| d.trace[i]),
+            i.map(|i| e.trace[i]),
+            d.log.join("\n")
+        );
+    }
+}
