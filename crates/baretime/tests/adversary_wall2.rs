@@ -833,3 +833,173 @@ fn stalled_writers_at_every_read() {
     }
     assert!(fired > 500);
 }
+
+/// Q7 with bursts: near `u64::MAX` the wall time saturates, never goes back (between sets),
+/// never panics; a set whose handover value is past `u64::MAX` is `OutOfRange` and changes
+/// nothing; the step is reported whole (i128) and `last_step_ns` saturates to i64.
+#[test]
+fn bursts_near_saturation() {
+    let mut rng = Rng(0x5a7u64 << 20 | 7);
+    for case in 0..200 {
+        let (sim, clock, wall) = rig(1_000_000_000_000, 0);
+        sim.advance(1 + rng.below(10 * H));
+        let t0 = now(clock);
+        let start = u64::MAX - H - rng.pick(&[0, 1, 2, 1_000, 3_000_000, 2_000_000_000]);
+        let first = wall.set(start, Instant::from_nanos(t0));
+        assert_eq!(first, Ok(None), "case {case}");
+        let mut prev = wall.unix_ns().unwrap();
+        let mut steps = 0u32;
+        for _ in 0..(2 + rng.below(9)) {
+            match rng.below(4) {
+                0 => {}
+                1 => sim.advance(1),
+                2 => sim.advance(H),
+                _ => sim.advance(rng.below(3 * H)),
+            }
+            let w = wall.unix_ns().unwrap();
+            assert!(w >= prev, "case {case}: back {prev} -> {w}");
+            prev = w;
+            let h0 = wall.health();
+            if rng.below(3) == 0 {
+                let t = now(clock);
+                let to = rng.pick(&[u64::MAX, u64::MAX - H, u64::MAX - H - 1, 0, 1 << 62]);
+                let r = wall.set(to, Instant::from_nanos(t));
+                let at_handover = u128::from(to) + u128::from(H);
+                match r {
+                    Err(WallError::OutOfRange) => {
+                        assert!(at_handover > u128::from(u64::MAX), "case {case}: {to}");
+                        assert_eq!(wall.health(), h0, "case {case}");
+                        assert_eq!(wall.unix_ns().unwrap(), w, "case {case}");
+                    }
+                    Ok(Some(s)) => {
+                        assert!(at_handover <= u128::from(u64::MAX), "case {case}: {to}");
+                        steps += 1;
+                        let h = wall.health();
+                        assert_eq!(h.steps, steps);
+                        assert_eq!(
+                            h.last_step_ns,
+                            s.clamp(i128::from(i64::MIN), i128::from(i64::MAX)) as i64
+                        );
+                        // Readings before the handover are kept.
+                        assert_eq!(wall.unix_ns().unwrap(), w, "case {case}");
+                        sim.advance(H);
+                        let after = wall.unix_ns().unwrap();
+                        let t2 = now(clock);
+                        assert_eq!(
+                            u128::from(after),
+                            (u128::from(to) + u128::from(t2 - t)).min(u128::from(u64::MAX)),
+                            "case {case}"
+                        );
+                        prev = after;
+                    }
+                    Err(WallError::Busy) => {
+                        assert_eq!(wall.health(), h0, "case {case}");
+                        assert_eq!(wall.unix_ns().unwrap(), w, "case {case}");
+                    }
+                    r => panic!("case {case}: {r:?}"),
+                }
+            } else {
+                let off = rng.pick(&[i64::MAX, i64::MIN, 1, -1, 1_000_000, -1_000_000]);
+                let ppm = rng.pick(&[1, 1000, MAX_SLEW_PPM]);
+                let r = wall.slew(off, ppm);
+                assert!(r.is_ok() || r == Err(WallError::Busy), "case {case}: {r:?}");
+                assert_eq!(
+                    wall.unix_ns().unwrap(),
+                    w,
+                    "case {case}: kept at one clock time"
+                );
+            }
+        }
+        // A long way on: still saturated or running, never back.
+        for _ in 0..5 {
+            sim.advance(1_000_000_000_000);
+            let w = wall.unix_ns().unwrap();
+            assert!(w >= prev, "case {case}: back {prev} -> {w}");
+            prev = w;
+        }
+    }
+}
+
+/// Q2/Q3 across threads: one writer bursts slews (2..10 in a row, back to back or a handover
+/// apart) on a counter that moves a tick at every read, while a Clock writer recalibrates and
+/// two readers check their own order and a shared floor; at the end the offsets add up.
+#[test]
+fn threads_bursts_and_a_shared_floor() {
+    use std::sync::Arc;
+    let (sim, clock, wall) = rig(1_000_000_000_000, 0);
+    sim.auto.store(1, Ordering::SeqCst);
+    wall.set(U, Instant::ZERO).unwrap();
+    let floor = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut readers = Vec::new();
+    for _ in 0..2 {
+        let floor = floor.clone();
+        let stop = stop.clone();
+        readers.push(std::thread::spawn(move || {
+            let mut mine = 0u64;
+            let mut n = 0u64;
+            while !stop.load(Ordering::SeqCst) || n < 1000 {
+                let f = floor.load(Ordering::SeqCst);
+                let w = wall.unix_ns().unwrap();
+                assert!(w >= mine, "per thread: back from {mine} to {w}");
+                assert!(w >= f, "shared floor: back from {f} to {w}");
+                mine = w;
+                floor.fetch_max(w, Ordering::SeqCst);
+                n += 1;
+            }
+            n
+        }));
+    }
+    let stop2 = stop.clone();
+    let recal = std::thread::spawn(move || {
+        let mut i = 0u64;
+        while !stop2.load(Ordering::SeqCst) {
+            let f = if i % 2 == 0 {
+                1_000_100_000_000
+            } else {
+                999_950_000_000
+            };
+            let _ = clock.recalibrate(freq(f));
+            let _ = clock.update();
+            i += 1;
+            std::thread::yield_now();
+        }
+    });
+    let mut rng = Rng(0xfeed_beef);
+    let (mut offset, mut pending, mut ok, mut busy) = (i128::from(U), 0i64, 0, 0);
+    for _ in 0..60 {
+        for _ in 0..(2 + rng.below(9)) {
+            if rng.below(3) == 0 {
+                let t = now(clock);
+                while now(clock) < t + H {
+                    std::hint::spin_loop();
+                }
+            }
+            let off = rng.pick(&[1, -1, 999, -999, 100_000, -100_000]);
+            match wall.slew(off, rng.pick(&[250_000, MAX_SLEW_PPM])) {
+                Ok(left) => {
+                    offset += i128::from(pending) - i128::from(left);
+                    pending = off;
+                    ok += 1;
+                }
+                Err(WallError::Busy) => busy += 1,
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    let reads: Vec<u64> = readers.into_iter().map(|r| r.join().unwrap()).collect();
+    recal.join().unwrap();
+    sim.auto.store(0, Ordering::SeqCst);
+    sim.advance(2_000_000_000);
+    let t = now(clock);
+    let w = wall.unix_ns().unwrap();
+    println!("slews ok {ok} busy {busy}, reads {reads:?}");
+    assert_eq!(wall.slew_remaining_ns(), 0);
+    assert_eq!(
+        i128::from(w),
+        i128::from(t) + offset + i128::from(pending),
+        "Q3 offsets"
+    );
+    assert_eq!(wall.health().slews, ok);
+}
