@@ -52,6 +52,8 @@ struct Sim {
     reads: AtomicU64,
     hooked: AtomicBool,
     hook: Mutex<Option<Hook>>,
+    /// If non-zero: the counter also moves a tick every this many reads.
+    per: AtomicU64,
 }
 
 impl Sim {
@@ -63,6 +65,10 @@ impl Sim {
                     h(n);
                 }
             }
+        }
+        let per = self.per.load(Ordering::Relaxed);
+        if per != 0 && n % per == 0 {
+            self.ticks.fetch_add(1, Ordering::SeqCst);
         }
         let step = self.auto.load(Ordering::Relaxed);
         if step == 0 {
@@ -91,6 +97,7 @@ fn rig(mhz: u64, start: u64) -> (&'static Sim, &'static Clock<Ctr>, &'static Wal
         reads: AtomicU64::new(0),
         hooked: AtomicBool::new(false),
         hook: Mutex::new(None),
+        per: AtomicU64::new(0),
     }));
     let read: Box<dyn Fn() -> u64 + Send + Sync> = Box::new(move || sim.read());
     let clock: &'static Clock<Ctr> =
@@ -219,7 +226,12 @@ struct Drv {
 impl Drv {
     fn new(mhz: u64, auto: u64) -> Drv {
         let (sim, clock, wall) = rig(mhz, 1_000_000);
-        sim.auto.store(auto, Ordering::SeqCst);
+        // auto ≥ 1000: a slow counter moving a tick every `auto` reads.
+        if auto >= 1000 {
+            sim.per.store(auto, Ordering::SeqCst);
+        } else {
+            sim.auto.store(auto, Ordering::SeqCst);
+        }
         Drv {
             sim,
             clock,
@@ -452,6 +464,7 @@ impl Drv {
         self.advance_ns(2_000_000_000);
         self.step(Step::Move(M::Ns(3_000_000_000)));
         self.sim.auto.store(0, Ordering::SeqCst);
+        self.sim.per.store(0, Ordering::SeqCst);
         let t = now(self.clock);
         let w = self.wall.unix_ns().unwrap();
         let want = i128::from(t) + self.offset + i128::from(self.pending);
@@ -531,8 +544,11 @@ fn run(mhz: u64, auto: u64, steps: &[Step]) -> Drv {
 }
 
 /// The clocks: 1 GHz, 3 GHz, 1 kHz, 32.768 kHz counters that stand still during a write, and
-/// a 1 GHz one that moves 3 ticks a read (fast).
-const CLOCKS: [(u64, u64, bool); 5] = [
+/// a 1 GHz one that moves 3 ticks a read (fast), and slow ones that move a tick every 600
+/// (32.768 kHz) or 12 000 (1 kHz) reads.
+const CLOCKS: [(u64, u64, bool); 7] = [
+    (32_768_000, 600, true),
+    (1_000_000, 12_000, true),
     (1_000_000_000_000, 0, false),
     (3_000_000_000_000, 0, false),
     (1_000_000, 0, true),
@@ -1002,4 +1018,33 @@ fn threads_bursts_and_a_shared_floor() {
         "Q3 offsets"
     );
     assert_eq!(wall.health().slews, ok);
+}
+
+/// Q6 and the step's definition in a burst at one clock time: a set cancels the slew at once
+/// (remaining 0 from the call), each set reports its move against the version before it (the
+/// intermediate values no reader ever saw), and the steps add up to the move readers see.
+#[test]
+fn steps_in_a_burst_add_up() {
+    let (sim, _clock, wall) = rig(1_000_000_000_000, 0);
+    wall.set(U, Instant::ZERO).unwrap();
+    sim.advance(3 * H);
+    assert_eq!(wall.slew(1_000_000, 1000), Ok(0));
+    sim.advance(2 * H);
+    let w = wall.unix_ns().unwrap();
+    let mut sum = 0i128;
+    for to in [1_000_000_000u64, 3_000_000_000, 2_000_000_000] {
+        sum += wall
+            .set(w + to, Instant::from_nanos(5 * H))
+            .unwrap()
+            .unwrap();
+        assert_eq!(wall.slew_remaining_ns(), 0);
+        assert_eq!(wall.unix_ns().unwrap(), w, "kept before the handover");
+    }
+    // The old slew ran on until the handover: 100 µs at 1000 ppm = 100 ns more absorbed.
+    sim.advance(H);
+    let after = wall.unix_ns().unwrap();
+    // The old version at the handover: w + H + 100; the step readers see is the sum.
+    assert_eq!(i128::from(after) - i128::from(w + H + 100), sum);
+    assert_eq!(sum, 2_000_000_000 - 100);
+    assert_eq!(wall.health().steps, 3);
 }
