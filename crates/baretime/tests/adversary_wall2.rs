@@ -14,8 +14,8 @@
 //!   across a set's handover (a step, reported); "the wall time never goes back (and never
 //!   jumps) across a write, whatever the clock's time does".
 //! - Q3 a slew's end is exact: each slew absorbs its offset less what the next write reports
-//!   left at its handover; once every slew is over, `W(t) = t + (unix − at of the last set)
-//!   + Σ absorbed`, exactly; `slew_remaining_ns()` is 0 then, and counts an accepted slew
+//!   left at its handover; once every slew is over, `W(t) = t + (unix − at of the last
+//!   set) + Σ absorbed`, exactly; `slew_remaining_ns()` is 0 then, and counts an accepted slew
 //!   whole right after the call.
 //! - Q4 `Busy` (sequential writes): a write short of the handovers of *both* of the two
 //!   accepted writes before it, with the clock moved between them (rustdoc, README); module
