@@ -663,6 +663,13 @@ fn busy_rule_at_its_edges() {
         3 * H,
     ]);
     assert!(r.iter().all(|r| r.is_ok()), "standing: {r:?}");
+    // A retry after Busy: refused until the older write's handover, taken there.
+    let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 2, 3 * H + 3, 4 * H - 1, 4 * H]);
+    assert_eq!(&r[2..5], &[Err(Busy), Err(Busy), Err(Busy)], "{r:?}");
+    assert!(r[5].is_ok(), "{r:?}");
+    let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1, 3 * H + 2, 4 * H - 1, 4 * H]);
+    assert_eq!(&r[3..5], &[Err(Busy), Err(Busy)], "{r:?}");
+    assert!(r[5].is_ok(), "{r:?}");
     // Two at one time, then a creep: the two before it did not move apart: accepted.
     let r = slews_at(&[3 * H, 3 * H, 3 * H + 1]);
     assert!(r[2].is_ok(), "{r:?}");
@@ -975,9 +982,20 @@ fn bursts_near_saturation() {
 /// two readers check their own order and a shared floor; at the end the offsets add up.
 #[test]
 fn threads_bursts_and_a_shared_floor() {
+    threads_bursts(1, false);
+}
+
+/// The same on a counter only the writer moves (0 or 1 tick, or to just before / at / after
+/// the newest handover, between writes): versions of three pieces under the readers.
+#[test]
+fn threads_bursts_on_a_creeping_counter() {
+    threads_bursts(0, true);
+}
+
+fn threads_bursts(auto: u64, writer_moves: bool) {
     use std::sync::Arc;
     let (sim, clock, wall) = rig(1_000_000_000_000, 0);
-    sim.auto.store(1, Ordering::SeqCst);
+    sim.auto.store(auto, Ordering::SeqCst);
     wall.set(U, Instant::ZERO).unwrap();
     let floor = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
@@ -1003,7 +1021,7 @@ fn threads_bursts_and_a_shared_floor() {
     let stop2 = stop.clone();
     let recal = std::thread::spawn(move || {
         let mut i = 0u64;
-        while !stop2.load(Ordering::SeqCst) {
+        while !stop2.load(Ordering::SeqCst) && !writer_moves {
             let f = if i % 2 == 0 {
                 1_000_100_000_000
             } else {
@@ -1019,7 +1037,9 @@ fn threads_bursts_and_a_shared_floor() {
     let (mut offset, mut pending, mut ok, mut busy) = (i128::from(U), 0i64, 0, 0);
     for _ in 0..60 {
         for _ in 0..(2 + rng.below(9)) {
-            if rng.below(3) == 0 {
+            if writer_moves {
+                sim.advance(rng.pick(&[0, 0, 1, 1, H - 1, H, H + 1, 2]));
+            } else if rng.below(3) == 0 {
                 let t = now(clock);
                 while now(clock) < t + H {
                     std::hint::spin_loop();
