@@ -147,6 +147,9 @@ enum M {
     Recalibrate(i64),
     Rebase(u64),
     Update,
+    /// The 64-bit counter reset to half its value (resume from suspend before the rebase):
+    /// the Clock stands still.
+    Reset,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -328,6 +331,10 @@ impl Drv {
                     M::Update => {
                         let _ = self.clock.update();
                     }
+                    M::Reset => {
+                        let t = self.sim.ticks.load(Ordering::SeqCst);
+                        self.sim.ticks.store(t / 2, Ordering::SeqCst);
+                    }
                 }
                 let (t, _, w) = self.read();
                 self.trace.push((t, w));
@@ -467,6 +474,8 @@ impl Drv {
         if self.n_sets == 0 {
             return;
         }
+        // A counter reset leaves the clock standing until the kernel's rebase.
+        self.step(Step::Move(M::Rebase(0)));
         self.advance_ns(2_000_000_000);
         self.step(Step::Move(M::Ns(3_000_000_000)));
         self.sim.auto.store(0, Ordering::SeqCst);
@@ -517,6 +526,8 @@ fn program(rng: &mut Rng, slow: bool) -> Vec<Step> {
                     M::Rebase(1),
                     M::Rebase(H - 1),
                     M::Update,
+                    M::Reset,
+                    M::Reset,
                 ]),
                 10 => M::Ns(rng.below(3 * H)),
                 _ => M::Stand,
