@@ -138,9 +138,10 @@ const PPM_MASK: u64 = 0x00ff_ffff;
 pub enum WallError {
     /// The wall time has not been set yet ([`WallClock::set`]): nothing to slew.
     NotSet,
-    /// Another writer is active right now, or (rarely) the clock has not passed the
-    /// handovers of the two writes before this one ([`WallClock`], "Writers and the
-    /// handover"); nothing was changed.
+    /// Another writer is active right now, or (rarely) two distinct handovers of earlier
+    /// writes are still less than 100 µs ahead of this write's clock reading (a clock that
+    /// creeps: [`WallClock`], "Writers and the handover"); nothing was changed. Retry once
+    /// the clock has passed the older of them (at most 100 µs of clock time).
     Busy,
     /// The time asked would be before 1970-01-01T00:00:00Z (Unix time 0) at the new
     /// version's base; nothing was changed.
@@ -523,10 +524,12 @@ impl Version_ {
 /// counter between ticks, the moments after a recalibration) every write pays those reads
 /// and goes on: writes in a row at one clock time all take over at the same handover, and
 /// the wall time stands still with the clock, then goes on from where it stood. A write
-/// that finds the clock short of the handovers of *both* of the two writes before it, with
-/// the clock moved between them (three writes within 100 µs of clock time on a clock that
-/// creeps), returns [`WallError::Busy`] with nothing changed: try again once the clock has
-/// moved on.
+/// whose clock reading finds two or more *distinct* handovers still ahead of it by less than
+/// 100 µs (earlier writes made within the last 100 µs at different clock times: a clock that
+/// creeps) returns [`WallError::Busy`] with nothing changed. Writes at one clock time share
+/// one handover, so a burst of them never counts twice; refused writes leave no handover.
+/// Try again once the clock has passed the older of the two pending handovers: at most
+/// 100 µs of clock time.
 ///
 /// On a [`Clock`] not started yet (its time stands at zero) a `WallClock` can be set and
 /// slewed as above (each write pays its 16 384 reads); the wall time stands still until the

@@ -696,27 +696,29 @@ fn busy_rule_at_its_edges() {
     assert!(r[2].is_ok(), "{r:?}");
 }
 
-/// Doc finding (not a broken behaviour): the rustdoc's rule ("a write that finds the clock
-/// short of the handovers of both of the two writes before it, with the clock moved between
-/// them ... returns Busy") says the third write here is Busy; the library takes it, as the
-/// module docs' piece rule and the rustdoc's other sentence ("writes in a row at one clock time
-/// all take over at the same handover") say: slews at 3H, 3H+1, 3H+1.
+/// Doc finding (docs fixed since): the rustdoc's old rule said the third write here is Busy;
+/// the library takes it, as the rule now stated says (one distinct handover, 3H+1+H, is
+/// less than 100 µs ahead; the other is exactly 100 µs ahead): slews at 3H, 3H+1, 3H+1.
 #[test]
 fn doc_rustdoc_rule_predicts_busy_for_a_write_at_the_previous_ones_time() {
     let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1]);
     assert!(r[2].is_ok(), "{r:?}");
 }
 
+/// Found (docs fixed since): the rustdoc and README said a write is `Busy` when "short of the
+/// handovers of both of the two writes before it, with the clock moved between them", and this
+/// write was refused although the two before it were at one clock time: set(1e18, 0) @0;
+/// slews @300000, @300001, @300001 (all Ok), then @300002 -> Err(Busy). The rustdoc now states
+/// the rule the library keeps: two or more distinct handovers still less than 100 µs ahead
+/// (400000 and 400001 here) — Busy, and a retry is taken once the clock passes the older one.
 #[test]
-#[ignore = "finding: refused where the rustdoc/README rule says accepted: set(1e18, 0) @0; slews \
-            @300000, @300001, @300001 (all Ok), then @300002 -> Err(Busy); the two writes \
-            before it are at one clock time (not 'moved between them'), and the README says \
-            Busy needs 'a write short of the handovers of the two before it, on a clock that \
-            creeps'"]
-fn finding_busy_after_two_writes_at_one_time() {
+fn busy_after_two_writes_at_one_time_as_documented() {
     let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1, 3 * H + 2]);
     assert!(r[..3].iter().all(|r| r.is_ok()), "{r:?}");
-    assert!(r[3].is_ok(), "the rustdoc's rule accepts it: {r:?}");
+    assert_eq!(r[3], Err(WallError::Busy), "two distinct handovers ahead: {r:?}");
+    // Past the older pending handover (3H + H), one is left ahead: accepted.
+    let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1, 4 * H]);
+    assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
 }
 
 /// What a stalled-writer run did: the outer and nested results, the readings (clock, wall)
