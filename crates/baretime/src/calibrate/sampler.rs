@@ -138,13 +138,13 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// | reference: 1 ms clock | 0/400 | 0.386 | 0.450 | 0.525 | 0.558 |
 /// | stalls of 1–500 µs | 0/400 | 0.083 | 0.229 | 0.347 | 0.374 |
 /// | reference reads of 50 ns–5 µs | 0/400 | 0.083 | 0.341 | 0.605 | 0.831 |
-/// | counters of 1 kHz–5 GHz | 0/400 | 0.059 | 0.176 | 0.353 | 0.438 |
+/// | counters of 1 kHz–5 GHz | 0/400 | 0.056 | 0.176 | 0.353 | 0.438 |
 /// | targets of 10 ppb–100 ppm | 0/400 | 0.093 | 0.229 | 0.371 | 0.474 |
 /// | white jitter | 1/400 | 0.110 | 0.330 | 0.662 | 1.031 |
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
 /// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.076 | 0.200 | 0.295 | 0.401 |
+/// | counters of 1–10 kHz | 0/400 | 0.079 | 0.179 | 0.265 | 0.283 |
 ///
 /// A counter far coarser than the sampling (where the warm-up shows at least 16 samples a
 /// tick, each reading a reference count of its own: 1–10 kHz against an HPET read every
@@ -154,7 +154,7 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// sample's variance by how far that edge can lie from its reference read (within the gaps
 /// between reference reads on either side of it: the mean square of the gaps, a step each
 /// added, over 3), not by a tick of rounding per read (which made the bound 50–100 times the
-/// error: p99 0.015). It stays just under 0.3 there (0.295): the floor allows the edge
+/// error: p99 0.015). It stays under 0.3 there (0.265): the floor allows the edge
 /// anywhere in the gaps on both sides of a read, and the error shows less than one.
 /// Where it is loose: a cadence in step with a coarse counter adds the worst case of what
 /// such a cadence can hide (below): its p99 is 0.23, its max 1.00. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
@@ -314,6 +314,8 @@ struct Engine {
     edges: bool,
     /// The previous sample's unwrapped reference count, if it was consistent.
     prev_x: Option<u64>,
+    /// The last warm-up sample whose rate was known well enough to end the warm-up on.
+    ready_at: Option<Anchor>,
     /// The last gap between two consistent samples' reference reads, and the longest since
     /// the warm-up, in reference ticks.
     last_gap: u64,
@@ -399,6 +401,7 @@ impl Engine {
             pause_rng: 0x2545_f491_4f6c_dd1d,
             read_microtick: 0,
             edges: false,
+            ready_at: None,
             prev_x: None,
             last_gap: u64::MAX,
             max_gap: 0,
@@ -557,6 +560,7 @@ impl Engine {
                 // The first sample had a stall in its bracket: measure the rate from here.
                 self.first = self.anchor;
                 (self.since_first, self.widths_since_first) = (0, 0);
+                self.ready_at = None;
             }
             // The rate is good to a few % once the span covers 32 reference steps and is 16
             // times the two end brackets' widths, each widened by the counter's own tick (each
@@ -581,12 +585,21 @@ impl Engine {
                 .saturating_add(width)
                 .saturating_add(2)
                 .saturating_mul(16);
-            if self.warmup_samples >= WARMUP_SAMPLES
+            let ready = self.warmup_samples >= WARMUP_SAMPLES
                 && narrow
                 && x.saturating_sub(self.first.x) >= steps
-                && y.saturating_sub(self.first.y) > brackets
-                && (!at_edges || edge)
-            {
+                && y.saturating_sub(self.first.y) > brackets;
+            if ready {
+                self.ready_at = Some(self.anchor);
+            }
+            // At the edges the warm-up ends on the first edge once the rate is known (an edge
+            // inside a bracket makes it a tick wide, which would hold the end back by 8 more
+            // ticks: a 1 kHz counter calibrated for 20 ms would end without a fit); the rate
+            // is the one of the last sample that was ready.
+            let rate_end = self
+                .ready_at
+                .filter(|_| if at_edges { edge && narrow } else { ready });
+            if let Some(rate_end) = rate_end {
                 self.warm = true;
                 (self.pause_max, self.read_microtick) = self.pause_reads(x, y);
                 if shares_counts {
@@ -596,7 +609,7 @@ impl Engine {
                     self.add_gap(self.last_gap);
                     self.window.at_edges(EDGE_SCALE);
                 }
-                self.rate_end = self.anchor;
+                self.rate_end = rate_end;
                 self.origin = (x, self.fitted_y(y, c1));
                 self.max_narrow_width = width;
                 completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
