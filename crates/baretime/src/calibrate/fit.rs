@@ -412,6 +412,8 @@ pub(crate) struct Window {
     /// `Σw` and `Σw²` of every sample's bracket width, and their count (outlier bins
     /// included: the widths are what the reads did), for the widths' variance.
     widths: (u128, u128, u64),
+    /// `y` is scaled by this (1, or the scale of [`Window::at_edges`]).
+    scale: u64,
 }
 
 /// What the sampler knows about the instruments, for the variance floor.
@@ -424,6 +426,13 @@ pub(crate) struct Floor {
     /// The variance per sample the previous evaluation measured (`Fit::var`), `y` units²;
     /// 0 if none.
     pub var: u128,
+    /// At the counter's edges (see [`Window::at_edges`]): the longest gap between two
+    /// consecutive samples' reference reads, plus a reference step for their rounding, in
+    /// reference ticks; 0 otherwise.
+    pub edge_gap: u64,
+    /// At the counter's edges: the mean square of those gaps (each plus a step), in
+    /// reference ticks².
+    pub edge_gap_sq: u128,
 }
 
 /// Result of a fit.
@@ -441,6 +450,9 @@ pub(crate) struct Fit {
     pub dropped: u64,
     /// The variance per sample the residuals showed (correlation included), `y` units².
     pub var: u128,
+    /// `y` is in units this many times finer than a sum of two counter reads (1, or the
+    /// scale of [`Window::at_edges`]).
+    pub scale: u64,
 }
 
 impl Window {
@@ -461,6 +473,7 @@ impl Window {
             first_count: true,
             align: false,
             widths: (0, 0, 0),
+            scale: 1,
         }
     }
 
@@ -475,6 +488,13 @@ impl Window {
     /// when it closed a bin, `Err(())` when the window is full (a limit of [`X_LIMIT`],
     /// [`Y_LIMIT`], [`W_LIMIT`], [`N_LIMIT`]): the caller stops sampling.
     pub(crate) fn push(&mut self, x: u64, y: u64, w: u64) -> Result<bool, ()> {
+        // At the counter's edges (see `at_edges`) `y` is the edge's count, in finer units,
+        // and the bracket's width says nothing about where the read lies against it.
+        let (y, w) = if self.scale > 1 {
+            (y.checked_mul(self.scale).ok_or(())?, 0)
+        } else {
+            (y, w)
+        };
         if x > X_LIMIT || y > Y_LIMIT || w > W_LIMIT || self.samples() >= N_LIMIT {
             return Err(());
         }
@@ -523,6 +543,17 @@ impl Window {
     /// after, put QEMU's `aarch64-virt` at 9–17 of 200 boots outside their bound, against 3.)
     pub(crate) fn align_to_counts(&mut self) {
         self.align = true;
+    }
+
+    /// From now on, each sample is a counter's edge: `y` is twice the count the counter has
+    /// just reached (not the bracket's midpoint), kept in units `scale` times finer, and its
+    /// width is not used. The sampler calls it before the first sample, where a sample takes
+    /// far less than a counter tick: then it keeps only samples whose counter moved since the
+    /// previous sample's read, so the edge to that count lies between the two samples, and it
+    /// says how far apart they can be ([`Floor::edge_gap`]), which the variance floor takes
+    /// instead of a whole tick of rounding (see `Residuals::of`).
+    pub(crate) fn at_edges(&mut self, scale: u64) {
+        self.scale = scale.max(1);
     }
 
     /// `push` with bins of exactly `bin_len` samples, closed on their last sample.
@@ -726,6 +757,7 @@ impl Window {
             used: kept.n,
             dropped,
             var: scatter,
+            scale: self.scale,
         })
     }
 }
@@ -974,11 +1006,48 @@ impl Residuals {
             .checked_div(u128::from(x_span.max(1)))?
             .max(1);
         let q_own = q1.div_ceil(per_tick);
-        let floor_var = q_own.checked_mul(q_own)?.checked_add(2)?.div_ceil(12);
+        // At the counter's edges (`Window::at_edges`) a sample's `y` is twice the count the
+        // counter reached at its last edge. That edge came after the previous sample's second
+        // counter read, so after that sample's reference read, and before this sample's second
+        // counter read, so before the next sample's reference read: within the gap `G_i`
+        // before this sample's reference read or the gap `G_{i+1}` after it (measured between
+        // reference reads, each plus a step of rounding). The counter's position at this read
+        // is then off from `y` by an amount within a range `G_i + G_{i+1}` of counter time
+        // wide, in `y` units `g = G·β`. Where the edge falls evenly in it (a sampling cadence
+        // not in step with the counter; the sampler's lockstep term covers one that is), its
+        // variance is `(g_i + g_{i+1})²/12 ≤ (g_i² + g_{i+1}²)/6`, whose mean over the samples
+        // is at most `mean(g²)/3`: the floor taken (`Floor::edge_gap_sq`), since the fit's
+        // variance is the samples' mean. It replaces a whole tick of rounding (`2/12`), which
+        // overstated such samples' error 50–100 times (issue 27: a 1–10 kHz counter read
+        // against a 14.3 MHz HPET every 0.5 µs had `|error|/bound` p99 0.015), and where the
+        // samples are not edges (the counter moved between samples after a reference glitch)
+        // the sampler does not keep them. What else moves the edges' errors (the latch's
+        // place in the read) the scatter shows; a sample can be off by the whole range `2g`
+        // (`Floor::edge_gap`) where the structure checks ask.
+        let edge = match floor.edge_gap {
+            0 => None,
+            gap => Some(mul_div_ceil(u128::from(gap), sxy, sxx)?),
+        };
+        let counter_var = match edge {
+            Some(_) => {
+                let g2 = mul_div_ceil(floor.edge_gap_sq, sxy, sxx)?;
+                mul_div_ceil(g2, sxy, sxx)?.checked_mul(4)?
+            }
+            None => 2,
+        };
+        let floor_var = q_own
+            .checked_mul(q_own)?
+            .checked_add(counter_var)?
+            .div_ceil(12);
         // The most a narrow sample can be off: its bracket (at most 2w + 2 ticks, so a
-        // midpoint off by at most 2w + 4 y units, its rounding included) plus a reference step.
+        // midpoint off by at most 2w + 4 y units, its rounding included), or at the edges the
+        // range `2g`, plus a reference step.
         let q = mul_div_ceil(u128::from(floor.step.max(1)), sxy, sxx)?;
-        let worst = w2.checked_add(4)?.checked_add(q)?;
+        let worst = match edge {
+            Some(g) => g.checked_mul(2)?,
+            None => w2.checked_add(4)?,
+        }
+        .checked_add(q)?;
         let sample_max_var = worst.checked_mul(worst)?;
         Some(Residuals {
             line,
@@ -1136,7 +1205,8 @@ const fn coverage_milli(dof: usize) -> u32 {
 /// Converts the slope (`num/den` in `y` units per reference tick) to the counter's rate in
 /// mHz, rounded to the nearest: `rate = num · ref_millihz / (2 · den)`.
 pub(crate) fn rate_millihz(fit: &Fit, ref_millihz: u64) -> Option<u128> {
-    mul_div_round(fit.num, u128::from(ref_millihz), fit.den.checked_mul(2)?)
+    let den = fit.den.checked_mul(2)?.checked_mul(u128::from(fit.scale))?;
+    mul_div_round(fit.num, u128::from(ref_millihz), den)
 }
 
 #[cfg(test)]
@@ -1147,6 +1217,8 @@ mod tests {
         min_width: 0,
         step: 1,
         var: 0,
+        edge_gap: 0,
+        edge_gap_sq: 0,
     };
 
     fn window_of(points: impl Iterator<Item = (u64, u64)>) -> Window {

@@ -20,6 +20,11 @@ const INCONSISTENT_LIMIT: u32 = 8;
 const SAME_READS_LIMIT: u32 = 1 << 20;
 /// The longest pause between samples, in counter reads (see `Engine::pause`).
 const PAUSE_MAX: u64 = 32;
+/// Where the warm-up shows at least this many samples a counter tick, the fit takes the
+/// counter's edges (see `Window::at_edges`)...
+const EDGE_SAMPLES_PER_TICK: u128 = 16;
+/// ...in `y` units this many times finer than the counter's ticks.
+const EDGE_SCALE: u64 = 1 << 16;
 
 /// Measures how fast `counter` runs against `reference`, says how sure the measurement is
 /// ([`Calibration`]), and never returns a silently wrong rate ([`CalibrationError`]).
@@ -133,21 +138,26 @@ const PAUSE_MAX: u64 = 32;
 /// | reference: 1 ms clock | 0/400 | 0.386 | 0.450 | 0.525 | 0.558 |
 /// | stalls of 1–500 µs | 0/400 | 0.083 | 0.229 | 0.347 | 0.374 |
 /// | reference reads of 50 ns–5 µs | 0/400 | 0.083 | 0.341 | 0.605 | 0.831 |
-/// | counters of 1 kHz–5 GHz | 0/400 | 0.008 | 0.125 | 0.294 | 0.438 |
+/// | counters of 1 kHz–5 GHz | 0/400 | 0.056 | 0.176 | 0.353 | 0.438 |
 /// | targets of 10 ppb–100 ppm | 0/400 | 0.093 | 0.229 | 0.371 | 0.474 |
 /// | white jitter | 1/400 | 0.110 | 0.330 | 0.662 | 1.031 |
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
 /// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.001 | 0.007 | 0.015 | 0.017 |
+/// | counters of 1–10 kHz | 0/400 | 0.079 | 0.179 | 0.265 | 0.283 |
 ///
-/// Where it is loose: a counter far coarser than the sampling (1–10 kHz, and the slow end of
-/// the 1 kHz–5 GHz family). The loop keeps only the first sample after each of its ticks,
-/// whose rounding is then at most one sample period, but the bound counts a whole tick of
-/// rounding for every counter read, and keeps variances in whole `y` units (half a tick):
-/// the error is 50–100 times smaller than the bound. A cadence in step with a coarse counter
-/// adds the worst case of what such a cadence can hide (below): its p99 is 0.23, its max
-/// 1.00. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
+/// A counter far coarser than the sampling (where the warm-up shows at least 16 samples a
+/// tick, each reading a reference count of its own: 1–10 kHz against an HPET read every
+/// 0.5 µs, the slow end of the 1 kHz–5 GHz family) is fitted at its edges: the loop keeps
+/// only samples whose counter moved since the previous sample's reads, takes the count just
+/// reached (not the bracket's midpoint) in units 2¹⁶ times finer than a tick, and floors each
+/// sample's variance by how far that edge can lie from its reference read (within the gaps
+/// between reference reads on either side of it: the mean square of the gaps, a step each
+/// added, over 3), not by a tick of rounding per read (which made the bound 50–100 times the
+/// error: p99 0.015). It stays under 0.3 there (0.265): the floor allows the edge
+/// anywhere in the gaps on both sides of a read, and the error shows less than one.
+/// Where it is loose: a cadence in step with a coarse counter adds the worst case of what
+/// such a cadence can hide (below): its p99 is 0.23, its max 1.00. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
 /// RTC) is no longer loose: where the warm-up shows more than two samples a reference step,
 /// the window's bins close only where both counts move, so that the samples of one
 /// reference count are never split between bins.
@@ -298,8 +308,20 @@ struct Engine {
     /// Pauses between samples draw 0..=`pause_max` counter reads from `pause_rng`.
     pause_max: u64,
     pause_rng: u64,
-    /// A counter read's cost, in thousandths of a counter tick, from the warm-up.
-    read_millitick: u64,
+    /// A counter read's cost, in millionths of a counter tick, from the warm-up.
+    read_microtick: u64,
+    /// Whether the window takes the counter's edges (see `Window::at_edges`).
+    edges: bool,
+    /// The previous sample's unwrapped reference count, if it was consistent.
+    prev_x: Option<u64>,
+    /// The last warm-up sample whose rate was known well enough to end the warm-up on.
+    ready_at: Option<Anchor>,
+    /// The last gap between two consistent samples' reference reads, and the longest since
+    /// the warm-up, in reference ticks.
+    last_gap: u64,
+    max_gap: u64,
+    /// `Σ (gap + step)²` and the count of gaps since the warm-up, in reference ticks².
+    gap_sq: (u128, u64),
     /// The widest narrow bracket accepted into the fit, in counter ticks.
     max_narrow_width: u64,
     inconsistent_run: u32,
@@ -377,7 +399,13 @@ impl Engine {
             widths_since_first: 0,
             pause_max: 0,
             pause_rng: 0x2545_f491_4f6c_dd1d,
-            read_millitick: 0,
+            read_microtick: 0,
+            edges: false,
+            ready_at: None,
+            prev_x: None,
+            last_gap: u64::MAX,
+            max_gap: 0,
+            gap_sq: (0, 0),
             max_narrow_width: 0,
             inconsistent_run: 0,
             step_seen: u64::MAX,
@@ -458,6 +486,7 @@ impl Engine {
             match self.unwrap_by_rate(r_raw, y, width)? {
                 Unwrapped::At(x) => x,
                 Unwrapped::Glitch => {
+                    self.prev_x = None;
                     self.rejected = self.rejected.saturating_add(1);
                     self.inconsistent_run = self.inconsistent_run.saturating_add(1);
                     if self.inconsistent_run >= INCONSISTENT_LIMIT {
@@ -467,10 +496,12 @@ impl Engine {
                 }
                 Unwrapped::ReferenceStill => {
                     // A coarse or stuck reference: the stuck check above decides.
+                    self.prev_x = None;
                     self.rejected = self.rejected.saturating_add(1);
                     return Ok(Step::Continue);
                 }
                 Unwrapped::CounterStill(x) => {
+                    self.note_gap(x);
                     self.rejected = self.rejected.saturating_add(1);
                     if x.saturating_sub(self.counter_moved_at_x) > self.stuck_x {
                         return Err(CalibrationError::CounterStuck);
@@ -487,6 +518,11 @@ impl Engine {
             self.anchor.x.saturating_add(d)
         };
         self.inconsistent_run = 0;
+        // At the counter's edges a sample is kept only where the count it reached lies
+        // between the previous sample's reads and this one's, both consistent: the edge to it
+        // then lies within a gap of this sample's reference read (see `Window::at_edges`).
+        let edge = counter_moved && self.prev_x.is_some();
+        self.note_gap(x);
         if x != self.anchor.x {
             if let Some(millihz) = self.provably_too_fast(x, y, width) {
                 return Err(CalibrationError::ImplausibleRate {
@@ -524,43 +560,64 @@ impl Engine {
                 // The first sample had a stall in its bracket: measure the rate from here.
                 self.first = self.anchor;
                 (self.since_first, self.widths_since_first) = (0, 0);
+                self.ready_at = None;
             }
             // The rate is good to a few % once the span covers 32 reference steps and is 16
             // times the two end brackets' widths, each widened by the counter's own tick (each
             // midpoint is uncertain by its width plus a tick in y units: a bracket 0 ticks
             // wide, as a slow counter's are, still hides up to a tick of true time).
             let steps = self.step_seen.saturating_mul(WARMUP_STEPS);
+            let steps_seen = x
+                .saturating_sub(self.first.x)
+                .checked_div(self.floor().step)
+                .unwrap_or(0);
+            // A reference read more than twice a step: its samples share counts, and the
+            // window's bins must not cut through one (see `Window::align_to_counts`).
+            let shares_counts = self.since_first > steps_seen.saturating_mul(2);
+            // Many samples a counter tick (`y` moves by 2 a tick), each reading a reference
+            // count of its own: the fit takes the counter's edges, and the warm-up ends on one.
+            let at_edges = !shares_counts
+                && u128::from(y.saturating_sub(self.first.y)).saturating_mul(EDGE_SAMPLES_PER_TICK)
+                    < u128::from(self.since_first).saturating_mul(2);
             let brackets = self
                 .first
                 .width
                 .saturating_add(width)
                 .saturating_add(2)
                 .saturating_mul(16);
-            if self.warmup_samples >= WARMUP_SAMPLES
+            let ready = self.warmup_samples >= WARMUP_SAMPLES
                 && narrow
                 && x.saturating_sub(self.first.x) >= steps
-                && y.saturating_sub(self.first.y) > brackets
-            {
-                self.warm = true;
-                (self.pause_max, self.read_millitick) = self.pause_reads(x, y);
-                // A reference read more than twice a step: its samples share counts, and the
-                // window's bins must not cut through one (see `Window::align_to_counts`).
-                let steps_seen = x
-                    .saturating_sub(self.first.x)
-                    .checked_div(self.floor().step)
-                    .unwrap_or(0);
-                if self.since_first > steps_seen.saturating_mul(2) {
-                    self.window.align_to_counts();
-                }
-                self.rate_end = self.anchor;
-                self.origin = (x, y);
-                self.max_narrow_width = width;
-                completed_bin = self.accept(x, y, width)?;
+                && y.saturating_sub(self.first.y) > brackets;
+            if ready {
+                self.ready_at = Some(self.anchor);
             }
-        } else if narrow {
+            // At the edges the warm-up ends on the first edge once the rate is known (an edge
+            // inside a bracket makes it a tick wide, which would hold the end back by 8 more
+            // ticks: a 1 kHz counter calibrated for 20 ms would end without a fit); the rate
+            // is the one of the last sample that was ready.
+            let rate_end = self
+                .ready_at
+                .filter(|_| if at_edges { edge && narrow } else { ready });
+            if let Some(rate_end) = rate_end {
+                self.warm = true;
+                (self.pause_max, self.read_microtick) = self.pause_reads(x, y);
+                if shares_counts {
+                    self.window.align_to_counts();
+                } else if at_edges {
+                    self.edges = true;
+                    self.add_gap(self.last_gap);
+                    self.window.at_edges(EDGE_SCALE);
+                }
+                self.rate_end = rate_end;
+                self.origin = (x, self.fitted_y(y, c1));
+                self.max_narrow_width = width;
+                completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
+            }
+        } else if narrow && (edge || !self.edges) {
             self.rate_end = self.anchor;
             self.max_narrow_width = self.max_narrow_width.max(width);
-            completed_bin = self.accept(x, y, width)?;
+            completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
         } else {
             self.rejected = self.rejected.saturating_add(1);
         }
@@ -574,6 +631,38 @@ impl Engine {
             self.maybe_stop(x);
         }
         Ok(if self.met { Step::Done } else { Step::Continue })
+    }
+
+    /// The `y` the window takes for a sample whose reads sum to `y`, the second `c1`: at the
+    /// counter's edges, twice the count reached (see `Window::at_edges`).
+    fn fitted_y(&self, y: u64, c1: u64) -> u64 {
+        if self.edges {
+            c1.saturating_mul(2)
+        } else {
+            y
+        }
+    }
+
+    /// Notes a consistent sample's reference count `x`: the gap since the previous one's, if
+    /// that was consistent too.
+    fn note_gap(&mut self, x: u64) {
+        if let Some(p) = self.prev_x {
+            self.last_gap = x.saturating_sub(p);
+            if self.warm {
+                self.add_gap(self.last_gap);
+            }
+        }
+        self.prev_x = Some(x);
+    }
+
+    /// Adds a gap between two reference reads to the longest and to `Σ (gap + step)²`.
+    fn add_gap(&mut self, gap: u64) {
+        self.max_gap = self.max_gap.max(gap);
+        let g = u128::from(gap.saturating_add(self.floor().step));
+        self.gap_sq = (
+            self.gap_sq.0.saturating_add(g.saturating_mul(g)),
+            self.gap_sq.1.saturating_add(1),
+        );
     }
 
     /// Adds a sample (with its bracket's width) to the window; `Ok(true)` if it completed a
@@ -770,13 +859,13 @@ impl Engine {
         )
         .unwrap_or(u128::MAX);
         let quantum = tick.max(step);
-        let millitick = saturate_u64(mul_div_ceil(read, 1000, tick).unwrap_or(u128::MAX));
+        let microtick = saturate_u64(mul_div_ceil(read, 1_000_000, tick).unwrap_or(u128::MAX));
         if read >= quantum.saturating_mul(4) {
-            return (0, millitick);
+            return (0, microtick);
         }
         (
             saturate_u64(quantum.div_ceil(read)).clamp(1, PAUSE_MAX),
-            millitick,
+            microtick,
         )
     }
 
@@ -796,23 +885,46 @@ impl Engine {
         if self.max_narrow_width.saturating_sub(self.min_width) >= 2 {
             return 0;
         }
-        let cell = self.read_millitick.clamp(1, 1000);
-        // 1.5 · (cell/1000) / (span_y/2) · 10^9 = 3·10^6 · cell / span_y.
+        // In thousandths of a tick (rounded up, as the bound was first measured with), or, at
+        // the counter's edges, millionths: there a read is a small part of a tick.
+        let (cell, per_tick) = if self.edges {
+            (self.read_microtick.clamp(1, 1_000_000), 1_000_000u128)
+        } else {
+            (self.read_microtick.div_ceil(1000).clamp(1, 1000), 1000u128)
+        };
+        // 1.5 · (cell/per_tick) / (span_y/2) · 10^9 = 3·10^9 · cell / (per_tick · span_y).
         saturate_u64(
-            mul_div_ceil(u128::from(cell), 3_000_000, u128::from(span_y.max(1)))
-                .unwrap_or(u128::MAX),
+            mul_div_ceil(
+                u128::from(cell),
+                3_000_000_000,
+                per_tick.saturating_mul(u128::from(span_y.max(1))),
+            )
+            .unwrap_or(u128::MAX),
         )
     }
 
     fn floor(&self) -> Floor {
+        let step = if self.step_seen == u64::MAX {
+            1
+        } else {
+            self.step_seen
+        };
         Floor {
             min_width: self.min_width,
-            step: if self.step_seen == u64::MAX {
-                1
-            } else {
-                self.step_seen
-            },
+            step,
             var: self.prev_var,
+            // The longest gap between two reference reads, and a step for their rounding; and
+            // the mean square of those.
+            edge_gap: if self.edges {
+                self.max_gap.saturating_add(step).max(1)
+            } else {
+                0
+            },
+            edge_gap_sq: self
+                .gap_sq
+                .0
+                .div_ceil(u128::from(self.gap_sq.1.max(1)))
+                .max(1),
         }
     }
 
@@ -1113,6 +1225,42 @@ mod tests {
             e.step(99, 0, 100),
             Err(CalibrationError::CounterBackwards { by_ticks: 2 })
         );
+    }
+
+    #[test]
+    fn a_slow_counter_is_fitted_at_its_edges() {
+        // A 3 kHz counter (+37 ppm) against a 1 MHz reference, sampled every 1–2 µs (in ns:
+        // the counter read at t and t + 600, the reference latched at t + 300): each tick
+        // spans hundreds of samples. With a tick of rounding per read the bound was ±1 650 ppm
+        // here (issue 27); at the edges, each known to a sample's gap, it is ±24 ppm.
+        let hz_num = 3_000 * 1_000_037u128; // counter ticks per 10^6 s
+        let count =
+            |ns: u64| u64::try_from(u128::from(ns) * hz_num / 1_000_000_000_000_000).unwrap();
+        let mut e = engine(
+            64,
+            Config::new()
+                .with_target_ppb(0)
+                .with_max_duration(Duration::from_millis(100))
+                .with_plausible_counter_hz(1_000, 10_000_000),
+        );
+        let (mut t, mut rng) = (1_000_000u64, 12_345u64);
+        loop {
+            let step = e.step(count(t), (t + 300) / 1_000, count(t + 600)).unwrap();
+            if step == Step::Done {
+                break;
+            }
+            rng = rng.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            t += 1_000 + (rng >> 54);
+        }
+        assert!(e.edges);
+        let cal = finish(&e);
+        let truth_millihz = 3_000_111i128;
+        let err_ppb = (i128::from(cal.frequency.as_millihz()) - truth_millihz).abs()
+            * 1_000_000_000
+            / truth_millihz;
+        let bound = i128::from(cal.frequency.accuracy().bound_ppb());
+        assert!(err_ppb <= bound, "{err_ppb} ppb outside ±{bound}: {cal:?}");
+        assert!(bound < 100_000, "±{bound} ppb: {cal:?}");
     }
 
     #[test]
