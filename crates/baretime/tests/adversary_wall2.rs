@@ -715,7 +715,11 @@ fn doc_rustdoc_rule_predicts_busy_for_a_write_at_the_previous_ones_time() {
 fn busy_after_two_writes_at_one_time_as_documented() {
     let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1, 3 * H + 2]);
     assert!(r[..3].iter().all(|r| r.is_ok()), "{r:?}");
-    assert_eq!(r[3], Err(WallError::Busy), "two distinct handovers ahead: {r:?}");
+    assert_eq!(
+        r[3],
+        Err(WallError::Busy),
+        "two distinct handovers ahead: {r:?}"
+    );
     // Past the older pending handover (3H + H), one is left ahead: accepted.
     let r = slews_at(&[3 * H, 3 * H + 1, 3 * H + 1, 4 * H]);
     assert!(r.iter().all(|r| r.is_ok()), "{r:?}");
