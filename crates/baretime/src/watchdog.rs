@@ -352,7 +352,11 @@ struct Span {
 /// pace seen. A step `δ` is seen once the parts' bounds fall under `δ` times the share of
 /// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
 /// is seen when `s·T/2` exceeds the parts' bounds for a window `T` long: about
-/// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). Measured: 1 ppm at 10.25 s
+/// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). A ramp fast enough that
+/// consecutive intervals disagree beyond their bounds (`s·P` above about an interval's
+/// threshold) is followed interval by interval instead (see (c): two intervals off on the
+/// same side, the second further; `tests/adversary_watchdog2.rs`, `a_fast_ramp_is_seen`:
+/// 10 ppm/s, 1 GHz counter, 10 MHz reference, `P` = 0.5 s). Measured: 1 ppm at 10.25 s
 /// reported in every seed within 3.8 s (HPET) and 5.3 s (ACPI PM) (same suite); in the
 /// crate's `tests/adversary_watchdog.rs` (1 GHz counter, 10 MHz reference, `P` = 0.5 s) a
 /// ramp of 100 ppb/s is reported 6 s after it starts, and +1 ppm after a minute steady
