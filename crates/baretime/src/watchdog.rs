@@ -163,8 +163,8 @@ pub struct WatchdogHealth {
     /// up to about a minute after a change under an interval's threshold that was over
     /// before it was seen (a ±1–2 ppm transient or excursion shorter than the detection
     /// time, never reported: 86 vs 63 ppb); some 20 s after a small step reported by the
-    /// window's split (62 vs 54 ppb); and under a steady ramp of ppm/s, where it can be a
-    /// few times under the error (5 ppm/s: 6627 vs 2633 ppb a minute in).
+    /// window's split (62 vs 54 ppb). An unconfirmed interval widens it to at least its own
+    /// distance from the clock's rate (a ramp between reports).
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -794,6 +794,13 @@ impl<R: Reference> Watchdog<R> {
         });
         if !confirmed && moving.is_none() {
             self.pending = Some(span);
+            // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
+            // least that far from it, so its bound must not claim less (the rate may still
+            // be moving: a ramp between its reports).
+            let off = ppb_apart(span.millihz, clock_millihz)
+                .saturating_add(span.bound_ppb)
+                .saturating_add(self.drift_ppb);
+            self.bound_ppb = self.bound_ppb.max(off);
             return Watch::NoVerdict(Unjudged::Unconfirmed);
         }
         // (c) Changed: recalibrate to the confirming interval's rate.

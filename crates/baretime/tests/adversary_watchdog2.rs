@@ -1091,8 +1091,11 @@ fn a_small_step_seen_by_the_split_leaves_bound_ppb_short() {
 /// Minimal: 1 GHz counter, 10 MHz 64-bit reference, reads 20 ns / 500 ns, P = 0.5 s, 120 steady
 /// checks, then +5 ppm/s (a half-second staircase): 61 s in, the clock is 6 627 ppb off while
 /// bound_ppb says 2 633 (ACPI PM: 6 577 vs 2 254; -5 ppm/s alike).
+///
+/// Found (fixed since: an unconfirmed interval widens bound_ppb to at least its own distance
+/// from the clock's rate).
 #[test]
-#[ignore = "finding: under a steady 5 ppm/s ramp bound_ppb is 2.5 times under the clock's error (6627 vs 2633 ppb) a minute in"]
+
 fn bound_ppb_under_a_5_ppm_per_s_ramp() {
     let (first, viol) = ramp(4, 5_000, 62, 60);
     assert!(viol.is_none(), "first Changed {first:?}; {viol:?}");
