@@ -21,6 +21,9 @@
 #![cfg_attr(test, allow(dead_code))]
 
 mod common;
+// The bare floor, shared with `cargo bench --bench read_ratio`.
+#[path = "common/floor.rs"]
+mod floor;
 
 use std::fmt::Display;
 use std::hint::black_box;
@@ -30,6 +33,7 @@ use baretime::StdReference;
 use baretime::{calibrate_and_verify, CalibrationError, Config, Reference, Verdict, Verified};
 use baretime::{Accuracy, Clock, Counter, Frequency, Source};
 use baretime_diag::{self, ReadStats, ThreadedWarp, WarpVerdict};
+use floor::Floor;
 
 // ---------------------------------------------------------------------------------------------
 // Output: one format for every line.
@@ -725,52 +729,6 @@ const BASE: [usize; READS] = {
     b[FLOOR_PLAIN] = PLAIN;
     b
 };
-
-/// The bare floor of a clock read, written here as `cargo bench --bench read_ratio` has it:
-/// a one-slot seqlock (generation word, the counter read, base ticks, base ns, multiplier and
-/// shift, the generation again) and one `u128` multiply — the least a correct lock-free
-/// conversion does. `Clock::now` over it on the same counter read is what the crate's
-/// protocol costs beyond that (`read_floor_ratio_now`, `read_floor_ratio_now_plain`).
-struct Floor {
-    seq: std::sync::atomic::AtomicU32,
-    base_ticks: std::sync::atomic::AtomicU64,
-    base_ns: std::sync::atomic::AtomicU64,
-    mult: std::sync::atomic::AtomicU64,
-    shift: std::sync::atomic::AtomicU32,
-}
-
-impl Floor {
-    /// `ns = base_ns + (ticks − base_ticks) × mult >> 32`, from `ticks` on, at `hz` (≥ 1).
-    fn new(ticks: u64, hz: u64) -> Floor {
-        use std::sync::atomic::{AtomicU32, AtomicU64};
-        Floor {
-            seq: AtomicU32::new(0),
-            base_ticks: AtomicU64::new(ticks),
-            base_ns: AtomicU64::new(0),
-            mult: AtomicU64::new(((1_000_000_000u128 << 32) / u128::from(hz.max(1))) as u64),
-            shift: AtomicU32::new(32),
-        }
-    }
-
-    #[inline(always)]
-    fn now(&self, counter: &impl Counter) -> u64 {
-        use std::sync::atomic::{fence, Ordering};
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            let t = counter.ticks();
-            let b = self.base_ticks.load(Ordering::Relaxed);
-            let ns = self.base_ns.load(Ordering::Relaxed);
-            let mult = self.mult.load(Ordering::Relaxed);
-            let shift = self.shift.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 && s1 & 1 == 0 {
-                let d = u128::from(t.wrapping_sub(b));
-                return ns.wrapping_add(((d * u128::from(mult)) >> (shift & 127)) as u64);
-            }
-            std::hint::spin_loop();
-        }
-    }
-}
 
 /// One read's figures.
 struct ReadFigure {

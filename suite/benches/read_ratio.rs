@@ -19,7 +19,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use baretime::{Clock, CoarseClock, Counter, Frequency};
 
@@ -27,47 +27,11 @@ mod common;
 
 use common::counter;
 
-/// The bare floor: a seqlock-checked conversion with one slot, written for this benchmark.
-/// A writer (none runs here) would make `seq` odd, store the words, then make it even.
-struct Floor {
-    seq: AtomicU32,
-    base_ticks: AtomicU64,
-    base_ns: AtomicU64,
-    mult: AtomicU64,
-    shift: AtomicU32,
-}
+// The bare floor, shared with the report (one copy: what both call "the floor").
+#[path = "../../report/examples/common/floor.rs"]
+mod floor;
 
-impl Floor {
-    /// `ns = base_ns + (ticks − base_ticks) × mult >> shift`, from `ticks` on, at `hz`.
-    fn new(ticks: u64, hz: u64) -> Floor {
-        let shift = 32;
-        Floor {
-            seq: AtomicU32::new(0),
-            base_ticks: AtomicU64::new(ticks),
-            base_ns: AtomicU64::new(0),
-            mult: AtomicU64::new(((1_000_000_000u128 << shift) / u128::from(hz)) as u64),
-            shift: AtomicU32::new(shift),
-        }
-    }
-
-    #[inline(always)]
-    fn now(&self, counter: &impl Counter) -> u64 {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            let t = counter.ticks();
-            let b = self.base_ticks.load(Ordering::Relaxed);
-            let ns = self.base_ns.load(Ordering::Relaxed);
-            let mult = self.mult.load(Ordering::Relaxed);
-            let shift = self.shift.load(Ordering::Relaxed);
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 && s1 & 1 == 0 {
-                let d = u128::from(t.wrapping_sub(b));
-                return ns.wrapping_add(((d * u128::from(mult)) >> (shift & 127)) as u64);
-            }
-            std::hint::spin_loop();
-        }
-    }
-}
+use floor::Floor;
 
 /// Nanoseconds per call of `f` over `calls` calls.
 fn time(calls: u32, mut f: impl FnMut()) -> f64 {
