@@ -3,7 +3,7 @@
 use core::time::Duration;
 
 use super::fit::{self, Floor, Window};
-use super::wide::{mul_div, mul_div_ceil};
+use super::wide::{div_wide, mul_div, mul_div_ceil, mul_wide, Signed256};
 use super::{Calibration, CalibrationError, Config, Reference};
 use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
@@ -259,6 +259,56 @@ struct Anchor {
     width: u64,
 }
 
+/// The gaps between reference reads before the edges the window took, in reference ticks.
+#[derive(Clone, Copy, Debug)]
+struct EdgeGaps {
+    /// `Σ (gap + step)²`.
+    padded_sq: u128,
+    /// `Σ gap`.
+    sum: u128,
+    /// `Σ gap²`.
+    sum_sq: u128,
+    /// How many.
+    n: u64,
+}
+
+impl EdgeGaps {
+    const ZERO: EdgeGaps = EdgeGaps {
+        padded_sq: 0,
+        sum: 0,
+        sum_sq: 0,
+        n: 0,
+    };
+
+    /// Adds a gap, with `step` (the reference's resolution) for its rounding.
+    fn add(&mut self, gap: u64, step: u64) {
+        let padded = u128::from(gap.saturating_add(step));
+        let gap = u128::from(gap);
+        self.padded_sq = self.padded_sq.saturating_add(padded.saturating_mul(padded));
+        self.sum = self.sum.saturating_add(gap);
+        self.sum_sq = self.sum_sq.saturating_add(gap.saturating_mul(gap));
+        self.n = self.n.saturating_add(1);
+    }
+
+    /// `mean((gap + step)²) + 3·var(gap)`, rounded up, at least 1: twelve times the variance
+    /// of an edge's offset from its sample's reference read (see `Floor::edge_gap_sq`).
+    fn spread(&self) -> u128 {
+        let n = u128::from(self.n.max(1));
+        let mean_sq = self.padded_sq.div_ceil(n);
+        // var = (n·Σg² − (Σg)²)/n², exactly in 256 bits, rounded up.
+        let var = Signed256::unsigned(mul_wide(self.sum_sq, n))
+            .checked_sub(Signed256::unsigned_product(self.sum, self.sum))
+            .filter(|v| !v.is_negative())
+            .and_then(|v| {
+                let (hi, lo) = v.magnitude();
+                let nn = n.saturating_mul(n);
+                div_wide(hi, lo, nn).map(|(q, r)| if r == 0 { q } else { q.saturating_add(1) })
+            })
+            .unwrap_or(0);
+        mean_sq.saturating_add(var.saturating_mul(3)).max(1)
+    }
+}
+
 /// The sampler's state; `step` is fed raw reads, so it is testable without hardware.
 #[derive(Clone, Debug)]
 struct Engine {
@@ -320,8 +370,9 @@ struct Engine {
     /// the warm-up, in reference ticks.
     last_gap: u64,
     max_gap: u64,
-    /// `Σ (gap + step)²` and the count of gaps since the warm-up, in reference ticks².
-    gap_sq: (u128, u64),
+    /// Over the samples the window took at the counter's edges: `Σ (gap + step)²`, `Σ gap`,
+    /// `Σ gap²` (reference ticks, squared) and their count (see `Floor::edge_gap_sq`).
+    edge_gaps: EdgeGaps,
     /// The widest narrow bracket accepted into the fit, in counter ticks.
     max_narrow_width: u64,
     inconsistent_run: u32,
@@ -405,7 +456,7 @@ impl Engine {
             prev_x: None,
             last_gap: u64::MAX,
             max_gap: 0,
-            gap_sq: (0, 0),
+            edge_gaps: EdgeGaps::ZERO,
             max_narrow_width: 0,
             inconsistent_run: 0,
             step_seen: u64::MAX,
@@ -606,7 +657,7 @@ impl Engine {
                     self.window.align_to_counts();
                 } else if at_edges {
                     self.edges = true;
-                    self.add_gap(self.last_gap);
+                    self.add_edge_gap(self.last_gap);
                     self.window.at_edges(EDGE_SCALE);
                 }
                 self.rate_end = rate_end;
@@ -615,6 +666,9 @@ impl Engine {
                 completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
             }
         } else if narrow && (edge || !self.edges) {
+            if self.edges {
+                self.add_edge_gap(self.last_gap);
+            }
             self.rate_end = self.anchor;
             self.max_narrow_width = self.max_narrow_width.max(width);
             completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
@@ -649,20 +703,19 @@ impl Engine {
         if let Some(p) = self.prev_x {
             self.last_gap = x.saturating_sub(p);
             if self.warm {
-                self.add_gap(self.last_gap);
+                self.max_gap = self.max_gap.max(self.last_gap);
             }
         }
         self.prev_x = Some(x);
     }
 
-    /// Adds a gap between two reference reads to the longest and to `Σ (gap + step)²`.
-    fn add_gap(&mut self, gap: u64) {
+    /// Adds the gap before an edge the window takes (see `Window::at_edges`) to the longest
+    /// and to the edges' gap sums: those of the samples kept, which are the gaps an edge fell
+    /// in (longer gaps catch more edges), not those of every sample.
+    fn add_edge_gap(&mut self, gap: u64) {
         self.max_gap = self.max_gap.max(gap);
-        let g = u128::from(gap.saturating_add(self.floor().step));
-        self.gap_sq = (
-            self.gap_sq.0.saturating_add(g.saturating_mul(g)),
-            self.gap_sq.1.saturating_add(1),
-        );
+        let step = self.floor().step;
+        self.edge_gaps.add(gap, step);
     }
 
     /// Adds a sample (with its bracket's width) to the window; `Ok(true)` if it completed a
@@ -920,11 +973,7 @@ impl Engine {
             } else {
                 0
             },
-            edge_gap_sq: self
-                .gap_sq
-                .0
-                .div_ceil(u128::from(self.gap_sq.1.max(1)))
-                .max(1),
+            edge_gap_sq: self.edge_gaps.spread(),
         }
     }
 
