@@ -138,26 +138,30 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// | reference: 1 ms clock | 0/400 | 0.386 | 0.450 | 0.525 | 0.558 |
 /// | stalls of 1–500 µs | 0/400 | 0.083 | 0.229 | 0.347 | 0.374 |
 /// | reference reads of 50 ns–5 µs | 0/400 | 0.083 | 0.341 | 0.605 | 0.831 |
-/// | counters of 1 kHz–5 GHz | 0/400 | 0.056 | 0.176 | 0.353 | 0.438 |
+/// | counters of 1 kHz–5 GHz | 0/400 | 0.059 | 0.235 | 0.438 | 0.651 |
 /// | targets of 10 ppb–100 ppm | 0/400 | 0.093 | 0.229 | 0.371 | 0.474 |
 /// | white jitter | 1/400 | 0.110 | 0.330 | 0.662 | 1.031 |
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
 /// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.079 | 0.179 | 0.265 | 0.283 |
+/// | counters of 1–10 kHz | 0/400 | 0.138 | 0.311 | 0.462 | 0.497 |
 ///
 /// A counter far coarser than the sampling (where the warm-up shows at least 16 samples a
 /// tick, each reading a reference count of its own: 1–10 kHz against an HPET read every
 /// 0.5 µs, the slow end of the 1 kHz–5 GHz family) is fitted at its edges: the loop keeps
 /// only samples whose counter moved since the previous sample's reads, takes the count just
 /// reached (not the bracket's midpoint) in units 2¹⁶ times finer than a tick, and floors each
-/// sample's variance by how far that edge can lie from its reference read (within the gaps
-/// between reference reads on either side of it: the mean square of the gaps, a step each
-/// added, over 3), not by a tick of rounding per read (which made the bound 50–100 times the
-/// error: p99 0.015). It stays under 0.3 there (0.265): the floor allows the edge
-/// anywhere in the gaps on both sides of a read, and the error shows less than one.
+/// sample's variance by where that edge can lie against its reference read: after the
+/// previous sample's second counter read and at or before this one's, so within the one gap
+/// `g` between reference reads before it, evenly where the cadence is not in step with the
+/// counter, which is a variance of `mean(g²)/12 + var(g)/4` over the samples kept (each gap
+/// a step wider for the reference's rounding), not a tick of rounding per read (which made
+/// the bound 50–100 times the error: p99 0.015), nor an edge anywhere in the gaps on both
+/// sides of the read (twice the standard deviation: p99 0.265).
 /// Where it is loose: a cadence in step with a coarse counter adds the worst case of what
-/// such a cadence can hide (below): its p99 is 0.23, its max 1.00. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
+/// such a cadence can hide (below), and that worst case happens (its max is 1.00, in the
+/// few runs whose cadence drifts by about one lattice cell over the window): its p99 is
+/// 0.23. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
 /// RTC) is no longer loose: where the warm-up shows more than two samples a reference step,
 /// the window's bins close only where both counts move, so that the samples of one
 /// reference count are never split between bins.
