@@ -430,8 +430,9 @@ pub(crate) struct Floor {
     /// consecutive samples' reference reads, plus a reference step for their rounding, in
     /// reference ticks; 0 otherwise.
     pub edge_gap: u64,
-    /// At the counter's edges: the mean square of those gaps (each plus a step), in
-    /// reference ticks².
+    /// At the counter's edges, over the samples kept: the mean square of the gaps before
+    /// them (each plus a step) and three times their variance, in reference ticks²: twelve
+    /// times the variance of an edge's place in its gap (see `Residuals::of`).
     pub edge_gap_sq: u128,
 }
 
@@ -1007,23 +1008,27 @@ impl Residuals {
             .max(1);
         let q_own = q1.div_ceil(per_tick);
         // At the counter's edges (`Window::at_edges`) a sample's `y` is twice the count the
-        // counter reached at its last edge. That edge came after the previous sample's second
-        // counter read, so after that sample's reference read, and before this sample's second
-        // counter read, so before the next sample's reference read: within the gap `G_i`
-        // before this sample's reference read or the gap `G_{i+1}` after it (measured between
-        // reference reads, each plus a step of rounding). The counter's position at this read
-        // is then off from `y` by an amount within a range `G_i + G_{i+1}` of counter time
-        // wide, in `y` units `g = G·β`. Where the edge falls evenly in it (a sampling cadence
-        // not in step with the counter; the sampler's lockstep term covers one that is), its
-        // variance is `(g_i + g_{i+1})²/12 ≤ (g_i² + g_{i+1}²)/6`, whose mean over the samples
-        // is at most `mean(g²)/3`: the floor taken (`Floor::edge_gap_sq`), since the fit's
-        // variance is the samples' mean. It replaces a whole tick of rounding (`2/12`), which
-        // overstated such samples' error 50–100 times (issue 27: a 1–10 kHz counter read
-        // against a 14.3 MHz HPET every 0.5 µs had `|error|/bound` p99 0.015), and where the
-        // samples are not edges (the counter moved between samples after a reference glitch)
-        // the sampler does not keep them. What else moves the edges' errors (the latch's
-        // place in the read) the scatter shows; a sample can be off by the whole range `2g`
-        // (`Floor::edge_gap`) where the structure checks ask.
+        // counter reached at its last edge. The sampler keeps a sample only where that count
+        // is new since the previous sample's second counter read, so the edge came after that
+        // read and at or before this sample's second counter read: within the interval `D_i`
+        // between the two samples' second counter reads, which is the gap `G_i` between their
+        // reference reads (give or take the reads' jitter; each gap is taken plus a step of
+        // rounding). It cannot lie after this sample's reads. Where the edge falls evenly in
+        // `D_i` (a sampling cadence not in step with the counter; the sampler's lockstep term
+        // covers one that is), the counter's position at this sample's reference read is off
+        // from `y` by `U·g_i` plus a constant, `U` uniform on `[0, 1]`, `g = G·β` in `y` units,
+        // whose variance over the samples is `mean(g²)/3 − mean(g)²/4 = mean(g²)/12 +
+        // var(g)/4`: the floor taken, `(mean((g + step)²) + 3·var(g))/12`
+        // (`Floor::edge_gap_sq`), the means over the samples kept (longer gaps catch more
+        // edges). It replaces a whole tick of rounding (`2/12`), which overstated such
+        // samples' error 50–100 times (issue 27: a 1–10 kHz counter read against a 14.3 MHz
+        // HPET every 0.5 µs had `|error|/bound` p99 0.015), and the earlier floor of an edge
+        // anywhere in the gaps on both sides of the read (`mean(g²)/3`, twice the standard
+        // deviation: p99 0.27); where the samples are not edges (the counter moved between
+        // samples after a reference glitch) the sampler does not keep them. What else moves
+        // the edges' errors (the latch's place in the read, the reads' jitter) the scatter
+        // shows; a sample can be off by up to `2g` (`Floor::edge_gap`) where the structure
+        // checks ask.
         let edge = match floor.edge_gap {
             0 => None,
             gap => Some(mul_div_ceil(u128::from(gap), sxy, sxx)?),
@@ -1031,7 +1036,7 @@ impl Residuals {
         let counter_var = match edge {
             Some(_) => {
                 let g2 = mul_div_ceil(floor.edge_gap_sq, sxy, sxx)?;
-                mul_div_ceil(g2, sxy, sxx)?.checked_mul(4)?
+                mul_div_ceil(g2, sxy, sxx)?
             }
             None => 2,
         };

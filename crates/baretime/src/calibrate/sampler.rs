@@ -3,7 +3,7 @@
 use core::time::Duration;
 
 use super::fit::{self, Floor, Window};
-use super::wide::{mul_div, mul_div_ceil};
+use super::wide::{div_wide, mul_div, mul_div_ceil, mul_wide, Signed256};
 use super::{Calibration, CalibrationError, Config, Reference};
 use crate::counter::{Counter, Width};
 use crate::frequency::{Accuracy, Frequency, Source};
@@ -138,26 +138,30 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// | reference: 1 ms clock | 0/400 | 0.386 | 0.450 | 0.525 | 0.558 |
 /// | stalls of 1–500 µs | 0/400 | 0.083 | 0.229 | 0.347 | 0.374 |
 /// | reference reads of 50 ns–5 µs | 0/400 | 0.083 | 0.341 | 0.605 | 0.831 |
-/// | counters of 1 kHz–5 GHz | 0/400 | 0.056 | 0.176 | 0.353 | 0.438 |
+/// | counters of 1 kHz–5 GHz | 0/400 | 0.059 | 0.235 | 0.438 | 0.651 |
 /// | targets of 10 ppb–100 ppm | 0/400 | 0.093 | 0.229 | 0.371 | 0.474 |
 /// | white jitter | 1/400 | 0.110 | 0.330 | 0.662 | 1.031 |
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
 /// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.079 | 0.179 | 0.265 | 0.283 |
+/// | counters of 1–10 kHz | 0/400 | 0.138 | 0.311 | 0.462 | 0.497 |
 ///
 /// A counter far coarser than the sampling (where the warm-up shows at least 16 samples a
 /// tick, each reading a reference count of its own: 1–10 kHz against an HPET read every
 /// 0.5 µs, the slow end of the 1 kHz–5 GHz family) is fitted at its edges: the loop keeps
 /// only samples whose counter moved since the previous sample's reads, takes the count just
 /// reached (not the bracket's midpoint) in units 2¹⁶ times finer than a tick, and floors each
-/// sample's variance by how far that edge can lie from its reference read (within the gaps
-/// between reference reads on either side of it: the mean square of the gaps, a step each
-/// added, over 3), not by a tick of rounding per read (which made the bound 50–100 times the
-/// error: p99 0.015). It stays under 0.3 there (0.265): the floor allows the edge
-/// anywhere in the gaps on both sides of a read, and the error shows less than one.
+/// sample's variance by where that edge can lie against its reference read: after the
+/// previous sample's second counter read and at or before this one's, so within the one gap
+/// `g` between reference reads before it, evenly where the cadence is not in step with the
+/// counter, which is a variance of `mean(g²)/12 + var(g)/4` over the samples kept (each gap
+/// a step wider for the reference's rounding), not a tick of rounding per read (which made
+/// the bound 50–100 times the error: p99 0.015), nor an edge anywhere in the gaps on both
+/// sides of the read (twice the standard deviation: p99 0.265).
 /// Where it is loose: a cadence in step with a coarse counter adds the worst case of what
-/// such a cadence can hide (below): its p99 is 0.23, its max 1.00. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
+/// such a cadence can hide (below), and that worst case happens (its max is 1.00, in the
+/// few runs whose cadence drifts by about one lattice cell over the window): its p99 is
+/// 0.23. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
 /// RTC) is no longer loose: where the warm-up shows more than two samples a reference step,
 /// the window's bins close only where both counts move, so that the samples of one
 /// reference count are never split between bins.
@@ -259,6 +263,56 @@ struct Anchor {
     width: u64,
 }
 
+/// The gaps between reference reads before the edges the window took, in reference ticks.
+#[derive(Clone, Copy, Debug)]
+struct EdgeGaps {
+    /// `Σ (gap + step)²`.
+    padded_sq: u128,
+    /// `Σ gap`.
+    sum: u128,
+    /// `Σ gap²`.
+    sum_sq: u128,
+    /// How many.
+    n: u64,
+}
+
+impl EdgeGaps {
+    const ZERO: EdgeGaps = EdgeGaps {
+        padded_sq: 0,
+        sum: 0,
+        sum_sq: 0,
+        n: 0,
+    };
+
+    /// Adds a gap, with `step` (the reference's resolution) for its rounding.
+    fn add(&mut self, gap: u64, step: u64) {
+        let padded = u128::from(gap.saturating_add(step));
+        let gap = u128::from(gap);
+        self.padded_sq = self.padded_sq.saturating_add(padded.saturating_mul(padded));
+        self.sum = self.sum.saturating_add(gap);
+        self.sum_sq = self.sum_sq.saturating_add(gap.saturating_mul(gap));
+        self.n = self.n.saturating_add(1);
+    }
+
+    /// `mean((gap + step)²) + 3·var(gap)`, rounded up, at least 1: twelve times the variance
+    /// of an edge's offset from its sample's reference read (see `Floor::edge_gap_sq`).
+    fn spread(&self) -> u128 {
+        let n = u128::from(self.n.max(1));
+        let mean_sq = self.padded_sq.div_ceil(n);
+        // var = (n·Σg² − (Σg)²)/n², exactly in 256 bits, rounded up.
+        let var = Signed256::unsigned(mul_wide(self.sum_sq, n))
+            .checked_sub(Signed256::unsigned_product(self.sum, self.sum))
+            .filter(|v| !v.is_negative())
+            .and_then(|v| {
+                let (hi, lo) = v.magnitude();
+                let nn = n.saturating_mul(n);
+                div_wide(hi, lo, nn).map(|(q, r)| if r == 0 { q } else { q.saturating_add(1) })
+            })
+            .unwrap_or(0);
+        mean_sq.saturating_add(var.saturating_mul(3)).max(1)
+    }
+}
+
 /// The sampler's state; `step` is fed raw reads, so it is testable without hardware.
 #[derive(Clone, Debug)]
 struct Engine {
@@ -320,8 +374,9 @@ struct Engine {
     /// the warm-up, in reference ticks.
     last_gap: u64,
     max_gap: u64,
-    /// `Σ (gap + step)²` and the count of gaps since the warm-up, in reference ticks².
-    gap_sq: (u128, u64),
+    /// Over the samples the window took at the counter's edges: `Σ (gap + step)²`, `Σ gap`,
+    /// `Σ gap²` (reference ticks, squared) and their count (see `Floor::edge_gap_sq`).
+    edge_gaps: EdgeGaps,
     /// The widest narrow bracket accepted into the fit, in counter ticks.
     max_narrow_width: u64,
     inconsistent_run: u32,
@@ -405,7 +460,7 @@ impl Engine {
             prev_x: None,
             last_gap: u64::MAX,
             max_gap: 0,
-            gap_sq: (0, 0),
+            edge_gaps: EdgeGaps::ZERO,
             max_narrow_width: 0,
             inconsistent_run: 0,
             step_seen: u64::MAX,
@@ -606,7 +661,7 @@ impl Engine {
                     self.window.align_to_counts();
                 } else if at_edges {
                     self.edges = true;
-                    self.add_gap(self.last_gap);
+                    self.add_edge_gap(self.last_gap);
                     self.window.at_edges(EDGE_SCALE);
                 }
                 self.rate_end = rate_end;
@@ -615,6 +670,9 @@ impl Engine {
                 completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
             }
         } else if narrow && (edge || !self.edges) {
+            if self.edges {
+                self.add_edge_gap(self.last_gap);
+            }
             self.rate_end = self.anchor;
             self.max_narrow_width = self.max_narrow_width.max(width);
             completed_bin = self.accept(x, self.fitted_y(y, c1), width)?;
@@ -649,20 +707,19 @@ impl Engine {
         if let Some(p) = self.prev_x {
             self.last_gap = x.saturating_sub(p);
             if self.warm {
-                self.add_gap(self.last_gap);
+                self.max_gap = self.max_gap.max(self.last_gap);
             }
         }
         self.prev_x = Some(x);
     }
 
-    /// Adds a gap between two reference reads to the longest and to `Σ (gap + step)²`.
-    fn add_gap(&mut self, gap: u64) {
+    /// Adds the gap before an edge the window takes (see `Window::at_edges`) to the longest
+    /// and to the edges' gap sums: those of the samples kept, which are the gaps an edge fell
+    /// in (longer gaps catch more edges), not those of every sample.
+    fn add_edge_gap(&mut self, gap: u64) {
         self.max_gap = self.max_gap.max(gap);
-        let g = u128::from(gap.saturating_add(self.floor().step));
-        self.gap_sq = (
-            self.gap_sq.0.saturating_add(g.saturating_mul(g)),
-            self.gap_sq.1.saturating_add(1),
-        );
+        let step = self.floor().step;
+        self.edge_gaps.add(gap, step);
     }
 
     /// Adds a sample (with its bracket's width) to the window; `Ok(true)` if it completed a
@@ -920,11 +977,7 @@ impl Engine {
             } else {
                 0
             },
-            edge_gap_sq: self
-                .gap_sq
-                .0
-                .div_ceil(u128::from(self.gap_sq.1.max(1)))
-                .max(1),
+            edge_gap_sq: self.edge_gaps.spread(),
         }
     }
 
