@@ -218,3 +218,55 @@ fn a_slower_counter_read_hides_its_own_change() {
         r.end_bound_ppb
     );
 }
+
+/// A hook that catches up after a stall: each regular check is followed by a second one
+/// 1 ms later (a periodic hook whose missed deadlines run back to back; the boot kernel's
+/// did, and a loaded host made it). The 1 ms interval's own bound (1.3 ‰: one PM tick in
+/// 3 580) is wider than the +100 ppm change, so it is `Steady` and drops the pending
+/// deviation as a one-off; the next regular interval is then steady too, against the clock's
+/// rate and the `bound_ppb` that the unconfirmed interval widened. Measured: +100 ppm at 5 s,
+/// never `Changed` in 14 s; only refinement follows, at its 1 ppm slew limit a step: the
+/// clock still 66 ppm off at 14 s (`bound_ppb` 66.2 ppm: it holds). The docs ask a steady
+/// hook period of the cadence rule, not of the detection time; the detection time's
+/// "every disturbed check stretches an interval by one period" does not cover a judged
+/// interval too short to confirm or refute the deviation.
+#[test]
+#[ignore = "finding: +100 ppm at 5 s under a hook that checks twice 1 ms apart every 0.5 s: never Changed in 14 s; refinement alone leaves the clock 66 ppm off at 14 s"]
+fn bunched_checks_hide_a_change() {
+    let world = World::new(1_000_000_000_000, 20, 700);
+    let w = Rc::clone(&world);
+    let counter = FnCounter::new(move || w.read_counter(), 64);
+    let rate = Frequency::from_millihz(
+        1_000_000_000_000,
+        baretime::Source::Calibrated,
+        baretime::Accuracy::Measured {
+            uncertainty_ppb: 390,
+        },
+    )
+    .unwrap();
+    let clock = Clock::new(&counter, rate);
+    let mut wd = Watchdog::new(Pm(Rc::clone(&world)), rate);
+    let mut verdicts = Vec::new();
+    for i in 0..28 {
+        if i == 10 {
+            world.set_rate(1_000_100_000_000);
+        }
+        world.advance(PS_PER_S / 2 - PS_PER_S / 1000);
+        verdicts.push(wd.check(&clock));
+        world.advance(PS_PER_S / 1000);
+        verdicts.push(wd.check(&clock));
+    }
+    let truth = world.c_mhz.get() as u64;
+    let now = clock.scale().millihz();
+    let error = (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
+    let bound = wd.health().bound_ppb;
+    println!(
+        "clock {error} ppb off, bound_ppb {bound}; verdicts from 5 s: {:?}",
+        &verdicts[20..]
+    );
+    assert!(
+        verdicts.iter().any(|v| matches!(v, Watch::Changed { .. })),
+        "never reported; the clock {error} ppb off, bound_ppb {bound}"
+    );
+    assert!(error <= bound, "error {error} ppb, bound {bound} ppb");
+}
