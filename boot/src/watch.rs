@@ -204,14 +204,14 @@ pub fn watchdog<T: Counter + Copy, R: Reference>(
             last_now = now;
             last_pre = c_pre;
         }
-        // The next deadline a period on; one the host's stall already took past is not run
-        // back to back with this check (a 1 ms interval, judged steady under its own wide
-        // bound, drops a pending deviation: `tests/watchdog_read_cost.rs`), but a period
-        // from now, as a re-armed one-shot timer is.
-        next = next.wrapping_add(period);
+        // The next deadline a period on, but at least half a period from now: deadlines a
+        // host's stall took the hook past are not run back to back with this check (a 1 ms
+        // interval, judged steady under its own wide bound, drops a pending deviation:
+        // `crates/baretime/tests/watchdog_load.rs`).
         let now = timer.ticks();
-        if now.wrapping_sub(next) < u64::MAX / 2 {
-            next = now.wrapping_add(period);
+        next = next.wrapping_add(period);
+        if next.wrapping_sub(now.wrapping_add(period / 2)) > u64::MAX / 2 {
+            next = now.wrapping_add(period / 2);
         }
         let verdict = wd.check(&clock);
         last_pre = counter.ticks();

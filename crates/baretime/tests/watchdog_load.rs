@@ -1,4 +1,4 @@
-//! `Watchdog` when a read's cost changes for good (issue 28's load-dependent QEMU failure:
+//! `Watchdog` on a loaded host (issue 28's load-dependent QEMU failure:
 //! `x86_64-watchdog-acpipm` on a loaded host, 12 of 28 checks rejected, the +0.1 % change
 //! never reported, the clock 899 ppm off under a `bound_ppb` of 390).
 //!
@@ -14,7 +14,7 @@
 //! Each world is deterministic: true time in ps, a 1 GHz counter and a 24-bit ACPI PM
 //! timer, each read taking its cost of true time and latching half-way, the hook every
 //! 0.5 s. A test marked `#[ignore = "finding: ..."]` is a promise found broken, with its
-//! minimal input; `cargo test -p baretime --test watchdog_read_cost -- --ignored` shows it.
+//! minimal input; `cargo test -p baretime --test watchdog_load -- --ignored` shows it.
 
 use std::cell::Cell;
 use std::rc::Rc;
