@@ -16,6 +16,7 @@ mod scenario;
 mod smp;
 #[cfg(target_os = "none")]
 mod wall;
+#[cfg(target_os = "none")]
 mod watch;
 
 #[cfg(all(target_os = "none", target_arch = "x86_64"))]

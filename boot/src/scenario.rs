@@ -57,6 +57,16 @@ impl<'a> Args<'a> {
     }
 }
 
+/// The command line's `key=value` for `key`, parsed (`None` if absent or unparsable): the
+/// words each mode reads beyond [`Args`].
+pub fn word<T: core::str::FromStr>(cmdline: &str, key: &str) -> Option<T> {
+    cmdline
+        .split_whitespace()
+        .filter_map(|w| w.split_once('='))
+        .find(|(k, _)| *k == key)
+        .and_then(|(_, v)| v.parse().ok())
+}
+
 /// How long to calibrate: until the measurement is good to 1 ppm, or for at most `max_ms`
 /// of reference time (200 ms unless the command line says otherwise), whichever comes first.
 /// Under QEMU each reference read is emulated and the host is noisy; the result carries its

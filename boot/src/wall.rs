@@ -18,18 +18,11 @@
 //!    `slew_absorbed_hi_ns`: each wall read lies between two clock reads), and the wall
 //!    time's error against the truth after it, less the slew (`final_error_ns`).
 
-use core::fmt::Write;
+use core::fmt::{Display, Write};
 
 use baretime::{Clock, Counter, SecondsEdge, WallClock};
 
-/// The command line's `key=value` for `key`, parsed.
-fn arg<T: core::str::FromStr>(cmdline: &str, key: &str) -> Option<T> {
-    cmdline
-        .split_whitespace()
-        .filter_map(|w| w.split_once('='))
-        .find(|(k, _)| *k == key)
-        .and_then(|(_, v)| v.parse().ok())
-}
+use crate::scenario::word;
 
 /// The widest edge bracket taken as it is: a wider one (the vCPU preempted by the host
 /// during the poll, an interrupt on real hardware) is read again at the next edge.
@@ -40,7 +33,7 @@ const EDGE_TRIES: u32 = 3;
 /// The RTC's seconds edge from `read`, read again (up to [`EDGE_TRIES`] edges) while its
 /// bracket is wider than [`EDGE_WIDTH_MAX_NS`]; the narrowest if none is. Prints
 /// `edge_tries`.
-pub fn tight_edge<E>(
+fn tight_edge<E>(
     out: &mut impl Write,
     mut read: impl FnMut() -> Result<SecondsEdge, E>,
 ) -> Result<SecondsEdge, E> {
@@ -91,20 +84,29 @@ fn read<C: Counter>(wall: &WallClock<'_, C>) -> Option<Reading> {
     })
 }
 
-/// Runs the scenario; `edge` is the RTC's seconds edge read on `wall`'s clock, `truth_ns` the
-/// true Unix time (ns) at a counter reading. Prints the figures; `false` only when it could
-/// not run (the judging is xtask's).
-pub fn run<C: Counter>(
+/// Runs the scenario: `read_edge` reads the RTC's seconds edge on `wall`'s clock (see
+/// [`tight_edge`]), `virtual_ns` is QEMU's virtual time (ns) at a counter reading, so that the
+/// true Unix time there is `rtc_base=` seconds plus it. Prints the figures; `false` only when
+/// it could not run (the judging is xtask's).
+pub fn run<C: Counter, E: Display>(
     out: &mut impl Write,
     cmdline: &str,
     wall: &WallClock<'_, C>,
-    edge: SecondsEdge,
-    truth_ns: impl Fn(u64) -> u128,
+    read_edge: impl FnMut() -> Result<SecondsEdge, E>,
+    virtual_ns: impl Fn(u64) -> u128,
 ) -> bool {
     let clock: &Clock<C> = wall.clock();
-    let slew_ns: i64 = arg(cmdline, "slew_ns").unwrap_or(500_000_000);
-    let slew_ppm: u32 = arg(cmdline, "slew_ppm").unwrap_or(250_000);
-    let base: u64 = arg(cmdline, "rtc_base").unwrap_or(0);
+    let edge = match tight_edge(out, read_edge) {
+        Ok(edge) => edge,
+        Err(e) => {
+            let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");
+            return false;
+        }
+    };
+    let slew_ns: i64 = word(cmdline, "slew_ns").unwrap_or(500_000_000);
+    let slew_ppm: u32 = word(cmdline, "slew_ppm").unwrap_or(250_000);
+    let base: u64 = word(cmdline, "rtc_base").unwrap_or(0);
+    let truth_ns = |ticks: u64| u128::from(base) * 1_000_000_000 + virtual_ns(ticks);
     let _ = writeln!(
         out,
         "rtc_base={base} edge_unix_seconds={} edge_width_ns={}",

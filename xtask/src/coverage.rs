@@ -50,9 +50,9 @@ pub enum Target {
 
 /// QEMU's emulated rates of the x86 references, Hz (`hw/timer/hpet.c`: a 10 ns period;
 /// `hw/acpi/core.c`: `PM_TIMER_FREQUENCY`).
-const QEMU_HPET_HZ: f64 = 100_000_000.0;
+pub(super) const QEMU_HPET_HZ: f64 = 100_000_000.0;
 /// See [`QEMU_HPET_HZ`].
-const QEMU_PM_HZ: f64 = 3_579_545.0;
+pub(super) const QEMU_PM_HZ: f64 = 3_579_545.0;
 
 /// The QEMU options and kernel command line of boot `i` of `target`.
 fn setup(target: Target, i: u64) -> (Vec<String>, String) {

@@ -94,9 +94,8 @@ static WALL: WallClock<'static, GenericTimer> = WallClock::new(&CLOCK);
 /// `virt`'s PL031 (in the first GiB, mapped as device memory by the entry code).
 const PL031_BASE: usize = 0x0901_0000;
 
-/// `mode=wall` (see `crate::wall`): the PL031's seconds edge sets `WALL`; the truth is
-/// `rtc_base=` seconds plus CNTVCT_EL0 × 16 ns, QEMU's virtual clock, which the PL031 counts
-/// from its base too.
+/// `mode=wall` (see `crate::wall`): the PL031's seconds edge sets `WALL`; QEMU's virtual
+/// time is CNTVCT_EL0 × 16 ns, which the PL031 counts from its base too.
 fn wall(out: &mut Serial, cmdline: &str) -> bool {
     let Some(rate) = baretime_aarch64::discover().best() else {
         let _ = writeln!(out, "error=no_cntfrq");
@@ -110,22 +109,14 @@ fn wall(out: &mut Serial, cmdline: &str) -> bool {
     // SAFETY: `virt` has a PL031 at this address, mapped as device memory; nothing else in
     // this kernel uses it.
     let mut rtc = unsafe { Pl031::new(PL031_BASE) };
-    let edge = match crate::wall::tight_edge(out, || rtc.read_at_edge(&CLOCK)) {
-        Ok(edge) => edge,
-        Err(e) => {
-            let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");
-            return false;
-        }
-    };
-    let base = cmdline
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("rtc_base="))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
     let ns_per_tick = u128::from(1_000_000_000 / rate.as_hz().max(1));
-    crate::wall::run(out, cmdline, &WALL, edge, |ticks| {
-        u128::from(base) * 1_000_000_000 + u128::from(ticks) * ns_per_tick
-    })
+    crate::wall::run(
+        out,
+        cmdline,
+        &WALL,
+        || rtc.read_at_edge(&CLOCK),
+        |ticks| u128::from(ticks) * ns_per_tick,
+    )
 }
 
 /// Called by the entry code with the MMU on.

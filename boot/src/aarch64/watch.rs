@@ -13,7 +13,7 @@ use baretime::{calibrate, Accuracy, Clock, Config, Counter, Frequency, Source, W
 use baretime_aarch64::{GenericTimer, SemihostingElapsed};
 use core::time::Duration;
 
-use crate::watch::word;
+use crate::scenario::word;
 
 /// QEMU's generic timer rate on `virt`.
 const HZ: u64 = 62_500_000;
@@ -38,8 +38,8 @@ pub fn watchdog(out: &mut impl Write, cmdline: &str) -> bool {
 
 pub fn refine(out: &mut impl Write, cmdline: &str) -> bool {
     let timer = GenericTimer::new();
-    let seconds = word(cmdline, "refine_s").unwrap_or(10);
-    let period = word(cmdline, "period_ms").unwrap_or(500) * (HZ / 1000);
+    let seconds = word(cmdline, "refine_s").unwrap_or(10u64);
+    let period = word(cmdline, "period_ms").unwrap_or(500u64) * (HZ / 1000);
     // SAFETY: the kernel runs under `-semihosting` (it exits through it).
     let mut reference = match unsafe { SemihostingElapsed::new() } {
         Ok(r) => r,

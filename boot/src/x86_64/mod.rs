@@ -148,9 +148,9 @@ extern "C" fn kernel_main(start_info: u64) -> ! {
 /// The kernel's wall clock on its `Clock`: `const`, beside it.
 static WALL: WallClock<'static, Tsc> = WallClock::new(&CLOCK);
 
-/// `mode=wall` (see `crate::wall`): the CMOS RTC's seconds edge sets `WALL`; the truth is
-/// `rtc_base=` seconds plus the TSC's count in ns, which under `-icount` is QEMU's virtual
-/// clock (TCG's TSC then counts virtual nanoseconds from 0, as the RTC does from its base).
+/// `mode=wall` (see `crate::wall`): the CMOS RTC's seconds edge sets `WALL`; QEMU's virtual
+/// time is the TSC's count in ns, as it is under `-icount` (TCG's TSC then counts virtual
+/// nanoseconds from 0, as the RTC does from its base).
 fn wall(out: &mut Serial, cmdline: &str, century: Option<u8>) -> bool {
     let _ = writeln!(
         out,
@@ -159,21 +159,7 @@ fn wall(out: &mut Serial, cmdline: &str, century: Option<u8>) -> bool {
     );
     // SAFETY: ring 0 with interrupts off; nothing else in this kernel touches the CMOS.
     let mut rtc = unsafe { CmosRtc::new(century) };
-    let edge = match crate::wall::tight_edge(out, || rtc.read_at_edge(&CLOCK)) {
-        Ok(edge) => edge,
-        Err(e) => {
-            let _ = writeln!(out, "error=rtc_edge detail=\"{e}\"");
-            return false;
-        }
-    };
-    let base = cmdline
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("rtc_base="))
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or(0);
-    crate::wall::run(out, cmdline, &WALL, edge, |ticks| {
-        u128::from(base) * 1_000_000_000 + u128::from(ticks)
-    })
+    crate::wall::run(out, cmdline, &WALL, || rtc.read_at_edge(&CLOCK), u128::from)
 }
 
 /// Calibrates (and for `mode=delay` times delays) with one reference.
