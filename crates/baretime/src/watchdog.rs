@@ -22,6 +22,12 @@ const PPB: u64 = 1_000_000_000;
 const MAX_JUDGED_PPB: u64 = 10_000_000;
 /// A deviation beyond this (12.5 %) is not a rate change: a jump of one count or the other.
 const GROSS_PPB: u64 = PPB / 8;
+/// Samples of refinement's window kept for its rate's range (every pair of them bounds
+/// the rate; when full, every other older one is dropped, the anchor and the newest kept).
+const KNOTS: usize = 32;
+/// The bound on the clock's rate holds where the rate was one rate since any of the
+/// window's newest fitting span's first this many samples (see [`Watchdog`]).
+const SUFFIXES: usize = 3;
 /// Reads spent, per check until it is found, on the reference's step (a 1 kHz tick read in
 /// 1 µs moves within 1 000 reads).
 const STEP_READS: u32 = 1 << 14;
@@ -152,19 +158,22 @@ pub struct WatchdogHealth {
     /// it*, in ppb, the reference's own tolerance not included (add
     /// [`Reference::frequency`]'s bound for the rate in true time). It starts at the
     /// bound given to [`Watchdog::new`] plus that tolerance, and shrinks as refinement's
-    /// window grows. A worst case while the counter's rate has been constant since the
-    /// window's anchor; after [`Watch::Changed`] it covers the old rate too, until the
-    /// window proves the new one. Between a change and its detection (within three
-    /// periods above an interval's threshold; seconds below it: see [`Watchdog`]) it does
-    /// not hold. While the rate keeps moving (a ramp), it carries the pace last seen
-    /// between the window's parts over half the window: an extrapolation, exact for a
-    /// steady ramp, not a worst case for an accelerating one. Known not to hold (measured
-    /// in `tests/adversary_watchdog2.rs`, 1 GHz counter, 10 MHz reference, `P` = 0.5 s): for
-    /// up to about a minute after a change under an interval's threshold that was over
-    /// before it was seen (a ±1–2 ppm transient or excursion shorter than the detection
-    /// time, never reported: 86 vs 63 ppb); some 20 s after a small step reported by the
-    /// window's split (62 vs 54 ppb). An unconfirmed interval widens it to at least its own
-    /// distance from the clock's rate (a ramp between reports).
+    /// window grows. A worst case while the counter's rate has been one rate since any of
+    /// the first three samples of the window's newest part that one rate fits (see
+    /// *Refinement* on [`Watchdog`]): an excursion that came back unseen, whose offset no
+    /// longer fits one line with the samples before it, is left out of the bound once it
+    /// is three samples back; one whose offset still fits changes no sample by more than
+    /// its bracket, and is covered. After [`Watch::Changed`] it covers the old rate too,
+    /// until the window since proves the new one. Between a change and its detection
+    /// (within three periods above an interval's threshold; seconds below it: see
+    /// [`Watchdog`]) it does not hold. While the rate keeps moving (a ramp), it adds the
+    /// lesser of the pace last seen carried over half the window (an extrapolation) and
+    /// four times the window's own bound (what a steady ramp of any pace can have moved
+    /// while one line still fits the window's samples: a worst case for a steady ramp,
+    /// not for an accelerating one). An unconfirmed interval widens it to at least its own
+    /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
+    /// brackets) add no evidence and change nothing: the bound is the one after the last
+    /// accepted check, and a rate change in between is a change not yet detected.
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -388,6 +397,24 @@ struct Span {
 /// which the bound does not include. A reference stepping in the window's first or last
 /// sample is caught by the next interval (it re-anchors).
 ///
+/// The bound and the samples' lines: every sample of the window is a bracket (the
+/// counter's count within its bracket, the reference's within its step), and a counter at
+/// one rate puts all of them on one line. Up to 32 of the window's samples are kept (when
+/// full, every other older one goes; the anchor and the newest stay), and each new one's
+/// pairs with them narrow the range of rates of the lines through them all. Where the
+/// range empties, the rate was not one rate over the window — an excursion that came back
+/// below every threshold (a ±1–3 ppm change for a second or two), the tail of a change —
+/// and the newest samples that one rate still fits become the bound's span:
+/// [`WatchdogHealth::bound_ppb`] is the clock's distance from their rate plus their bound
+/// (the widest of the spans from their first three samples: a sample from an excursion's
+/// end may still fit), however wider than before, while the window itself (steering, the
+/// split, the baseline) is left as it was. So the bound is honest after an excursion that
+/// was never reported (`tests/adversary_watchdog2.rs`: +1 ppm for 1.5 s, +2 ppm for half a
+/// period, −3 ppm and back, a +2 ppm step seen by the split: each left the clock 54–93 ppb
+/// off under a bound of 40–79 ppb for up to a minute before issue 28's fix); a counter at
+/// one rate always fits, so this never widens the bound, nor changes a verdict, at
+/// constant rates.
+///
 /// # Widths
 ///
 /// Of the counter and the reference, the one whose wrap period is the longer is unwrapped
@@ -431,6 +458,15 @@ pub struct Watchdog<R: Reference> {
     /// times `drift_span` without moving again.
     drift_ppb: u64,
     drift_span: u64,
+    /// The window's samples (`knots[..n_knots]`, oldest first: the anchor, then the
+    /// steady samples up to `wend`, decimated) and the range of rates (mHz, floor and
+    /// ceiling) that every pair of samples seen in the window allows: the rates of the
+    /// lines through all their brackets. `None`: no pair measured yet.
+    knots: [Point; KNOTS],
+    n_knots: usize,
+    range: Option<(u64, u64)>,
+    /// The reference's rate (mHz) and the steps the last window sample was measured with.
+    steps: (u64, u64, u64),
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
@@ -472,6 +508,10 @@ impl<R: Reference> Watchdog<R> {
             mid: zero,
             drift_ppb: 0,
             drift_span: 0,
+            knots: [zero; KNOTS],
+            steps: (1, 1, u64::MAX),
+            n_knots: 0,
+            range: None,
             pending: None,
             prev: None,
             since: 0,
@@ -709,8 +749,16 @@ impl<R: Reference> Watchdog<R> {
         // The baseline: the window's rate, or the clock's, whichever is known better.
         let clock_base = (clock_millihz, self.bound_ppb);
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
-            Some(w) if w.bound_ppb.saturating_add(self.drift()) < self.bound_ppb => {
-                (w.millihz, w.bound_ppb.saturating_add(self.drift()))
+            Some(w)
+                if w.bound_ppb
+                    .saturating_add(self.drift(ref_millihz, c_step, r_step))
+                    < self.bound_ppb =>
+            {
+                (
+                    w.millihz,
+                    w.bound_ppb
+                        .saturating_add(self.drift(ref_millihz, c_step, r_step)),
+                )
             }
             _ => clock_base,
         };
@@ -723,6 +771,7 @@ impl<R: Reference> Watchdog<R> {
             self.wend = here;
             self.set_last(here);
             self.prev = Some(span);
+            self.push_knot(clock, here, ref_millihz, c_step, r_step);
             if let Some(changed) = self.compare_parts(clock, ref_millihz, c_step, r_step, tolerance)
             {
                 return changed;
@@ -846,9 +895,15 @@ impl<R: Reference> Watchdog<R> {
         self.pending = None;
     }
 
-    /// What a rate moving at the pace last seen (`drift_ppb` over `drift_span`) can have
-    /// moved since the middle of the window: at least `drift_ppb`.
-    fn drift(&self) -> u64 {
+    /// While the rate moves (`drift_ppb` non-zero): how far it can have moved since the
+    /// middle of the window. The lesser of the pace last seen (`drift_ppb` over
+    /// `drift_span`) carried over half the window, at least `drift_ppb`, and what a steady
+    /// ramp of any pace can have moved while one line still fits every sample of the
+    /// window ([`ramp_ppb`]).
+    fn drift(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
+        if self.drift_ppb == 0 {
+            return 0;
+        }
         let half = self.wend.x.saturating_sub(self.anchor.x) / 2;
         let moved = mul_div_ceil(
             u128::from(self.drift_ppb),
@@ -856,12 +911,163 @@ impl<R: Reference> Watchdog<R> {
             u128::from(self.drift_span.max(1)),
         )
         .unwrap_or(u128::MAX);
-        saturate_u64(moved).max(self.drift_ppb)
+        let carried = saturate_u64(moved).max(self.drift_ppb);
+        let widest = self.knots[..self.n_knots.min(KNOTS)]
+            .iter()
+            .map(|k| k.width)
+            .max()
+            .unwrap_or(0);
+        let ramp = ramp_ppb(
+            &self.anchor,
+            &self.wend,
+            widest,
+            ref_millihz,
+            c_step,
+            r_step,
+        );
+        carried.min(ramp)
     }
 
-    /// Refinement's window starts again at `anchor`, up to `end`.
+    /// Refinement's window starts again at `anchor`, up to `end`: afresh where they are the
+    /// same sample, else keeping the window's samples from `anchor` on (`anchor` is one).
     fn anchor_at(&mut self, anchor: Point, end: Point) {
         (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
+        if anchor == end {
+            self.knots[0] = anchor;
+            self.n_knots = 1;
+            self.range = None;
+        } else {
+            let mut kept = 0;
+            for i in 0..self.n_knots.min(KNOTS) {
+                let k = self.knots[i];
+                if k.x >= anchor.x {
+                    self.knots[kept] = k;
+                    kept += 1;
+                }
+            }
+            if kept == 0 || self.knots[0] != anchor {
+                // The anchor was decimated away: it heads the window again.
+                let n = kept.min(KNOTS - 1);
+                self.knots.copy_within(0..n, 1);
+                self.knots[0] = anchor;
+                kept = n + 1;
+            }
+            self.n_knots = kept;
+            self.range = None;
+            self.rerange();
+        }
+    }
+
+    /// Recomputes the window's range from its kept samples only, from the newest back;
+    /// where a sample leaves no line through all the newer ones' brackets (the rate was
+    /// not one rate over them), the samples from it back are dropped and the window starts
+    /// at the next. Returns whether it dropped any.
+    fn rerange(&mut self) -> bool {
+        let (ref_millihz, c_step, r_step) = self.steps;
+        let n = self.n_knots.min(KNOTS);
+        let mut range: Option<(u64, u64)> = None;
+        let mut start = n.saturating_sub(1);
+        let mut dropped = false;
+        'back: for i in (0..n.saturating_sub(1)).rev() {
+            let mut r = range;
+            for j in i + 1..n {
+                if let Some(pr) =
+                    pair_range(&self.knots[i], &self.knots[j], ref_millihz, c_step, r_step)
+                {
+                    match meet(r, pr) {
+                        Some(m) => r = Some(m),
+                        None => {
+                            dropped = true;
+                            break 'back;
+                        }
+                    }
+                }
+            }
+            range = r;
+            start = i;
+        }
+        if dropped {
+            self.knots.copy_within(start..n, 0);
+            self.n_knots = n - start;
+        }
+        self.range = range;
+        dropped
+    }
+
+    /// Adds the window's newest sample `p` (now `wend`): every pair it makes with the kept
+    /// samples narrows the window's range. Where none is left, the rate was not one rate
+    /// over the window (an excursion that came back, a change it holds): the window keeps
+    /// only its newest samples that one rate fits, and [`WatchdogHealth::bound_ppb`] is
+    /// what they allow, however wider.
+    fn push_knot<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+        p: Point,
+        ref_millihz: u64,
+        c_step: u64,
+        r_step: u64,
+    ) {
+        self.steps = (ref_millihz, c_step, r_step);
+        let n = self.n_knots.min(KNOTS);
+        let mut range = self.range;
+        let mut kink = false;
+        for i in 0..n {
+            if let Some(pr) = pair_range(&self.knots[i], &p, ref_millihz, c_step, r_step) {
+                match meet(range, pr) {
+                    Some(m) => range = Some(m),
+                    None => kink = true,
+                }
+            }
+        }
+        if n == KNOTS {
+            // Every other older sample goes; the anchor and the newest stay.
+            let mut kept = 0;
+            for i in (0..KNOTS - 1).step_by(2).chain(core::iter::once(KNOTS - 1)) {
+                self.knots[kept] = self.knots[i];
+                kept += 1;
+            }
+            self.n_knots = kept;
+        }
+        let n = self.n_knots.min(KNOTS - 1);
+        self.knots[n] = p;
+        self.n_knots = n + 1;
+        if !kink {
+            self.range = range;
+            return;
+        }
+        self.rerange();
+        if self.kinked() {
+            let now = clock.scale().millihz().max(1);
+            let bound =
+                self.range_bound(now)
+                    .saturating_add(self.drift(ref_millihz, c_step, r_step));
+            self.bound_ppb = self.bound_ppb.max(bound);
+        }
+    }
+
+    /// Whether one rate fits only the window's newest samples, not all since its anchor.
+    fn kinked(&self) -> bool {
+        self.n_knots != 0 && self.knots[0] != self.anchor
+    }
+
+    /// The worst-case distance (ppb) of a clock at `millihz` from the counter's rate now,
+    /// where the rate has been one rate since one of the newest window's first
+    /// [`SUFFIXES`] samples: the widest of those spans' rates and bounds. One rate fitting
+    /// every sample from the first on does not mean the rate was one rate since it: a sample
+    /// or two from an excursion's end can still fit inside their brackets.
+    fn range_bound(&self, millihz: u64) -> u64 {
+        let (ref_millihz, c_step, r_step) = self.steps;
+        let n = self.n_knots.min(KNOTS);
+        let mut worst = None;
+        for first in self.knots[..n].iter().take(SUFFIXES) {
+            if let Some(w) = measure(first, &self.wend, ref_millihz, c_step, r_step) {
+                let d = ppb_apart(millihz, w.millihz).saturating_add(w.bound_ppb);
+                worst = Some(worst.map_or(d, |v: u64| v.max(d)));
+            }
+        }
+        worst
+            .unwrap_or(u64::MAX)
+            .saturating_add(rounding_ppb(millihz))
     }
 
     /// The window's parts against each other: where they disagree beyond their bounds, the
@@ -912,7 +1118,9 @@ impl<R: Reference> Watchdog<R> {
             // move; only the first move after a quiet window is reported.
             return None;
         }
-        let bound = recent.bound_ppb.saturating_add(self.drift());
+        let bound = recent
+            .bound_ppb
+            .saturating_add(self.drift(ref_millihz, c_step, r_step));
         let rate = measured(recent.millihz, bound.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
@@ -940,7 +1148,9 @@ impl<R: Reference> Watchdog<R> {
         tolerance: u64,
     ) -> Option<Watch> {
         let w = measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step)?;
-        let w_bound = w.bound_ppb.saturating_add(self.drift());
+        let w_bound = w
+            .bound_ppb
+            .saturating_add(self.drift(ref_millihz, c_step, r_step));
         let now = clock.scale().millihz().max(1);
         if ppb_apart(w.millihz, now) <= w_bound.saturating_add(self.bound_ppb) {
             return None;
@@ -970,7 +1180,9 @@ impl<R: Reference> Watchdog<R> {
     }
 
     /// Refinement: steers the clock toward the window's rate, slew-limited, where that
-    /// tightens the bound on the clock's rate.
+    /// tightens the bound on the clock's rate. The bound also covers the range of the
+    /// window's newest samples that one rate fits (all of them, unless the rate was not
+    /// one rate over the window: an excursion that came back unseen).
     fn refine<C: Counter>(
         &mut self,
         clock: &Clock<C>,
@@ -983,14 +1195,22 @@ impl<R: Reference> Watchdog<R> {
             return;
         };
         let w = Span {
-            bound_ppb: w.bound_ppb.saturating_add(self.drift()),
+            bound_ppb: w
+                .bound_ppb
+                .saturating_add(self.drift(ref_millihz, c_step, r_step)),
             ..w
         };
+        let drift = self.drift(ref_millihz, c_step, r_step);
+        let bound_at = |this: &Self, millihz: u64| {
+            ppb_apart(millihz, w.millihz)
+                .saturating_add(w.bound_ppb)
+                .max(this.range_bound(millihz).saturating_add(drift))
+        };
         let now = clock.scale().millihz().max(1);
-        let stay = ppb_apart(now, w.millihz).saturating_add(w.bound_ppb);
+        let stay = bound_at(self, now);
         // While the rate moves, an older bound goes stale: the window's is the one that
         // holds now, even if wider.
-        if stay < self.bound_ppb || self.drift_ppb != 0 {
+        if stay < self.bound_ppb || self.drift_ppb != 0 || self.kinked() {
             self.bound_ppb = stay;
         }
         // Within half the window's bound: close enough, no write.
@@ -1005,9 +1225,7 @@ impl<R: Reference> Watchdog<R> {
         let target = w
             .millihz
             .clamp(now.saturating_sub(slew), now.saturating_add(slew));
-        let bound = ppb_apart(target, w.millihz)
-            .saturating_add(w.bound_ppb)
-            .saturating_add(rounding_ppb(target));
+        let bound = bound_at(self, target).saturating_add(rounding_ppb(target));
         if target == now || bound >= self.bound_ppb {
             return;
         }
@@ -1096,6 +1314,64 @@ fn measure(a: &Point, b: &Point, ref_millihz: u64, c_step: u64, r_step: u64) -> 
         millihz,
         bound_ppb: bound,
     })
+}
+
+/// The rates (mHz, floor and ceiling) of every line through both samples' brackets (see
+/// [`measure`]); `None` where the span is within its own uncertainty (no constraint).
+fn pair_range(
+    a: &Point,
+    b: &Point,
+    ref_millihz: u64,
+    c_step: u64,
+    r_step: u64,
+) -> Option<(u64, u64)> {
+    if r_step == u64::MAX {
+        return None;
+    }
+    let dy = b.y.checked_sub(a.y)?;
+    let dx = u128::from(b.x.checked_sub(a.x)?);
+    let u_y = u128::from(a.width)
+        .saturating_add(u128::from(b.width))
+        .saturating_add(u128::from(c_step).saturating_mul(2));
+    let u_x = u128::from(r_step);
+    if dy <= u_y || dx <= u_x {
+        return None;
+    }
+    let lo = mul_div(
+        dy - u_y,
+        u128::from(ref_millihz),
+        dx.saturating_add(u_x).saturating_mul(2),
+    )?;
+    let hi = mul_div_ceil(
+        dy.saturating_add(u_y),
+        u128::from(ref_millihz),
+        (dx - u_x).saturating_mul(2),
+    )?;
+    Some((saturate_u64(lo), saturate_u64(hi)))
+}
+
+/// The overlap of two ranges (`None` for the first: everything); `None` where they do not
+/// overlap.
+fn meet(a: Option<(u64, u64)>, b: (u64, u64)) -> Option<(u64, u64)> {
+    let (lo, hi) = match a {
+        Some(a) => (a.0.max(b.0), a.1.min(b.1)),
+        None => b,
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// How far (ppb) a rate ramping at a steady pace can have moved from `a` to `b`'s middle
+/// to `b` while one line still fits every sample between (each bracket at most `widest`
+/// wide): the ramp bends the samples off any line by `s·T²/8` (pace `s`, span `T`), which
+/// must stay within the brackets' sum, so the move over `T/2`, `s·T/2`, is at most four
+/// times the span's own bound with both brackets `widest` wide.
+fn ramp_ppb(a: &Point, b: &Point, widest: u64, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
+    let wide = |p: &Point| Point {
+        width: widest,
+        ..*p
+    };
+    measure(&wide(a), &wide(b), ref_millihz, c_step, r_step)
+        .map_or(u64::MAX, |w| w.bound_ppb.saturating_mul(4))
 }
 
 /// Half a millihertz, in ppb of `millihz`, rounded up.
