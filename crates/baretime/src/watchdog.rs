@@ -912,11 +912,7 @@ impl<R: Reference> Watchdog<R> {
         )
         .unwrap_or(u128::MAX);
         let carried = saturate_u64(moved).max(self.drift_ppb);
-        let widest = self.knots[..self.n_knots.min(KNOTS)]
-            .iter()
-            .map(|k| k.width)
-            .max()
-            .unwrap_or(0);
+        let widest = self.live().iter().map(|k| k.width).max().unwrap_or(0);
         let ramp = ramp_ppb(
             &self.anchor,
             &self.wend,
@@ -928,52 +924,48 @@ impl<R: Reference> Watchdog<R> {
         carried.min(ramp)
     }
 
+    /// The window's kept samples, oldest first.
+    fn live(&self) -> &[Point] {
+        self.knots.get(..self.n_knots).unwrap_or(&[])
+    }
+
     /// Refinement's window starts again at `anchor`, up to `end`: afresh where they are the
-    /// same sample, else keeping the window's samples from `anchor` on (`anchor` is one).
+    /// same sample, else keeping the window's samples from `anchor` on (`anchor` first).
     fn anchor_at(&mut self, anchor: Point, end: Point) {
         (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
-        if anchor == end {
-            self.knots[0] = anchor;
-            self.n_knots = 1;
-            self.range = None;
-        } else {
-            let mut kept = 0;
-            for i in 0..self.n_knots.min(KNOTS) {
-                let k = self.knots[i];
-                if k.x >= anchor.x {
-                    self.knots[kept] = k;
-                    kept += 1;
+        let mut kept = [anchor; KNOTS];
+        let mut n = 1usize;
+        if anchor != end {
+            for k in self.live().iter().filter(|k| k.x > anchor.x) {
+                if let Some(slot) = kept.get_mut(n) {
+                    *slot = *k;
+                    n = n.saturating_add(1);
                 }
             }
-            if kept == 0 || self.knots[0] != anchor {
-                // The anchor was decimated away: it heads the window again.
-                let n = kept.min(KNOTS - 1);
-                self.knots.copy_within(0..n, 1);
-                self.knots[0] = anchor;
-                kept = n + 1;
-            }
-            self.n_knots = kept;
-            self.range = None;
+        }
+        self.knots = kept;
+        self.n_knots = n;
+        self.range = None;
+        if anchor != end {
             self.rerange();
         }
     }
 
     /// Recomputes the window's range from its kept samples only, from the newest back;
     /// where a sample leaves no line through all the newer ones' brackets (the rate was
-    /// not one rate over them), the samples from it back are dropped and the window starts
-    /// at the next. Returns whether it dropped any.
-    fn rerange(&mut self) -> bool {
+    /// not one rate over them), the samples from it back are dropped: the newest samples
+    /// that one rate fits remain.
+    fn rerange(&mut self) {
         let (ref_millihz, c_step, r_step) = self.steps;
-        let n = self.n_knots.min(KNOTS);
+        let all = self.knots;
+        let live = all.get(..self.n_knots).unwrap_or(&[]);
         let mut range: Option<(u64, u64)> = None;
-        let mut start = n.saturating_sub(1);
+        let mut start = live.len().saturating_sub(1);
         let mut dropped = false;
-        'back: for i in (0..n.saturating_sub(1)).rev() {
+        'back: for (i, a) in live.iter().enumerate().rev().skip(1) {
             let mut r = range;
-            for j in i + 1..n {
-                if let Some(pr) =
-                    pair_range(&self.knots[i], &self.knots[j], ref_millihz, c_step, r_step)
-                {
+            for b in live.iter().skip(i.saturating_add(1)) {
+                if let Some(pr) = pair_range(a, b, ref_millihz, c_step, r_step) {
                     match meet(r, pr) {
                         Some(m) => r = Some(m),
                         None => {
@@ -987,18 +979,23 @@ impl<R: Reference> Watchdog<R> {
             start = i;
         }
         if dropped {
-            self.knots.copy_within(start..n, 0);
-            self.n_knots = n - start;
+            let mut kept = [self.wend; KNOTS];
+            let mut n = 0usize;
+            for (slot, k) in kept.iter_mut().zip(live.iter().skip(start)) {
+                *slot = *k;
+                n = n.saturating_add(1);
+            }
+            self.knots = kept;
+            self.n_knots = n;
         }
         self.range = range;
-        dropped
     }
 
     /// Adds the window's newest sample `p` (now `wend`): every pair it makes with the kept
     /// samples narrows the window's range. Where none is left, the rate was not one rate
-    /// over the window (an excursion that came back, a change it holds): the window keeps
-    /// only its newest samples that one rate fits, and [`WatchdogHealth::bound_ppb`] is
-    /// what they allow, however wider.
+    /// over the window (an excursion that came back, a change it holds): only the newest
+    /// samples that one rate fits are kept, and [`WatchdogHealth::bound_ppb`] is what they
+    /// allow, however wider.
     fn push_knot<C: Counter>(
         &mut self,
         clock: &Clock<C>,
@@ -1008,29 +1005,32 @@ impl<R: Reference> Watchdog<R> {
         r_step: u64,
     ) {
         self.steps = (ref_millihz, c_step, r_step);
-        let n = self.n_knots.min(KNOTS);
         let mut range = self.range;
         let mut kink = false;
-        for i in 0..n {
-            if let Some(pr) = pair_range(&self.knots[i], &p, ref_millihz, c_step, r_step) {
+        for a in self.live() {
+            if let Some(pr) = pair_range(a, &p, ref_millihz, c_step, r_step) {
                 match meet(range, pr) {
                     Some(m) => range = Some(m),
                     None => kink = true,
                 }
             }
         }
-        if n == KNOTS {
+        if self.n_knots >= KNOTS {
             // Every other older sample goes; the anchor and the newest stay.
-            let mut kept = 0;
-            for i in (0..KNOTS - 1).step_by(2).chain(core::iter::once(KNOTS - 1)) {
-                self.knots[kept] = self.knots[i];
-                kept += 1;
+            let old = self.knots;
+            let mut kept = [p; KNOTS];
+            let mut n = 0usize;
+            for (slot, k) in kept.iter_mut().zip(old.iter().step_by(2).chain(old.last())) {
+                *slot = *k;
+                n = n.saturating_add(1);
             }
-            self.n_knots = kept;
+            self.knots = kept;
+            self.n_knots = n;
         }
-        let n = self.n_knots.min(KNOTS - 1);
-        self.knots[n] = p;
-        self.n_knots = n + 1;
+        if let Some(slot) = self.knots.get_mut(self.n_knots) {
+            *slot = p;
+            self.n_knots = self.n_knots.saturating_add(1);
+        }
         if !kink {
             self.range = range;
             return;
@@ -1047,7 +1047,7 @@ impl<R: Reference> Watchdog<R> {
 
     /// Whether one rate fits only the window's newest samples, not all since its anchor.
     fn kinked(&self) -> bool {
-        self.n_knots != 0 && self.knots[0] != self.anchor
+        self.live().first().is_some_and(|k| *k != self.anchor)
     }
 
     /// The worst-case distance (ppb) of a clock at `millihz` from the counter's rate now,
@@ -1057,9 +1057,8 @@ impl<R: Reference> Watchdog<R> {
     /// or two from an excursion's end can still fit inside their brackets.
     fn range_bound(&self, millihz: u64) -> u64 {
         let (ref_millihz, c_step, r_step) = self.steps;
-        let n = self.n_knots.min(KNOTS);
         let mut worst = None;
-        for first in self.knots[..n].iter().take(SUFFIXES) {
+        for first in self.live().iter().take(SUFFIXES) {
             if let Some(w) = measure(first, &self.wend, ref_millihz, c_step, r_step) {
                 let d = ppb_apart(millihz, w.millihz).saturating_add(w.bound_ppb);
                 worst = Some(worst.map_or(d, |v: u64| v.max(d)));
@@ -1338,14 +1337,14 @@ fn pair_range(
         return None;
     }
     let lo = mul_div(
-        dy - u_y,
+        dy.saturating_sub(u_y),
         u128::from(ref_millihz),
         dx.saturating_add(u_x).saturating_mul(2),
     )?;
     let hi = mul_div_ceil(
         dy.saturating_add(u_y),
         u128::from(ref_millihz),
-        (dx - u_x).saturating_mul(2),
+        dx.saturating_sub(u_x).saturating_mul(2),
     )?;
     Some((saturate_u64(lo), saturate_u64(hi)))
 }

@@ -1506,7 +1506,7 @@ fn a_straddling_step_leaves_a_narrow_bound() {
                     tokens(&rig.verdicts[20..])
                 );
             }
-            if since >= 4.0 && since < 4.5 {
+            if (4.0..4.5).contains(&since) {
                 println!(
                     "ref#{r_kind} at {at}/10: {since:.1} s after: clock {e} ppb off, bound_ppb {b}"
                 );
