@@ -439,6 +439,11 @@ pub struct Watchdog<R: Reference> {
     /// The clock's rate's worst-case distance from the counter's rate as the reference
     /// counts it, in ppb.
     bound_ppb: u64,
+    /// The bound the clock's rate was last set with (or refined to): `bound_ppb` without
+    /// what honesty added since (the old rate after a change, an unconfirmed interval, a
+    /// window that one rate does not fit). Where the window disagrees with the clock beyond
+    /// it and the window's own bound, the rate set was wrong ([`Watch::Changed`]).
+    claim_ppb: u64,
     /// The counter's and the reference's steps (`u64::MAX`: not seen yet).
     counter_step: u64,
     ref_step: u64,
@@ -499,6 +504,7 @@ impl<R: Reference> Watchdog<R> {
             tries: 4,
             slew_ppb: 1_000,
             bound_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
+            claim_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
             counter_step: u64::MAX,
             ref_step: u64::MAX,
             min_width: u64::MAX,
@@ -870,6 +876,7 @@ impl<R: Reference> Watchdog<R> {
                     .saturating_add(base.1)
                     .saturating_add(rounding_ppb(span.millihz)),
             );
+            self.claim_ppb = span.bound_ppb.saturating_add(rounding_ppb(span.millihz));
         }
         if let Some(p) = moving {
             // Still moving: the bound carries the pace seen between the two intervals'
@@ -1124,6 +1131,7 @@ impl<R: Reference> Watchdog<R> {
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound.saturating_add(rounding_ppb(recent.millihz));
+            self.claim_ppb = self.bound_ppb;
         }
         Some(Watch::Changed { rate, recalibrated })
     }
@@ -1151,7 +1159,8 @@ impl<R: Reference> Watchdog<R> {
             .bound_ppb
             .saturating_add(self.drift(ref_millihz, c_step, r_step));
         let now = clock.scale().millihz().max(1);
-        if ppb_apart(w.millihz, now) <= w_bound.saturating_add(self.bound_ppb) {
+        let claim = self.claim_ppb.min(self.bound_ppb);
+        if ppb_apart(w.millihz, now) <= w_bound.saturating_add(claim) {
             return None;
         }
         // |now − w| + |interval − baseline| + the interval's own bound, and the window's.
@@ -1164,6 +1173,7 @@ impl<R: Reference> Watchdog<R> {
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
+            self.claim_ppb = bound;
             self.anchor_at(self.wend, self.wend);
             self.drift_ppb = 0;
         }
@@ -1212,6 +1222,7 @@ impl<R: Reference> Watchdog<R> {
         if stay < self.bound_ppb || self.drift_ppb != 0 || self.kinked() {
             self.bound_ppb = stay;
         }
+        self.claim_ppb = self.claim_ppb.min(stay);
         // Within half the window's bound: close enough, no write.
         if self.slew_ppb == 0 || ppb_apart(now, w.millihz) <= w.bound_ppb / 2 {
             return;
@@ -1231,6 +1242,7 @@ impl<R: Reference> Watchdog<R> {
         let rate = measured(target, bound.saturating_add(tolerance));
         if matches!(clock.recalibrate(rate), Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
+            self.claim_ppb = bound;
             self.health.steers = self.health.steers.saturating_add(1);
         }
     }
