@@ -274,7 +274,13 @@ struct Span {
 /// interval steady. The window is therefore also judged against the clock after every
 /// steady interval: where they disagree beyond both bounds, the clock's rate is wrong
 /// (the counter's rate changed, or the starting bound did not hold), and the clock is
-/// recalibrated to the window's rate ([`Watch::Changed`]).
+/// recalibrated to the window's rate ([`Watch::Changed`]). After a change, "the clock's
+/// bound" here is the one the new rate was set with (the confirming interval's, a worst
+/// case), not [`WatchdogHealth::bound_ppb`], which also covers the old rate: two intervals
+/// that agreed on a wrong rate (a reference step inside the second) are corrected at the
+/// next steady check (`tests/adversary_watchdog2.rs`,
+/// `a_change_confirmed_through_a_reference_step_is_corrected`: 100–240 ppm off for a
+/// minute before).
 ///
 /// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds.
 /// - **(c) [`Watch::Changed`]**: the interval is off by more than that, and so was the
@@ -329,7 +335,9 @@ struct Span {
 /// the rate may come from elsewhere) is statistical. The window's two parts carry the same
 /// worst-case bounds, so at constant rates they agree too. A one-off (a reference that
 /// steps once or stands still, a read wrong inside a narrow bracket) is never (c): it is
-/// not confirmed by the next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
+/// not confirmed by the next interval. At constant rates every window sample lies on one
+/// line within its bracket, so the samples' fit (see *Refinement*) never widens the bound
+/// nor changes a verdict. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
 /// and reference steps over many seeds and counts 0 false alarms.
 ///
 /// # Detection time
@@ -358,7 +366,11 @@ struct Span {
 /// the window: the window keeps its recent part, and the first move after a quiet window
 /// is (c), the clock recalibrated to the recent part's rate; further moves while the rate
 /// keeps moving are followed by refinement, [`WatchdogHealth::bound_ppb`] carrying the
-/// pace seen. A step `δ` is seen once the parts' bounds fall under `δ` times the share of
+/// pace seen (at most what a steady ramp can move while one line fits the window's
+/// samples: a change that straddled a check and read as a ramp leaves a bound of ppm, not
+/// the change's size: 1.6 ppm 4 s after +0.1 % in `a_straddling_step_leaves_a_narrow_bound`,
+/// 1 050 ppm before; under QEMU `pc`, 0.8–1.4 ppm at the end of `x86_64-watchdog-*`,
+/// 2 100–3 100 ppm before). A step `δ` is seen once the parts' bounds fall under `δ` times the share of
 /// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
 /// is seen when `s·T/2` exceeds the parts' bounds for a window `T` long: about
 /// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). A ramp fast enough that
