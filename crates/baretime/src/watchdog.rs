@@ -158,9 +158,10 @@ pub struct WatchdogHealth {
     /// it*, in ppb, the reference's own tolerance not included (add
     /// [`Reference::frequency`]'s bound for the rate in true time). It starts at the
     /// bound given to [`Watchdog::new`] plus that tolerance, and shrinks as refinement's
-    /// window grows. A worst case while the counter's rate has been one rate since any of
-    /// the first three samples of the window's newest part that one rate fits (see
-    /// *Refinement* on [`Watchdog`]): an excursion that came back unseen, whose offset no
+    /// window grows. A worst case while the counter's rate has been one rate since the
+    /// first sample of the window's newest part that one rate fits (since any of its first
+    /// three, where samples were left out or the window started right after an interval
+    /// off the rate; see *Refinement* on [`Watchdog`]): an excursion that came back unseen, whose offset no
     /// longer fits one line with the samples before it, is left out of the bound once it
     /// is three samples back; one whose offset still fits changes no sample by more than
     /// its bracket, and is covered. After [`Watch::Changed`] it covers the old rate too,
@@ -419,7 +420,8 @@ struct Span {
 /// and the newest samples that one rate still fits become the bound's span:
 /// [`WatchdogHealth::bound_ppb`] is the clock's distance from their rate plus their bound
 /// (the widest of the spans from their first three samples: a sample from an excursion's
-/// end may still fit), however wider than before, while the window itself (steering, the
+/// end may still fit; the same where the window was anchored right after an interval off
+/// the rate, a change or a one-off), however wider than before, while the window itself (steering, the
 /// split, the baseline) is left as it was. So the bound is honest after an excursion that
 /// was never reported (`tests/adversary_watchdog2.rs`: +1 ppm for 1.5 s, +2 ppm for half a
 /// period, −3 ppm and back, a +2 ppm step seen by the split: each left the clock 54–93 ppb
@@ -484,6 +486,10 @@ pub struct Watchdog<R: Reference> {
     range: Option<(u64, u64)>,
     /// The reference's rate (mHz) and the steps the last window sample was measured with.
     steps: (u64, u64, u64),
+    /// The window was anchored right after an interval off the rate (a change, a one-off):
+    /// its first samples may still hold an excursion's end, so the bound is taken over the
+    /// spans from its first [`SUFFIXES`] samples, as after a sample left out.
+    loose_start: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
@@ -528,6 +534,7 @@ impl<R: Reference> Watchdog<R> {
             drift_span: 0,
             knots: [zero; KNOTS],
             steps: (1, 1, u64::MAX),
+            loose_start: false,
             n_knots: 0,
             range: None,
             pending: None,
@@ -785,6 +792,7 @@ impl<R: Reference> Watchdog<R> {
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
             if self.pending.take().is_some() {
                 self.anchor_at(last, last);
+                self.loose_start = true;
             }
             self.wend = here;
             self.set_last(here);
@@ -876,6 +884,7 @@ impl<R: Reference> Watchdog<R> {
         // The window starts after the confirming intervals: a rate excursion that straddled
         // a check can make two intervals agree, and must not stay in the window.
         self.anchor_at(here, here);
+        self.loose_start = true;
         self.drift_ppb = 0;
         let rate = measured(span.millihz, span.bound_ppb.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
@@ -952,6 +961,7 @@ impl<R: Reference> Watchdog<R> {
     /// same sample, else keeping the window's samples from `anchor` on (`anchor` first).
     fn anchor_at(&mut self, anchor: Point, end: Point) {
         (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
+        self.loose_start = false;
         let mut kept = [anchor; KNOTS];
         let mut n = 1usize;
         if anchor != end {
@@ -1077,7 +1087,13 @@ impl<R: Reference> Watchdog<R> {
     fn range_bound(&self, millihz: u64) -> u64 {
         let (ref_millihz, c_step, r_step) = self.steps;
         let mut worst = None;
-        for first in self.live().iter().take(SUFFIXES) {
+        // Without a sample left out or a start after a deviation, the window's own span.
+        let spans = if self.kinked() || self.loose_start {
+            SUFFIXES
+        } else {
+            1
+        };
+        for first in self.live().iter().take(spans) {
             if let Some(w) = measure(first, &self.wend, ref_millihz, c_step, r_step) {
                 let d = ppb_apart(millihz, w.millihz).saturating_add(w.bound_ppb);
                 worst = Some(worst.map_or(d, |v: u64| v.max(d)));
@@ -1130,6 +1146,7 @@ impl<R: Reference> Watchdog<R> {
         self.drift_ppb = apart;
         self.drift_span = span(&self.anchor, &self.wend) / 2;
         self.anchor_at(self.mid, self.wend);
+        self.loose_start = true;
         self.mid = self.wend;
         if moving {
             // Still moving: refinement follows it (slew-limited), its bound carrying the
@@ -1187,6 +1204,7 @@ impl<R: Reference> Watchdog<R> {
             self.bound_ppb = bound;
             self.claim_ppb = bound;
             self.anchor_at(self.wend, self.wend);
+            self.loose_start = true;
             self.drift_ppb = 0;
         }
         Some(Watch::Changed { rate, recalibrated })
