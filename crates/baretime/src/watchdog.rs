@@ -413,7 +413,8 @@ struct Span {
 /// The bound and the samples' lines: every sample of the window is a bracket (the
 /// counter's count within its bracket, the reference's within its step), and a counter at
 /// one rate puts all of them on one line. Up to 32 of the window's samples are kept (when
-/// full, every other older one goes; the anchor and the newest stay), and each new one's
+/// full, every other older one goes; the anchor and the newest stay: about 1.5 KiB of the
+/// watchdog, and up to 32 pair bounds per steady check), and each new one's
 /// pairs with them narrow the range of rates of the lines through them all. Where the
 /// range empties, the rate was not one rate over the window — an excursion that came back
 /// below every threshold (a ±1–3 ppm change for a second or two), the tail of a change —
