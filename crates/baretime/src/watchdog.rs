@@ -22,6 +22,12 @@ const PPB: u64 = 1_000_000_000;
 const MAX_JUDGED_PPB: u64 = 10_000_000;
 /// A deviation beyond this (12.5 %) is not a rate change: a jump of one count or the other.
 const GROSS_PPB: u64 = PPB / 8;
+/// Samples of refinement's window kept for its rate's range (every pair of them bounds
+/// the rate; when full, every other older one is dropped, the anchor and the newest kept).
+const KNOTS: usize = 32;
+/// The bound on the clock's rate holds where the rate was one rate since any of the
+/// window's newest fitting span's first this many samples (see [`Watchdog`]).
+const SUFFIXES: usize = 3;
 /// Reads spent, per check until it is found, on the reference's step (a 1 kHz tick read in
 /// 1 µs moves within 1 000 reads).
 const STEP_READS: u32 = 1 << 14;
@@ -152,19 +158,23 @@ pub struct WatchdogHealth {
     /// it*, in ppb, the reference's own tolerance not included (add
     /// [`Reference::frequency`]'s bound for the rate in true time). It starts at the
     /// bound given to [`Watchdog::new`] plus that tolerance, and shrinks as refinement's
-    /// window grows. A worst case while the counter's rate has been constant since the
-    /// window's anchor; after [`Watch::Changed`] it covers the old rate too, until the
-    /// window proves the new one. Between a change and its detection (within three
-    /// periods above an interval's threshold; seconds below it: see [`Watchdog`]) it does
-    /// not hold. While the rate keeps moving (a ramp), it carries the pace last seen
-    /// between the window's parts over half the window: an extrapolation, exact for a
-    /// steady ramp, not a worst case for an accelerating one. Known not to hold (measured
-    /// in `tests/adversary_watchdog2.rs`, 1 GHz counter, 10 MHz reference, `P` = 0.5 s): for
-    /// up to about a minute after a change under an interval's threshold that was over
-    /// before it was seen (a ±1–2 ppm transient or excursion shorter than the detection
-    /// time, never reported: 86 vs 63 ppb); some 20 s after a small step reported by the
-    /// window's split (62 vs 54 ppb). An unconfirmed interval widens it to at least its own
-    /// distance from the clock's rate (a ramp between reports).
+    /// window grows. A worst case while the counter's rate has been one rate since the
+    /// first sample of the window's newest part that one rate fits (since any of its first
+    /// three, where samples were left out or the window started right after an interval
+    /// off the rate; see *Refinement* on [`Watchdog`]): an excursion that came back unseen, whose offset no
+    /// longer fits one line with the samples before it, is left out of the bound once it
+    /// is three samples back; one whose offset still fits changes no sample by more than
+    /// its bracket, and is covered. After [`Watch::Changed`] it covers the old rate too,
+    /// until the window since proves the new one. Between a change and its detection
+    /// (within three periods above an interval's threshold; seconds below it: see
+    /// [`Watchdog`]) it does not hold. While the rate keeps moving (a ramp), it adds the
+    /// lesser of the pace last seen carried over half the window (an extrapolation) and
+    /// four times the window's own bound (what a steady ramp of any pace can have moved
+    /// while one line still fits the window's samples: a worst case for a steady ramp,
+    /// not for an accelerating one). An unconfirmed interval widens it to at least its own
+    /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
+    /// brackets) add no evidence and change nothing: the bound is the one after the last
+    /// accepted check, and a rate change in between is a change not yet detected.
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -265,7 +275,13 @@ struct Span {
 /// interval steady. The window is therefore also judged against the clock after every
 /// steady interval: where they disagree beyond both bounds, the clock's rate is wrong
 /// (the counter's rate changed, or the starting bound did not hold), and the clock is
-/// recalibrated to the window's rate ([`Watch::Changed`]).
+/// recalibrated to the window's rate ([`Watch::Changed`]). After a change, "the clock's
+/// bound" here is the one the new rate was set with (the confirming interval's, a worst
+/// case), not [`WatchdogHealth::bound_ppb`], which also covers the old rate: two intervals
+/// that agreed on a wrong rate (a reference step inside the second) are corrected at the
+/// next steady check (`tests/adversary_watchdog2.rs`,
+/// `a_change_confirmed_through_a_reference_step_is_corrected`: 100–240 ppm off for a
+/// minute before).
 ///
 /// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds.
 /// - **(c) [`Watch::Changed`]**: the interval is off by more than that, and so was the
@@ -320,7 +336,9 @@ struct Span {
 /// the rate may come from elsewhere) is statistical. The window's two parts carry the same
 /// worst-case bounds, so at constant rates they agree too. A one-off (a reference that
 /// steps once or stands still, a read wrong inside a narrow bracket) is never (c): it is
-/// not confirmed by the next interval. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
+/// not confirmed by the next interval. At constant rates every window sample lies on one
+/// line within its bracket, so the samples' fit (see *Refinement*) never widens the bound
+/// nor changes a verdict. `tests/watchdog.rs` in the suite runs delayed reads, SMI stalls, jitter
 /// and reference steps over many seeds and counts 0 false alarms.
 ///
 /// # Detection time
@@ -349,7 +367,11 @@ struct Span {
 /// the window: the window keeps its recent part, and the first move after a quiet window
 /// is (c), the clock recalibrated to the recent part's rate; further moves while the rate
 /// keeps moving are followed by refinement, [`WatchdogHealth::bound_ppb`] carrying the
-/// pace seen. A step `δ` is seen once the parts' bounds fall under `δ` times the share of
+/// pace seen (at most what a steady ramp can move while one line fits the window's
+/// samples: a change that straddled a check and read as a ramp leaves a bound of ppm, not
+/// the change's size: 1.6 ppm 4 s after +0.1 % in `a_straddling_step_leaves_a_narrow_bound`,
+/// 1 050 ppm before; under QEMU `pc`, 0.8–1.4 ppm at the end of `x86_64-watchdog-*`,
+/// 2 100–3 100 ppm before). A step `δ` is seen once the parts' bounds fall under `δ` times the share of
 /// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
 /// is seen when `s·T/2` exceeds the parts' bounds for a window `T` long: about
 /// `T = 2·√(b₁/s)` for a one-second bound `b₁` (in ppb·s). A ramp fast enough that
@@ -388,6 +410,26 @@ struct Span {
 /// which the bound does not include. A reference stepping in the window's first or last
 /// sample is caught by the next interval (it re-anchors).
 ///
+/// The bound and the samples' lines: every sample of the window is a bracket (the
+/// counter's count within its bracket, the reference's within its step), and a counter at
+/// one rate puts all of them on one line. Up to 32 of the window's samples are kept (when
+/// full, every other older one goes; the anchor and the newest stay: about 1.5 KiB of the
+/// watchdog, and up to 32 pair bounds per steady check), and each new one's
+/// pairs with them narrow the range of rates of the lines through them all. Where the
+/// range empties, the rate was not one rate over the window — an excursion that came back
+/// below every threshold (a ±1–3 ppm change for a second or two), the tail of a change —
+/// and the newest samples that one rate still fits become the bound's span:
+/// [`WatchdogHealth::bound_ppb`] is the clock's distance from their rate plus their bound
+/// (the widest of the spans from their first three samples: a sample from an excursion's
+/// end may still fit; the same where the window was anchored right after an interval off
+/// the rate, a change or a one-off), however wider than before, while the window itself (steering, the
+/// split, the baseline) is left as it was. So the bound is honest after an excursion that
+/// was never reported (`tests/adversary_watchdog2.rs`: +1 ppm for 1.5 s, +2 ppm for half a
+/// period, −3 ppm and back, a +2 ppm step seen by the split: each left the clock 54–93 ppb
+/// off under a bound of 40–79 ppb for up to a minute before issue 28's fix); a counter at
+/// one rate always fits, so this never widens the bound, nor changes a verdict, at
+/// constant rates.
+///
 /// # Widths
 ///
 /// Of the counter and the reference, the one whose wrap period is the longer is unwrapped
@@ -412,6 +454,11 @@ pub struct Watchdog<R: Reference> {
     /// The clock's rate's worst-case distance from the counter's rate as the reference
     /// counts it, in ppb.
     bound_ppb: u64,
+    /// The bound the clock's rate was last set with (or refined to): `bound_ppb` without
+    /// what honesty added since (the old rate after a change, an unconfirmed interval, a
+    /// window that one rate does not fit). Where the window disagrees with the clock beyond
+    /// it and the window's own bound, the rate set was wrong ([`Watch::Changed`]).
+    claim_ppb: u64,
     /// The counter's and the reference's steps (`u64::MAX`: not seen yet).
     counter_step: u64,
     ref_step: u64,
@@ -431,6 +478,19 @@ pub struct Watchdog<R: Reference> {
     /// times `drift_span` without moving again.
     drift_ppb: u64,
     drift_span: u64,
+    /// The window's samples (`knots[..n_knots]`, oldest first: the anchor, then the
+    /// steady samples up to `wend`, decimated) and the range of rates (mHz, floor and
+    /// ceiling) that every pair of samples seen in the window allows: the rates of the
+    /// lines through all their brackets. `None`: no pair measured yet.
+    knots: [Point; KNOTS],
+    n_knots: usize,
+    range: Option<(u64, u64)>,
+    /// The reference's rate (mHz) and the steps the last window sample was measured with.
+    steps: (u64, u64, u64),
+    /// The window was anchored right after an interval off the rate (a change, a one-off):
+    /// its first samples may still hold an excursion's end, so the bound is taken over the
+    /// spans from its first [`SUFFIXES`] samples, as after a sample left out.
+    loose_start: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
@@ -463,6 +523,7 @@ impl<R: Reference> Watchdog<R> {
             tries: 4,
             slew_ppb: 1_000,
             bound_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
+            claim_ppb: rate.accuracy().bound_ppb().saturating_add(tolerance),
             counter_step: u64::MAX,
             ref_step: u64::MAX,
             min_width: u64::MAX,
@@ -472,6 +533,11 @@ impl<R: Reference> Watchdog<R> {
             mid: zero,
             drift_ppb: 0,
             drift_span: 0,
+            knots: [zero; KNOTS],
+            steps: (1, 1, u64::MAX),
+            loose_start: false,
+            n_knots: 0,
+            range: None,
             pending: None,
             prev: None,
             since: 0,
@@ -709,8 +775,16 @@ impl<R: Reference> Watchdog<R> {
         // The baseline: the window's rate, or the clock's, whichever is known better.
         let clock_base = (clock_millihz, self.bound_ppb);
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
-            Some(w) if w.bound_ppb.saturating_add(self.drift()) < self.bound_ppb => {
-                (w.millihz, w.bound_ppb.saturating_add(self.drift()))
+            Some(w)
+                if w.bound_ppb
+                    .saturating_add(self.drift(ref_millihz, c_step, r_step))
+                    < self.bound_ppb =>
+            {
+                (
+                    w.millihz,
+                    w.bound_ppb
+                        .saturating_add(self.drift(ref_millihz, c_step, r_step)),
+                )
             }
             _ => clock_base,
         };
@@ -719,10 +793,12 @@ impl<R: Reference> Watchdog<R> {
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
             if self.pending.take().is_some() {
                 self.anchor_at(last, last);
+                self.loose_start = true;
             }
             self.wend = here;
             self.set_last(here);
             self.prev = Some(span);
+            self.push_knot(clock, here, ref_millihz, c_step, r_step);
             if let Some(changed) = self.compare_parts(clock, ref_millihz, c_step, r_step, tolerance)
             {
                 return changed;
@@ -809,6 +885,7 @@ impl<R: Reference> Watchdog<R> {
         // The window starts after the confirming intervals: a rate excursion that straddled
         // a check can make two intervals agree, and must not stay in the window.
         self.anchor_at(here, here);
+        self.loose_start = true;
         self.drift_ppb = 0;
         let rate = measured(span.millihz, span.bound_ppb.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
@@ -821,6 +898,7 @@ impl<R: Reference> Watchdog<R> {
                     .saturating_add(base.1)
                     .saturating_add(rounding_ppb(span.millihz)),
             );
+            self.claim_ppb = span.bound_ppb.saturating_add(rounding_ppb(span.millihz));
         }
         if let Some(p) = moving {
             // Still moving: the bound carries the pace seen between the two intervals'
@@ -846,9 +924,15 @@ impl<R: Reference> Watchdog<R> {
         self.pending = None;
     }
 
-    /// What a rate moving at the pace last seen (`drift_ppb` over `drift_span`) can have
-    /// moved since the middle of the window: at least `drift_ppb`.
-    fn drift(&self) -> u64 {
+    /// While the rate moves (`drift_ppb` non-zero): how far it can have moved since the
+    /// middle of the window. The lesser of the pace last seen (`drift_ppb` over
+    /// `drift_span`) carried over half the window, at least `drift_ppb`, and what a steady
+    /// ramp of any pace can have moved while one line still fits every sample of the
+    /// window ([`ramp_ppb`]).
+    fn drift(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
+        if self.drift_ppb == 0 {
+            return 0;
+        }
         let half = self.wend.x.saturating_sub(self.anchor.x) / 2;
         let moved = mul_div_ceil(
             u128::from(self.drift_ppb),
@@ -856,12 +940,169 @@ impl<R: Reference> Watchdog<R> {
             u128::from(self.drift_span.max(1)),
         )
         .unwrap_or(u128::MAX);
-        saturate_u64(moved).max(self.drift_ppb)
+        let carried = saturate_u64(moved).max(self.drift_ppb);
+        let widest = self.live().iter().map(|k| k.width).max().unwrap_or(0);
+        let ramp = ramp_ppb(
+            &self.anchor,
+            &self.wend,
+            widest,
+            ref_millihz,
+            c_step,
+            r_step,
+        );
+        carried.min(ramp)
     }
 
-    /// Refinement's window starts again at `anchor`, up to `end`.
+    /// The window's kept samples, oldest first.
+    fn live(&self) -> &[Point] {
+        self.knots.get(..self.n_knots).unwrap_or(&[])
+    }
+
+    /// Refinement's window starts again at `anchor`, up to `end`: afresh where they are the
+    /// same sample, else keeping the window's samples from `anchor` on (`anchor` first).
     fn anchor_at(&mut self, anchor: Point, end: Point) {
         (self.anchor, self.mid, self.wend) = (anchor, anchor, end);
+        self.loose_start = false;
+        let mut kept = [anchor; KNOTS];
+        let mut n = 1usize;
+        if anchor != end {
+            for k in self.live().iter().filter(|k| k.x > anchor.x) {
+                if let Some(slot) = kept.get_mut(n) {
+                    *slot = *k;
+                    n = n.saturating_add(1);
+                }
+            }
+        }
+        self.knots = kept;
+        self.n_knots = n;
+        self.range = None;
+        if anchor != end {
+            self.rerange();
+        }
+    }
+
+    /// Recomputes the window's range from its kept samples only, from the newest back;
+    /// where a sample leaves no line through all the newer ones' brackets (the rate was
+    /// not one rate over them), the samples from it back are dropped: the newest samples
+    /// that one rate fits remain.
+    fn rerange(&mut self) {
+        let (ref_millihz, c_step, r_step) = self.steps;
+        let all = self.knots;
+        let live = all.get(..self.n_knots).unwrap_or(&[]);
+        let mut range: Option<(u64, u64)> = None;
+        let mut start = live.len().saturating_sub(1);
+        let mut dropped = false;
+        'back: for (i, a) in live.iter().enumerate().rev().skip(1) {
+            let mut r = range;
+            for b in live.iter().skip(i.saturating_add(1)) {
+                if let Some(pr) = pair_range(a, b, ref_millihz, c_step, r_step) {
+                    match meet(r, pr) {
+                        Some(m) => r = Some(m),
+                        None => {
+                            dropped = true;
+                            break 'back;
+                        }
+                    }
+                }
+            }
+            range = r;
+            start = i;
+        }
+        if dropped {
+            let mut kept = [self.wend; KNOTS];
+            let mut n = 0usize;
+            for (slot, k) in kept.iter_mut().zip(live.iter().skip(start)) {
+                *slot = *k;
+                n = n.saturating_add(1);
+            }
+            self.knots = kept;
+            self.n_knots = n;
+        }
+        self.range = range;
+    }
+
+    /// Adds the window's newest sample `p` (now `wend`): every pair it makes with the kept
+    /// samples narrows the window's range. Where none is left, the rate was not one rate
+    /// over the window (an excursion that came back, a change it holds): only the newest
+    /// samples that one rate fits are kept, and [`WatchdogHealth::bound_ppb`] is what they
+    /// allow, however wider.
+    fn push_knot<C: Counter>(
+        &mut self,
+        clock: &Clock<C>,
+        p: Point,
+        ref_millihz: u64,
+        c_step: u64,
+        r_step: u64,
+    ) {
+        self.steps = (ref_millihz, c_step, r_step);
+        let mut range = self.range;
+        let mut kink = false;
+        for a in self.live() {
+            if let Some(pr) = pair_range(a, &p, ref_millihz, c_step, r_step) {
+                match meet(range, pr) {
+                    Some(m) => range = Some(m),
+                    None => kink = true,
+                }
+            }
+        }
+        if self.n_knots >= KNOTS {
+            // Every other older sample goes; the anchor and the newest stay.
+            let old = self.knots;
+            let mut kept = [p; KNOTS];
+            let mut n = 0usize;
+            for (slot, k) in kept.iter_mut().zip(old.iter().step_by(2).chain(old.last())) {
+                *slot = *k;
+                n = n.saturating_add(1);
+            }
+            self.knots = kept;
+            self.n_knots = n;
+        }
+        if let Some(slot) = self.knots.get_mut(self.n_knots) {
+            *slot = p;
+            self.n_knots = self.n_knots.saturating_add(1);
+        }
+        if !kink {
+            self.range = range;
+            return;
+        }
+        self.rerange();
+        if self.kinked() {
+            let now = clock.scale().millihz().max(1);
+            let bound =
+                self.range_bound(now)
+                    .saturating_add(self.drift(ref_millihz, c_step, r_step));
+            self.bound_ppb = self.bound_ppb.max(bound);
+        }
+    }
+
+    /// Whether one rate fits only the window's newest samples, not all since its anchor.
+    fn kinked(&self) -> bool {
+        self.live().first().is_some_and(|k| *k != self.anchor)
+    }
+
+    /// The worst-case distance (ppb) of a clock at `millihz` from the counter's rate now,
+    /// where the rate has been one rate since one of the newest window's first
+    /// [`SUFFIXES`] samples: the widest of those spans' rates and bounds. One rate fitting
+    /// every sample from the first on does not mean the rate was one rate since it: a sample
+    /// or two from an excursion's end can still fit inside their brackets.
+    fn range_bound(&self, millihz: u64) -> u64 {
+        let (ref_millihz, c_step, r_step) = self.steps;
+        let mut worst = None;
+        // Without a sample left out or a start after a deviation, the window's own span.
+        let spans = if self.kinked() || self.loose_start {
+            SUFFIXES
+        } else {
+            1
+        };
+        for first in self.live().iter().take(spans) {
+            if let Some(w) = measure(first, &self.wend, ref_millihz, c_step, r_step) {
+                let d = ppb_apart(millihz, w.millihz).saturating_add(w.bound_ppb);
+                worst = Some(worst.map_or(d, |v: u64| v.max(d)));
+            }
+        }
+        worst
+            .unwrap_or(u64::MAX)
+            .saturating_add(rounding_ppb(millihz))
     }
 
     /// The window's parts against each other: where they disagree beyond their bounds, the
@@ -906,17 +1147,21 @@ impl<R: Reference> Watchdog<R> {
         self.drift_ppb = apart;
         self.drift_span = span(&self.anchor, &self.wend) / 2;
         self.anchor_at(self.mid, self.wend);
+        self.loose_start = true;
         self.mid = self.wend;
         if moving {
             // Still moving: refinement follows it (slew-limited), its bound carrying the
             // move; only the first move after a quiet window is reported.
             return None;
         }
-        let bound = recent.bound_ppb.saturating_add(self.drift());
+        let bound = recent
+            .bound_ppb
+            .saturating_add(self.drift(ref_millihz, c_step, r_step));
         let rate = measured(recent.millihz, bound.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound.saturating_add(rounding_ppb(recent.millihz));
+            self.claim_ppb = self.bound_ppb;
         }
         Some(Watch::Changed { rate, recalibrated })
     }
@@ -940,9 +1185,12 @@ impl<R: Reference> Watchdog<R> {
         tolerance: u64,
     ) -> Option<Watch> {
         let w = measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step)?;
-        let w_bound = w.bound_ppb.saturating_add(self.drift());
+        let w_bound = w
+            .bound_ppb
+            .saturating_add(self.drift(ref_millihz, c_step, r_step));
         let now = clock.scale().millihz().max(1);
-        if ppb_apart(w.millihz, now) <= w_bound.saturating_add(self.bound_ppb) {
+        let claim = self.claim_ppb.min(self.bound_ppb);
+        if ppb_apart(w.millihz, now) <= w_bound.saturating_add(claim) {
             return None;
         }
         // |now − w| + |interval − baseline| + the interval's own bound, and the window's.
@@ -955,7 +1203,9 @@ impl<R: Reference> Watchdog<R> {
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
+            self.claim_ppb = bound;
             self.anchor_at(self.wend, self.wend);
+            self.loose_start = true;
             self.drift_ppb = 0;
         }
         Some(Watch::Changed { rate, recalibrated })
@@ -970,7 +1220,9 @@ impl<R: Reference> Watchdog<R> {
     }
 
     /// Refinement: steers the clock toward the window's rate, slew-limited, where that
-    /// tightens the bound on the clock's rate.
+    /// tightens the bound on the clock's rate. The bound also covers the range of the
+    /// window's newest samples that one rate fits (all of them, unless the rate was not
+    /// one rate over the window: an excursion that came back unseen).
     fn refine<C: Counter>(
         &mut self,
         clock: &Clock<C>,
@@ -983,16 +1235,25 @@ impl<R: Reference> Watchdog<R> {
             return;
         };
         let w = Span {
-            bound_ppb: w.bound_ppb.saturating_add(self.drift()),
+            bound_ppb: w
+                .bound_ppb
+                .saturating_add(self.drift(ref_millihz, c_step, r_step)),
             ..w
         };
+        let drift = self.drift(ref_millihz, c_step, r_step);
+        let bound_at = |this: &Self, millihz: u64| {
+            ppb_apart(millihz, w.millihz)
+                .saturating_add(w.bound_ppb)
+                .max(this.range_bound(millihz).saturating_add(drift))
+        };
         let now = clock.scale().millihz().max(1);
-        let stay = ppb_apart(now, w.millihz).saturating_add(w.bound_ppb);
+        let stay = bound_at(self, now);
         // While the rate moves, an older bound goes stale: the window's is the one that
         // holds now, even if wider.
-        if stay < self.bound_ppb || self.drift_ppb != 0 {
+        if stay < self.bound_ppb || self.drift_ppb != 0 || self.kinked() {
             self.bound_ppb = stay;
         }
+        self.claim_ppb = self.claim_ppb.min(stay);
         // Within half the window's bound: close enough, no write.
         if self.slew_ppb == 0 || ppb_apart(now, w.millihz) <= w.bound_ppb / 2 {
             return;
@@ -1005,15 +1266,14 @@ impl<R: Reference> Watchdog<R> {
         let target = w
             .millihz
             .clamp(now.saturating_sub(slew), now.saturating_add(slew));
-        let bound = ppb_apart(target, w.millihz)
-            .saturating_add(w.bound_ppb)
-            .saturating_add(rounding_ppb(target));
+        let bound = bound_at(self, target).saturating_add(rounding_ppb(target));
         if target == now || bound >= self.bound_ppb {
             return;
         }
         let rate = measured(target, bound.saturating_add(tolerance));
         if matches!(clock.recalibrate(rate), Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
+            self.claim_ppb = bound;
             self.health.steers = self.health.steers.saturating_add(1);
         }
     }
@@ -1096,6 +1356,64 @@ fn measure(a: &Point, b: &Point, ref_millihz: u64, c_step: u64, r_step: u64) -> 
         millihz,
         bound_ppb: bound,
     })
+}
+
+/// The rates (mHz, floor and ceiling) of every line through both samples' brackets (see
+/// [`measure`]); `None` where the span is within its own uncertainty (no constraint).
+fn pair_range(
+    a: &Point,
+    b: &Point,
+    ref_millihz: u64,
+    c_step: u64,
+    r_step: u64,
+) -> Option<(u64, u64)> {
+    if r_step == u64::MAX {
+        return None;
+    }
+    let dy = b.y.checked_sub(a.y)?;
+    let dx = u128::from(b.x.checked_sub(a.x)?);
+    let u_y = u128::from(a.width)
+        .saturating_add(u128::from(b.width))
+        .saturating_add(u128::from(c_step).saturating_mul(2));
+    let u_x = u128::from(r_step);
+    if dy <= u_y || dx <= u_x {
+        return None;
+    }
+    let lo = mul_div(
+        dy.saturating_sub(u_y),
+        u128::from(ref_millihz),
+        dx.saturating_add(u_x).saturating_mul(2),
+    )?;
+    let hi = mul_div_ceil(
+        dy.saturating_add(u_y),
+        u128::from(ref_millihz),
+        dx.saturating_sub(u_x).saturating_mul(2),
+    )?;
+    Some((saturate_u64(lo), saturate_u64(hi)))
+}
+
+/// The overlap of two ranges (`None` for the first: everything); `None` where they do not
+/// overlap.
+fn meet(a: Option<(u64, u64)>, b: (u64, u64)) -> Option<(u64, u64)> {
+    let (lo, hi) = match a {
+        Some(a) => (a.0.max(b.0), a.1.min(b.1)),
+        None => b,
+    };
+    (lo <= hi).then_some((lo, hi))
+}
+
+/// How far (ppb) a rate ramping at a steady pace can have moved from `a` to `b`'s middle
+/// to `b` while one line still fits every sample between (each bracket at most `widest`
+/// wide): the ramp bends the samples off any line by `s·T²/8` (pace `s`, span `T`), which
+/// must stay within the brackets' sum, so the move over `T/2`, `s·T/2`, is at most four
+/// times the span's own bound with both brackets `widest` wide.
+fn ramp_ppb(a: &Point, b: &Point, widest: u64, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
+    let wide = |p: &Point| Point {
+        width: widest,
+        ..*p
+    };
+    measure(&wide(a), &wide(b), ref_millihz, c_step, r_step)
+        .map_or(u64::MAX, |w| w.bound_ppb.saturating_mul(4))
 }
 
 /// Half a millihertz, in ppb of `millihz`, rounded up.

@@ -466,7 +466,6 @@ fn transients_shorter_than_an_interval() {
 /// The same at 2 ppm (under the interval threshold): 1 case of 36 leaves the clock beyond
 /// bound_ppb (`a_sub_period_transient_leaves_bound_ppb_short`, minimal).
 #[test]
-#[ignore = "finding: a +2 ppm transient under one period, never reported, leaves bound_ppb under the clock's error"]
 fn small_transients_shorter_than_an_interval() {
     let found = transient_sweep(&[2_000]);
     assert!(
@@ -483,7 +482,6 @@ fn small_transients_shorter_than_an_interval() {
 /// after it the clock is 93 ppb off while bound_ppb says 79 (the counter's rate has been back at
 /// its old value since; the clock is off by the transient's share of the window).
 #[test]
-#[ignore = "finding: a +2 ppm transient of 0.495 s (< P), all Steady, leaves the clock 93 ppb off with bound_ppb 79"]
 fn a_sub_period_transient_leaves_bound_ppb_short() {
     let f = excursion(1_000_000_000_000, 2, 2_000, P / 2, P * 990 / 1000, 40, 0);
     assert!(f.is_none(), "{}", f.unwrap_or_default());
@@ -545,7 +543,6 @@ fn a_change_and_back_within_the_detection_time() {
 /// about 4.2 ppm): 12 of 56 cases leave the clock off beyond bound_ppb long after the change
 /// back (see `a_small_excursion_leaves_bound_ppb_short` for the minimal one).
 #[test]
-#[ignore = "finding: bound_ppb under the clock's true error for about a minute after a small change and back (no verdict ever says so)"]
 fn a_small_change_and_back_within_the_detection_time() {
     let found = change_and_back_sweep(&[1_000, -3_000, 10_000]);
     assert!(
@@ -571,7 +568,6 @@ fn a_small_change_and_back_within_the_detection_time() {
 /// (`probe_small_excursion_long_after` prints the spans: -3 ppm for 0.5 s, reported Changed by the
 /// window split, leaves it short from 40 s to 122 s after: 36 ppb off, bound 28.)
 #[test]
-#[ignore = "finding: a +1 ppm excursion of 1.5 s, never reported, leaves bound_ppb under the clock's error (86 vs 63 ppb) from 13 s to 81 s after"]
 fn a_small_excursion_leaves_bound_ppb_short() {
     let f = excursion(1_000_000_000_000, 4, 1_000, P / 10, 3 * P, 120, GRACE);
     assert!(f.is_none(), "{}", f.unwrap_or_default());
@@ -1014,7 +1010,7 @@ fn a_fast_ramp_is_seen() {
 /// Found: 2 of 66 cases leave bound_ppb under the clock's error well after the step was
 /// reported; minimal in `a_small_step_seen_by_the_split_leaves_bound_ppb_short`.
 #[test]
-#[ignore = "finding: after a +2 ppm step reported Changed by the window split, bound_ppb is under the clock's error 20 s later (62 vs 54 ppb)"]
+#[ignore = "finding: -2.5 ppm after 10 (or 13) steady checks is never reported: at the interval threshold, the first full interval is off, the second just inside (2205 vs 2292 ppb), so the one-off rule restarts the window after the first and refinement follows the step silently (3 steers of 1 ppm; the clock within 13 ppb by 2 s, bound_ppb honest throughout)"]
 fn a_small_step_wherever_it_meets_the_split() {
     let mut found = Vec::new();
     let mut worst = 0.0f64;
@@ -1065,7 +1061,6 @@ fn a_small_step_wherever_it_meets_the_split() {
 /// off while bound_ppb says 54. (The window kept its recent part, which began before the step:
 /// a mixed window whose bound says nothing of the mix.)
 #[test]
-#[ignore = "finding: 20 s after a +2 ppm step reported Changed by the window split, the clock is 62 ppb off and bound_ppb says 54"]
 fn a_small_step_seen_by_the_split_leaves_bound_ppb_short() {
     let c = 1_000_000_000_000u128;
     let cfg = quiet(c, 4, 0, 59);
@@ -1482,4 +1477,140 @@ fn a_small_step_after_a_tight_calibration_is_never_seen() {
         "clock {e} ppb off, bound_ppb {b}; {:?}",
         rig.wd.health()
     );
+}
+
+/// Issue 28, item 2: a +0.1 % step that straddles a check reads as a ramp (two intervals off
+/// on the same side, the second further off). bound_ppb must stay honest and, once the window
+/// since shows one rate, narrow: within 20 ppm 4 s after the change (it carried the ramp's
+/// pace, over 3 000 ppm, before), and honest at every check from the report on.
+#[test]
+fn a_straddling_step_leaves_a_narrow_bound() {
+    let c = 1_000_000_000_000u128;
+    for &(r_kind, at) in &[(4usize, 3u128), (4, 7), (2, 3), (3, 5)] {
+        let cfg = quiet(c, r_kind, 0, 21);
+        let mut rig = settled(&cfg, 20, P);
+        let t0 = rig.now_ps() + P * at / 10;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, 1_000_000)));
+        let mut seen = None;
+        for i in 0..40 {
+            let v = rig.hook(P);
+            let since = (rig.now_ps() - t0) as f64 / PS_PER_S as f64;
+            if matches!(v, Watch::Changed { .. }) && seen.is_none() {
+                seen = Some(since);
+            }
+            let (e, b) = err_bound(&rig);
+            if seen.is_some() {
+                assert!(
+                    e <= b as u128 + 1,
+                    "ref#{r_kind} at {at}/10: check {i} ({since:.1} s): clock {e} ppb off, bound_ppb {b}; {}",
+                    tokens(&rig.verdicts[20..])
+                );
+            }
+            if (4.0..4.5).contains(&since) {
+                println!(
+                    "ref#{r_kind} at {at}/10: {since:.1} s after: clock {e} ppb off, bound_ppb {b}"
+                );
+                assert!(
+                    b <= 20_000,
+                    "ref#{r_kind} at {at}/10: {since:.1} s after: bound_ppb {b} (clock {e} off); {}",
+                    tokens(&rig.verdicts[20..])
+                );
+            }
+        }
+        assert!(seen.is_some_and(|t| t <= 1.5), "first Changed {seen:?}");
+    }
+}
+
+/// Issue 28: checks rejected during a change (most reads delayed; one x86_64-watchdog-acpipm
+/// run under host load had 12 of 28 checks rejected and the +0.1 % change went unreported,
+/// the clock 899 ppm off under a bound of 390 ppb). Here 3 checks in 4 have their reference
+/// reads delayed 2 ms (rejected: WideBracket) from 2 s before a +0.1 % change to 10 s after:
+/// the change is reported, and bound_ppb is honest at every check from the report on.
+#[test]
+fn a_change_under_mostly_rejected_checks() {
+    let c = 1_000_000_000_000u128;
+    for &(r_kind, at) in &[(4usize, 3u128), (2, 3), (2, 8), (3, 5)] {
+        let cfg = quiet(c, r_kind, 0, 33);
+        let mut rig = settled(&cfg, 20, P);
+        let t0 = rig.now_ps() + 4 * P + P * at / 10;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, 1_000_000)));
+        let mut seen = None;
+        let mut rejected = 0;
+        for i in 0..60 {
+            rig.w.borrow_mut().fixed_delay = if i < 24 && i % 4 != 3 {
+                2_000_000_000
+            } else {
+                0
+            };
+            let v = rig.hook(P);
+            if matches!(v, Watch::NoVerdict(baretime::Unjudged::WideBracket)) {
+                rejected += 1;
+            }
+            let since = rig.now_ps() as f64 / PS_PER_S as f64 - t0 as f64 / PS_PER_S as f64;
+            if matches!(v, Watch::Changed { .. }) && seen.is_none() && since > 0.0 {
+                seen = Some(since);
+            }
+            let (e, b) = err_bound(&rig);
+            if seen.is_some() {
+                assert!(
+                    e <= b as u128 + 1,
+                    "ref#{r_kind} at {at}/10: check {i} ({since:.1} s): clock {e} ppb off, bound_ppb {b}; {}",
+                    tokens(&rig.verdicts[20..])
+                );
+            }
+        }
+        println!(
+            "ref#{r_kind} at {at}/10: {rejected} of 60 rejected; first Changed {seen:?} s after"
+        );
+        assert!(rejected >= 12, "{rejected} rejected");
+        assert!(
+            seen.is_some(),
+            "never reported: {}",
+            tokens(&rig.verdicts[20..])
+        );
+        let (e, b) = err_bound(&rig);
+        assert!(
+            e <= b as u128 + 1,
+            "at the end: clock {e} ppb off, bound_ppb {b}"
+        );
+    }
+}
+
+/// Issue 28 (the loaded ACPI PM run): a +0.1 % change, a reference step (0.14–280 ms) in
+/// the next accepted interval, and one check in three rejected. The step can make the two
+/// intervals after the change agree on a wrong rate (`Changed` to +0.07 %, say): the window
+/// since then disagrees with the rate set beyond both bounds, and the next check corrects it.
+/// Before, the clock stayed 100–240 ppm off for the whole minute, refinement steering it back
+/// 1 ppm per check (its bound honest, wide). Judged: bound_ppb honest from the fifth check
+/// on, and the clock within 1 ppm of the truth by the end.
+#[test]
+fn a_change_confirmed_through_a_reference_step_is_corrected() {
+    let c = 1_000_000_000_000u128;
+    for &(r_kind, rj) in &[(2usize, 1_000i64), (4, 1_000_000), (2, -500)] {
+        let cfg = quiet(c, r_kind, 0, 41);
+        let mut rig = settled(&cfg, 20, P);
+        let t0 = rig.now_ps() + P * 3 / 10;
+        rig.schedule(t0, Ev::CRate(mhz_off(c, 1_000_000)));
+        rig.schedule(t0 + P * 3 / 2, Ev::RJump(rj));
+        let mut worst = None;
+        for i in 0..60 {
+            rig.w.borrow_mut().fixed_delay = if i % 3 == 1 { 2_000_000_000 } else { 0 };
+            rig.hook(P);
+            let (e, b) = err_bound(&rig);
+            if i >= 5 && e > b as u128 + 1 && worst.is_none() {
+                worst = Some(format!("check {i}: clock {e} ppb off, bound {b}"));
+            }
+        }
+        let (e, b) = err_bound(&rig);
+        let verdicts = tokens(&rig.verdicts[20..]);
+        println!("ref#{r_kind} rj={rj}: end clock {e} off bound {b}; {verdicts}");
+        assert!(
+            worst.is_none(),
+            "ref#{r_kind} rj={rj}: {worst:?}; {verdicts}"
+        );
+        assert!(
+            e <= 1_000,
+            "ref#{r_kind} rj={rj}: end clock {e} ppb off; {verdicts}"
+        );
+    }
 }
