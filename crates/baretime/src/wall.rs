@@ -84,10 +84,30 @@
 //! run on from `e`: a catch-up equal to the stall past the handover, as the Clock's own
 //! stalled writers cost (the wall time stays exactly the clock's time plus the offsets).
 //!
-//! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
+//! # The end, in two halves
+//!
+//! The end is decided with 32-bit compare-and-swap only, so that the wall clock runs
+//! wherever the [`Clock`] does (Cortex-M0/M3/M4, RISC-V 32: no 64-bit atomics), on every
+//! target the same way: a version's end is at most [`MAX_END`] (2^62 ns of clock time), its
+//! high half `e >> 31` and its low half `e mod 2^31` each decided by the first
+//! compare-and-swap, in that order ([`End`]). Whoever proposes a half has read the clock
+//! after it saw the close announced (the low half's proposers after they saw the high half
+//! decided, which came later still): every proposal `p` is a valid end, at or above the
+//! bound `L` that the readers who saw the end open are below. The high half `h` is one
+//! proposal's; a low half's proposer whose own proposal has another high half proposes
+//! the nearest value under `h` instead — `h·2^31 + (2^31 − 1)` if its own is above, `h·2^31`
+//! if below. The end decided is therefore between the smallest and the largest proposal
+//! that won a half: if the low half's winner `p` has high half `h`, the end is `p`; if
+//! above, the end is `h·2^31 + 2^31 − 1`, below `p` and at or above the high half's winner;
+//! if below, the end is `h·2^31`, above `p ≥ L` and at most the high half's winner. So it is
+//! at or above `L`, as a single proposal is, and each half's winner read the clock before
+//! the writer published (the writer decides both halves before it goes on), as the
+//! arguments above need. A half not decided carries the version number (its low 30 bits):
+//! a reader whose version's slot was reused meanwhile finds another number, proposes
+//! nothing, and its read is rejected by the generation check.
 
+use core::cmp::Ordering as Cmp;
 use core::fmt;
-use core::sync::atomic::AtomicU64;
 
 use crate::clock::Clock;
 use crate::counter::Counter;
@@ -108,12 +128,48 @@ const HANDOVER_NS: u64 = 100_000;
 /// handover margin of clock time) before it writes all the same (a clock that stands still).
 const HANDOVER_WAIT_READS: u32 = 1 << 14;
 
-/// An end that is still open.
+/// An end not decided: still open (or a read of a slot reused meanwhile, which the
+/// generation check rejects).
 const OPEN: u64 = u64::MAX;
-/// The tag of a "closing" end: this bit and the version number below it.
-const CLOSING: u64 = 1 << 63;
-/// The latest end (and base) a version can have: 2^63 − 2 ns of clock time, 292 years.
-const MAX_END: u64 = CLOSING - 2;
+/// The latest end (and base) a version can have: 2^62 − 2 ns of clock time, 146 years; its
+/// high half fits in 31 bits.
+const MAX_END: u64 = (1 << 62) - 2;
+/// Bits in an end's low half ([`End`]).
+const HALF: u32 = 31;
+const HALF_MASK: u64 = (1 << HALF) - 1;
+/// The bit of a half not decided yet: a tag, with the version number's low 30 bits.
+const TAG: u32 = 1 << 31;
+const NUMBER_MASK: u32 = (1 << 30) - 1;
+/// The high half of an open end (no version's tag).
+const OPEN_HI: u32 = TAG | (1 << 30);
+
+/// The tag of version `number`'s halves while they are not decided.
+fn tag(number: u32) -> u32 {
+    TAG | (number & NUMBER_MASK)
+}
+
+/// An end's high half (ends are at most [`MAX_END`]: it fits in 31 bits).
+fn high(end: u64) -> u32 {
+    u32::try_from(end.min(MAX_END) >> HALF).unwrap_or(0)
+}
+
+/// Where a slot's version ends, decided half by half by the first compare-and-swap on each
+/// (module docs, "The end, in two halves").
+struct End {
+    /// [`OPEN_HI`]; the version's tag while its close is announced; then `end >> 31`.
+    hi: AtomicU32,
+    /// The version's tag; then `end mod 2^31`.
+    lo: AtomicU32,
+}
+
+impl End {
+    const fn new() -> End {
+        End {
+            hi: AtomicU32::new(OPEN_HI),
+            lo: AtomicU32::new(TAG),
+        }
+    }
+}
 
 /// The most functions (pieces) one version holds: the one in force at the writer's clock
 /// reading, at most two that begin before the new handover, and the new one (module docs,
@@ -122,8 +178,12 @@ const PIECES: usize = 4;
 /// Words of one piece: meta (present, sign, rate), the wall time at the base, the base, the
 /// offset.
 const PIECE_WORDS: usize = 4;
+/// Where the health words follow the pieces: the steps (high 32 bits) and slews (low), and
+/// the latest step; published with the pieces, so that a reading of them is whole on any
+/// target.
+const HEALTH_AT: usize = PIECES * PIECE_WORDS;
 /// Words of one version.
-const WORDS: usize = PIECES * PIECE_WORDS;
+const WORDS: usize = HEALTH_AT + 2;
 
 /// Meta bits of a piece: present, negative; the rate above them.
 const P_PRESENT: u64 = 1;
@@ -181,6 +241,27 @@ pub struct WallHealth {
     /// Slews started ([`WallClock::slew`] with a non-zero offset); saturates at `u32::MAX`
     /// (never wraps).
     pub slews: u32,
+}
+
+impl WallHealth {
+    fn load(words: &Words<WORDS>) -> WallHealth {
+        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
+        let counts = w(HEALTH_AT);
+        WallHealth {
+            steps: u32::try_from(counts >> 32).unwrap_or(u32::MAX),
+            slews: u32::try_from(counts & 0xffff_ffff).unwrap_or(u32::MAX),
+            last_step_ns: w(HEALTH_AT.saturating_add(1)) as i64,
+        }
+    }
+
+    fn store(&self, words: &Words<WORDS>) {
+        if let Some(word) = words.get(HEALTH_AT) {
+            word.store(u64::from(self.steps) << 32 | u64::from(self.slews));
+        }
+        if let Some(word) = words.get(HEALTH_AT.saturating_add(1)) {
+            word.store(self.last_step_ns as u64);
+        }
+    }
 }
 
 /// A real-time clock's seconds edge: the Unix second that began, and the [`Clock`]'s
@@ -450,7 +531,9 @@ impl Version_ {
 /// `const`, over a `&'static Clock` for a kernel's `static`s, read lock-free from any CPU or
 /// interrupt handler (one [`Clock::now`] and a generation-checked snapshot; a reader never
 /// waits for a writer, even one it interrupted). One writer at a time; a second gets
-/// [`WallError::Busy`].
+/// [`WallError::Busy`]. Built wherever the [`Clock`] is: it needs 32-bit compare-and-swap
+/// only (the target's, or on a Cortex-M0 or RISC-V `imc` portable-atomic's, taken with
+/// interrupts off as the Clock's own are), never 64-bit atomics.
 ///
 /// ```
 /// use baretime::{Clock, FnCounter, Frequency, Instant, WallClock};
@@ -544,13 +627,11 @@ impl Version_ {
 /// never shows second 60.
 pub struct WallClock<'a, C: Counter> {
     clock: &'a Clock<C>,
+    /// The versions, with the health beside their pieces.
     versions: Published<WORDS>,
-    /// Per slot, the end of its version: [`OPEN`], `CLOSING | number`, or the end `c`.
-    ends: [AtomicU64; 2],
+    /// Per slot, the end of its version.
+    ends: [End; 2],
     writer: AtomicBool,
-    steps: AtomicU32,
-    slews: AtomicU32,
-    last_step_ns: AtomicU64,
 }
 
 impl<'a, C: Counter> WallClock<'a, C> {
@@ -559,11 +640,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
         WallClock {
             clock,
             versions: Published::new([0; WORDS]),
-            ends: [AtomicU64::new(OPEN), AtomicU64::new(OPEN)],
+            ends: [End::new(), End::new()],
             writer: AtomicBool::new(false),
-            steps: AtomicU32::new(0),
-            slews: AtomicU32::new(0),
-            last_step_ns: AtomicU64::new(0),
         }
     }
 
@@ -572,7 +650,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
         self.clock
     }
 
-    fn end(&self, slot: usize) -> &AtomicU64 {
+    fn end(&self, slot: usize) -> &End {
         let [even, odd] = &self.ends;
         if slot & 1 == 0 {
             even
@@ -581,22 +659,56 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
     }
 
-    /// Proposes an end for version `number` from a clock reading made now, unless it is
-    /// decided already; returns the end (or `OPEN` if the slot was reused: the read that
-    /// asked is stale and will be rejected).
+    /// The end of version `number` (in `slot`): what is decided of it, each half not yet
+    /// decided proposed from one clock reading made now (first compare-and-swap wins; module
+    /// docs, "The end, in two halves"). [`OPEN`] while open, or when the slot was reused (the
+    /// read that asked is stale and will be rejected).
     fn close(&self, slot: usize, number: u32) -> u64 {
         let end = self.end(slot);
-        let closing = CLOSING | u64::from(number);
-        let proposal = self
-            .clock
-            .now()
-            .as_nanos()
-            .saturating_add(HANDOVER_NS)
-            .min(MAX_END);
-        match end.compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => proposal,
-            Err(actual) if actual & CLOSING == 0 => actual,
-            Err(_) => OPEN,
+        let tag = tag(number);
+        let mut mine = None;
+        let mut proposal = || {
+            *mine.get_or_insert_with(|| {
+                self.clock
+                    .now()
+                    .as_nanos()
+                    .saturating_add(HANDOVER_NS)
+                    .min(MAX_END)
+            })
+        };
+        let decide = |half: &AtomicU32, value: u32| match half.compare_exchange(
+            tag,
+            value,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => Some(value),
+            Err(actual) if actual & TAG == 0 => Some(actual),
+            Err(_) => None,
+        };
+        let hi = match end.hi.load(Ordering::SeqCst) {
+            h if h & TAG == 0 => Some(h),
+            h if h == tag => decide(&end.hi, high(proposal())),
+            _ => None,
+        };
+        let Some(hi) = hi else { return OPEN };
+        let lo = match end.lo.load(Ordering::SeqCst) {
+            l if l & TAG == 0 => Some(l),
+            l if l == tag => {
+                // The nearest value under the decided high half to this proposal.
+                let p = proposal();
+                let lo = match high(p).cmp(&hi) {
+                    Cmp::Equal => p & HALF_MASK,
+                    Cmp::Greater => HALF_MASK,
+                    Cmp::Less => 0,
+                };
+                decide(&end.lo, u32::try_from(lo).unwrap_or(0))
+            }
+            _ => None,
+        };
+        match lo {
+            Some(lo) => u64::from(hi) << HALF | u64::from(lo),
+            None => OPEN,
         }
     }
 
@@ -604,18 +716,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
     fn read(&self) -> Option<(Version_, u64)> {
         self.versions.read(|version, words| {
             let t = self.clock.now().as_nanos();
-            let end = self.end(version.slot).load(Ordering::SeqCst);
-            let end = if end == OPEN {
-                u64::MAX
-            } else if end & CLOSING != 0 {
-                if end == CLOSING | u64::from(version.number) {
-                    self.close(version.slot, version.number)
-                } else {
-                    u64::MAX // a reused slot: this read is rejected
-                }
-            } else {
-                end
-            };
+            // Open: `OPEN`, above every `t`; a reused slot's: `OPEN` too, and rejected.
+            let end = self.close(version.slot, version.number);
             (Version_::load(words).map(|v| (v, t.min(end))), false)
         })
     }
@@ -636,11 +738,8 @@ impl<'a, C: Counter> WallClock<'a, C> {
 
     /// What the writers have done: steps (with the latest's size), slews.
     pub fn health(&self) -> WallHealth {
-        WallHealth {
-            steps: self.steps.load(Ordering::Relaxed),
-            last_step_ns: self.last_step_ns.load(Ordering::Relaxed) as i64,
-            slews: self.slews.load(Ordering::Relaxed),
-        }
+        self.versions
+            .read(|_, words| (WallHealth::load(words), false))
     }
 
     /// Sets the wall time: at the clock's time `at` it was `unix_ns` (a real-time clock's
@@ -734,18 +833,14 @@ impl<'a, C: Counter> WallClock<'a, C> {
                 ppm: max_ppm,
                 neg: offset_ns < 0,
             };
-            Ok((main, Outcome::Slew(was.remaining(e))))
+            let outcome = Outcome::Slew {
+                left: was.remaining(e),
+                started: offset_ns != 0,
+            };
+            Ok((main, outcome))
         })?;
         match outcome {
-            Outcome::Slew(left) => {
-                if offset_ns != 0 {
-                    // Saturating: a count that wrapped would read as few.
-                    let _ = self
-                        .slews
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
-                }
-                Ok(left)
-            }
+            Outcome::Slew { left, .. } => Ok(left),
             _ => Ok(0),
         }
     }
@@ -800,12 +895,11 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// Announces the close of version `number` (in `slot`): readers from now on propose its
     /// end themselves if the writer has not.
     fn announce(&self, slot: usize, number: u32) {
-        self.end(slot)
-            .store(CLOSING | u64::from(number), Ordering::SeqCst);
+        self.end(slot).hi.store(tag(number), Ordering::SeqCst);
     }
 
-    /// Publishes what `make` built (or `old` again if it refused), counts a step, and lets
-    /// the next writer in.
+    /// Publishes what `make` built (or `old` again if it refused) with the health updated
+    /// (a step, a slew started), and lets the next writer in.
     fn finish(
         &self,
         old: Option<Version_>,
@@ -815,25 +909,33 @@ impl<'a, C: Counter> WallClock<'a, C> {
             Ok((next, _)) => Some(*next),
             Err(_) => old,
         };
+        let mut health = WallHealth::load(self.versions.current().1);
+        match &made {
+            Ok((_, Outcome::Step(step))) => {
+                // Saturating: a count that wrapped would read as few.
+                health.steps = health.steps.saturating_add(1);
+                health.last_step_ns =
+                    i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
+            }
+            Ok((_, Outcome::Slew { started: true, .. })) => {
+                health.slews = health.slews.saturating_add(1);
+            }
+            _ => {}
+        }
         self.versions.publish(|new, slot| {
-            self.end(new.slot).store(OPEN, Ordering::Relaxed);
+            let end = self.end(new.slot);
+            end.lo.store(tag(new.number), Ordering::Relaxed);
+            end.hi.store(OPEN_HI, Ordering::Relaxed);
+            health.store(slot);
             match next {
                 Some(next) => next.store(slot),
                 None => {
-                    for word in slot.iter() {
+                    for word in slot.iter().take(HEALTH_AT) {
                         word.store(0);
                     }
                 }
             }
         });
-        if let Ok((_, Outcome::Step(step))) = &made {
-            let saturated =
-                i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
-            self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
-            let _ = self
-                .steps
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
-        }
         self.writer.store(false, Ordering::Release);
         made.map(|(_, outcome)| outcome)
     }
@@ -846,8 +948,8 @@ enum Outcome {
     Set,
     /// A step of this many ns.
     Step(i128),
-    /// A slew, replacing one with this much left.
-    Slew(i64),
+    /// A slew, replacing one with `left` to run; `started`: a non-zero one (counted).
+    Slew { left: i64, started: bool },
 }
 
 impl<C: Counter> fmt::Debug for WallClock<'_, C> {
@@ -877,6 +979,76 @@ mod tests {
         );
         t.set(start);
         clock
+    }
+
+    impl<C: Counter> WallClock<'_, C> {
+        /// The end of the version in `slot` if both halves are decided (proposes nothing).
+        fn decided(&self, slot: usize) -> Option<u64> {
+            let end = self.end(slot);
+            let (hi, lo) = (end.hi.load(Ordering::SeqCst), end.lo.load(Ordering::SeqCst));
+            (hi & TAG == 0 && lo & TAG == 0).then(|| u64::from(hi) << HALF | u64::from(lo))
+        }
+    }
+
+    /// Halves decided from two proposals on either side of a 2^31 ns boundary: the end is
+    /// between them, whichever came first (module docs, "The end, in two halves").
+    #[test]
+    fn an_end_from_two_proposals_lies_between_them() {
+        // Clock readings whose proposals (reading + H) fall either side of the boundary.
+        let boundary = (7u64 << HALF) - HANDOVER_NS;
+        for (first, second) in [
+            (boundary - 10, boundary + 10),
+            (boundary + 10, boundary - 10),
+            (boundary + 5, boundary + 9),
+        ] {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            wall.set(0, Instant::ZERO).unwrap();
+            t.set(boundary - 1_000_000);
+            let (v, _) = wall.versions.current();
+            wall.announce(v.slot, v.number);
+            // The first proposer wins the high half, then stalls.
+            let end = wall.end(v.slot);
+            let hi = high(first + HANDOVER_NS);
+            assert!(end
+                .hi
+                .compare_exchange(tag(v.number), hi, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok());
+            // The second decides the low half from its own reading.
+            t.set(second);
+            let e = wall.close(v.slot, v.number);
+            let (lo, hi) = (first.min(second), first.max(second));
+            assert!(
+                (lo + HANDOVER_NS..=hi + HANDOVER_NS).contains(&e),
+                "{first} then {second}: end {e}"
+            );
+            assert_eq!(wall.decided(v.slot), Some(e));
+            assert_eq!(wall.close(v.slot, v.number), e); // decided for good
+        }
+    }
+
+    /// The health is published with the pieces: a refused write keeps it, a step and a
+    /// started slew count.
+    #[test]
+    fn health_is_published_with_the_version() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(1_000_000_000, Instant::ZERO).unwrap();
+        t.set(1_000_000);
+        wall.set(3_000_000_000, Instant::from_nanos(1_000_000))
+            .unwrap();
+        wall.slew(0, 1).unwrap(); // cancels nothing: not a slew started
+        wall.slew(5, 1).unwrap();
+        assert_eq!(
+            wall.set(0, Instant::from_nanos(u64::MAX)),
+            Err(WallError::BeforeEpoch)
+        );
+        let h = wall.health();
+        assert_eq!((h.steps, h.slews), (1, 1));
+        // At the handover 1 ms + H: 3 s + H against 1 s + 1 ms + H.
+        assert_eq!(h.last_step_ns, 1_999_000_000);
     }
 
     #[test]
@@ -980,10 +1152,7 @@ mod tests {
         let old = Version_::load(words);
         wall.announce(v.slot, v.number);
         assert_eq!(wall.unix_ns(), Some(1_000_000)); // proposes 1 ms + H
-        assert_eq!(
-            wall.end(v.slot).load(Ordering::SeqCst),
-            1_000_000 + HANDOVER_NS
-        );
+        assert_eq!(wall.decided(v.slot), Some(1_000_000 + HANDOVER_NS));
         t.set(1_000_000 + 5 * HANDOVER_NS);
         assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS)); // stands at the end
         assert_eq!(wall.slew(1, 1), Err(WallError::Busy));
@@ -1000,8 +1169,17 @@ mod tests {
         };
         let next = old.successor(1_000_000, c, main);
         assert!(matches!(
-            wall.finish(Some(old), Ok((next, Outcome::Slew(0)))),
-            Ok(Outcome::Slew(0))
+            wall.finish(
+                Some(old),
+                Ok((
+                    next,
+                    Outcome::Slew {
+                        left: 0,
+                        started: true
+                    }
+                ))
+            ),
+            Ok(Outcome::Slew { left: 0, .. })
         ));
         // From the end on, at the slew's rate (the stall past the end caught up, as the
         // Clock's): 400 µs later, 400 ns absorbed.
@@ -1029,7 +1207,7 @@ mod tests {
         assert_eq!(wall.slew(0, 1), Err(WallError::Busy));
         let (v2, words2) = wall.versions.current();
         assert_eq!((v2.number, Version_::load(words2)), (v.number, version));
-        assert_eq!(wall.end(v.slot).load(Ordering::SeqCst), OPEN);
+        assert_eq!(wall.end(v.slot).hi.load(Ordering::SeqCst), OPEN_HI);
         assert_eq!(
             (wall.unix_ns(), wall.slew_remaining_ns(), wall.health()),
             before
