@@ -279,10 +279,11 @@ impl WallHealth {
 }
 
 /// A real-time clock's seconds edge: the Unix second that began, and the [`Clock`]'s
-/// readings that bracket the moment it began (the platform crates' RTC readers measure one:
-/// baretime-x86's CMOS RTC, baretime-aarch64's PL031). The edge is between `before` and
-/// `after`; [`WallClock::set_at_edge`] sets the wall time at their midpoint, so the setting
-/// is good to half the bracket plus the RTC's own error (how well it was set, its crystal).
+/// readings that bracket the moment it began, measured by [`SecondsEdge::measure`] (the
+/// platform crates' RTC readers use it: baretime-x86's CMOS RTC, baretime-aarch64's PL031;
+/// a reader of another RTC can too). The edge is between `before` and `after`;
+/// [`WallClock::set_at_edge`] sets the wall time at their midpoint, so the setting is good to
+/// half the bracket plus the RTC's own error (how well it was set, its crystal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SecondsEdge {
@@ -294,7 +295,63 @@ pub struct SecondsEdge {
     pub after: Instant,
 }
 
+/// How long [`SecondsEdge::measure`] waits for the seconds to change: a second, plus 10 % (an
+/// RTC's update cycle, a slow crystal), plus a 100 ms margin.
+const EDGE_WAIT_NS: u128 = 1_200_000_000;
+
 impl SecondsEdge {
+    /// Waits for a real-time clock's next seconds edge: polls `read_seconds` until what it
+    /// returns changes, each poll bracketed by `clock` readings, and returns the value it
+    /// changed to with the readings before the last poll that saw the previous value and
+    /// after the first that saw the new one — the edge lies between them.
+    ///
+    /// `read_seconds` is one poll of the RTC: `Some` of its seconds (a seconds register, or
+    /// a whole count of Unix seconds: the edge's `unix_seconds` is whatever it returned; a
+    /// reader whose poll reads only a register reads the full time after the edge and puts
+    /// it there), or `None` when the RTC cannot be read right now (an update in progress),
+    /// which counts as the previous second. An interrupt (or a vCPU preempted) during the poll
+    /// widens the bracket: poll with interrupts masked, or check
+    /// [`SecondsEdge::width_ns`] and measure the next edge.
+    ///
+    /// `None` when the value did not change: at the first poll that finds more than 1.2 s of
+    /// `clock` time gone since the call (so the wait overshoots 1.2 s by up to one poll), or
+    /// after `max_polls` polls, whichever comes first — a [`Clock`] not started yet (its time
+    /// stands at zero) never reaches 1.2 s, and the poll count ends the wait there.
+    pub fn measure<C: Counter>(
+        clock: &Clock<C>,
+        max_polls: u32,
+        mut read_seconds: impl FnMut() -> Option<u64>,
+    ) -> Option<SecondsEdge> {
+        let start = clock.now();
+        let mut first = None;
+        let mut before = start;
+        let mut polls = 0u32;
+        loop {
+            let b = clock.now();
+            polls = polls.saturating_add(1);
+            if polls > max_polls || b.saturating_duration_since(start).as_nanos() > EDGE_WAIT_NS {
+                return None;
+            }
+            let Some(seconds) = read_seconds() else {
+                before = b; // not readable: the previous second still
+                continue;
+            };
+            let after = clock.now();
+            match first {
+                None => first = Some(seconds),
+                Some(s) if s != seconds => {
+                    return Some(SecondsEdge {
+                        unix_seconds: seconds,
+                        before,
+                        after,
+                    })
+                }
+                Some(_) => {}
+            }
+            before = b;
+        }
+    }
+
     /// The middle of the bracket: the clock's time of the edge, good to half
     /// [`SecondsEdge::width_ns`].
     pub(crate) fn midpoint(&self) -> Instant {
@@ -1040,6 +1097,69 @@ mod tests {
             let (hi, lo) = (end.hi.load(Ordering::SeqCst), end.lo.load(Ordering::SeqCst));
             (hi & TAG == 0 && lo & TAG == 0).then(|| u64::from(hi) << HALF | u64::from(lo))
         }
+    }
+
+    /// A simulated RTC over the hand-moved clock: each poll moves the clock by `step` ns; the
+    /// count goes from 41 to 42 at clock time `edge`, and is unreadable (`None`, an update in
+    /// progress) for the `busy` ns before it.
+    fn poll_rtc(t: &Cell<u64>, step: u64, edge: u64, busy: u64) -> Option<u64> {
+        t.set(t.get() + step);
+        let now = t.get();
+        t.set(now + step);
+        if now >= edge {
+            Some(42)
+        } else if now + busy >= edge {
+            None
+        } else {
+            Some(41)
+        }
+    }
+
+    /// The edge lies in the bracket, with the new count; unreadable polls count as the
+    /// previous second; no change is `None` after 1.2 s of clock time, or after the poll
+    /// limit on a clock that stands still.
+    #[test]
+    fn seconds_edge_measure_brackets_the_edge() {
+        for (step, edge, busy) in [
+            (1_000, 300_000_000, 0),
+            (7_777, 999_999_999, 2_000_000),
+            (50_000_000, 123_456_789, 60_000_000),
+            (1, 10, 0),
+        ] {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let e =
+                SecondsEdge::measure(&clock, u32::MAX, || poll_rtc(&t, step, edge, busy)).unwrap();
+            assert_eq!(e.unix_seconds, 42);
+            assert!(
+                e.before.as_nanos() <= edge && edge <= e.after.as_nanos(),
+                "{e:?} {edge}"
+            );
+            // Two polls (four clock steps, one before the count changed) at most.
+            assert!(e.width_ns() <= 4 * step, "{e:?}");
+        }
+        // Never changes: gives up at the first poll past 1.2 s.
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        assert_eq!(
+            SecondsEdge::measure(&clock, u32::MAX, || poll_rtc(&t, 1_000_000, u64::MAX, 0)),
+            None
+        );
+        assert!(
+            (1_200_000_000..1_205_000_000).contains(&t.get()),
+            "{}",
+            t.get()
+        );
+        // A clock that stands still: the poll limit.
+        let polls = Cell::new(0u32);
+        assert_eq!(
+            SecondsEdge::measure(&clock, 1_000, || {
+                polls.set(polls.get() + 1);
+                Some(7)
+            }),
+            None
+        );
+        assert_eq!(polls.get(), 1_000);
     }
 
     /// Halves decided from two proposals on either side of a 2^31 ns boundary: the end is
