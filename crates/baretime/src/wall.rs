@@ -35,7 +35,9 @@
 //!    into the version's end, then reads the clock and proposes the end
 //!    `e = reading + HANDOVER_NS` by compare-and-swap. A reader that finds the end "closing"
 //!    proposes one the same way from a clock reading of its own (so a writer stalled there
-//!    costs nobody a wait); the first proposal wins. Every reader evaluates its version at
+//!    costs nobody a wait); the first proposal wins (half by half, with 32-bit
+//!    compare-and-swap: "The end, in two halves" below shows that the end decided is then
+//!    between two proposals, which is all the argument uses). Every reader evaluates its version at
 //!    `min(t, e)`. A reader that saw the end open read its clock before the "closing" store
 //!    was visible to it, and whoever proposed `e` read the clock after seeing that store, so
 //!    the reader's `t` is below `e` (the margin covers a clock read a few instructions late
@@ -71,7 +73,9 @@
 //! the old pieces beginning after `t_w` are the ones the new version must keep, which is why
 //! a version holds more than two. Every old base is at most `t_w + HANDOVER_NS` (the newest
 //! is `e_prev`, from a clock reading made before this writer's `t_w`), so at most one
-//! distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more than one
+//! distinct base sits at exactly `t_w + HANDOVER_NS` (an end decided in halves is at most
+//! the larger of two proposals, each from a clock reading made before the previous writer
+//! published, so before this writer's `t_w`). A writer that finds more than one
 //! piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before it
 //! touches anything; otherwise it keeps at most three old pieces and the new one:
 //! [`PIECES`]. Writes while the clock stands still exactly never refuse: each hands over at
