@@ -181,7 +181,16 @@ struct End {
 }
 
 impl End {
+    #[cfg(not(loom))]
     const fn new() -> End {
+        End {
+            hi: AtomicU32::new(OPEN_HI),
+            lo: AtomicU32::new(TAG),
+        }
+    }
+    /// Loom's atomics have no `const fn new` (the loom model, `loom-model/tests/loom_wall.rs`).
+    #[cfg(loom)]
+    fn new() -> End {
         End {
             hi: AtomicU32::new(OPEN_HI),
             lo: AtomicU32::new(TAG),
@@ -747,7 +756,19 @@ pub struct WallClock<'a, C: Counter> {
 
 impl<'a, C: Counter> WallClock<'a, C> {
     /// A wall clock on `clock`, not set yet (`const`: for a `static` beside the clock's).
+    #[cfg(not(loom))]
     pub const fn new(clock: &'a Clock<C>) -> WallClock<'a, C> {
+        WallClock {
+            clock,
+            versions: Published::new([0; WORDS]),
+            ends: [End::new(), End::new()],
+            writer: AtomicBool::new(false),
+        }
+    }
+
+    /// A wall clock on `clock` (the loom model's: loom's atomics have no `const fn new`).
+    #[cfg(loom)]
+    pub fn new(clock: &'a Clock<C>) -> WallClock<'a, C> {
         WallClock {
             clock,
             versions: Published::new([0; WORDS]),
