@@ -10,7 +10,9 @@
 //!   lock-free read needs), `now` (`Clock::now` on `Main`), `now_ext` and `ext_ticks`
 //!   (`Clock::now` on the board's 16-bit timer extended by `ExtendedTimer`, and the extended
 //!   count: the wrap interrupt runs meanwhile, as it must, and its cost is in the figure),
-//!   `coarse` (`CoarseClock::now`), `driver_now` (the embassy driver's `now`).
+//!   `coarse` (`CoarseClock::now`), `driver_now` (the embassy driver's `now`), `wall_now`
+//!   (`WallClock::unix_ns` on the clock, set, no slew) and `wall_now_slewing` (the same while
+//!   a slew runs: its correction's division).
 //! - **One call at a time** ([`per_call`]): the stopwatch read just before and after each
 //!   call, its setup outside, less the same pair around nothing. `update` (`Clock::update`,
 //!   100 µs after the last write) and `deadline` (`Clock::deadline` 5 ms ahead). A sample is
@@ -40,7 +42,7 @@ use core::pin::Pin;
 use core::sync::atomic::{fence, AtomicBool, AtomicU32, Ordering::*};
 use core::task::{Context, Poll, Waker};
 
-use baretime::{Alarm, Clock, CoarseClock, Counter, ExtendedTimer, Frequency, Instant};
+use baretime::{Alarm, Clock, CoarseClock, Counter, ExtendedTimer, Frequency, Instant, WallClock};
 use baretime_embassy::ClockDriver;
 use cortex_m::register::primask;
 use cortex_m_rt::exception;
@@ -56,6 +58,7 @@ static NARROW: ExtendedTimer<Narrow> = ExtendedTimer::new(Narrow);
 static EXT_CLOCK: Clock<&ExtendedTimer<Narrow>> = Clock::uninit(&NARROW);
 static COARSE: CoarseClock = CoarseClock::new();
 static FLOOR: Floor = Floor::new();
+static WALL: WallClock<'static, Main> = WallClock::new(&CLOCK);
 static DRIVER: ClockDriver<Main, PlayedAlarm> = ClockDriver::new(&CLOCK, PlayedAlarm);
 
 embassy_time_driver::time_driver_impl!(static TIMED: TimedDriver = TimedDriver);
@@ -421,6 +424,18 @@ async fn main(spawner: Spawner) {
     let driver_now = looped(CALLS, |_| DRIVER.now()) - empty;
 
     let mut errors = 0u32;
+    // The time of day on the same clock: set (2026-12-03), read past the handover; then
+    // slewing (1 s at 1 ppm: it runs throughout).
+    if WALL.set(1_796_300_000_000_000_000, CLOCK.now()).is_err() {
+        errors += 1;
+    }
+    wait_ns(200_000);
+    let wall_now = looped(CALLS, |_| WALL.unix_ns().unwrap_or(0)) - empty;
+    if WALL.slew(1_000_000_000, 1).is_err() {
+        errors += 1;
+    }
+    wait_ns(200_000);
+    let wall_now_slewing = looped(CALLS, |_| WALL.unix_ns().unwrap_or(0)) - empty;
     let pair = per_call(ROUNDS, u64::from, |i| i);
     let update = per_call(
         ROUNDS / 2,
@@ -480,7 +495,7 @@ async fn main(spawner: Spawner) {
     let mut line = Line::new();
     let _ = write!(
         line,
-        "raw={raw} floor={floor} now={now} now_ext={now_ext} ext_ticks={ext_ticks} coarse={coarse} driver_now={driver_now} update={update} deadline={deadline} errors={errors}",
+        "raw={raw} floor={floor} now={now} now_ext={now_ext} ext_ticks={ext_ticks} coarse={coarse} driver_now={driver_now} wall_now={wall_now} wall_now_slewing={wall_now_slewing} update={update} deadline={deadline} errors={errors}",
     );
     line.send();
     let mut line = Line::new();

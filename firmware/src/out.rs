@@ -5,6 +5,12 @@ use core::fmt;
 
 /// `SYS_WRITE0`: write a NUL-terminated string to the debug console.
 const SYS_WRITE0: u32 = 0x04;
+/// `SYS_TIME`: the host's time, in seconds since 1970-01-01T00:00:00Z.
+#[cfg_attr(
+    any(feature = "timers", feature = "rtic", feature = "cost"),
+    allow(dead_code)
+)]
+const SYS_TIME: u32 = 0x11;
 /// `SYS_EXIT`; on 32-bit Arm its argument is the reason code itself.
 const SYS_EXIT: u32 = 0x18;
 /// `ADP_Stopped_ApplicationExit` (QEMU exits with status 0) and `ADP_Stopped_RunTimeErrorUnknown`
@@ -49,6 +55,17 @@ impl fmt::Write for Line {
         }
         Ok(())
     }
+}
+
+/// The host's Unix time in whole seconds (semihosting `SYS_TIME`): the time of day the
+/// wall clock is set from, as a firmware would set it from its RTC.
+#[cfg_attr(
+    any(feature = "timers", feature = "rtic", feature = "cost"),
+    allow(dead_code)
+)]
+pub fn unix_seconds() -> u32 {
+    // SAFETY: SYS_TIME takes no argument (r1 is ignored) and only returns a value.
+    unsafe { cortex_m::asm::semihosting_syscall(SYS_TIME, 0) }
 }
 
 /// Ends the run: QEMU exits with status 0 when `ok`, else 1.

@@ -23,6 +23,14 @@
 //! the measuring context itself or handlers that finish before it goes on, so no stalled
 //! writer makes their time stand still.
 //!
+//! The time of day: `WALL`, a [`WallClock`] on `CLOCK`, set at boot from the host's time
+//! (semihosting `SYS_TIME`, standing in for an RTC), read by every context beside the clocks
+//! (checked against a floor of its own: `wall_back`), and slewed +0.5 s at
+//! [`MAX_SLEW_PPM`] by thread mode at the start. The run lasts until the slew is over (1 s of
+//! clock time after its handover); then the wall time must be exactly the setting plus the
+//! clock's time since plus 0.5 s (`wall_end_error_ns`, bracketed by two clock reads), and a
+//! step back to the unslewed time must report exactly −0.5 s.
+//!
 //! The watchdog, a 1 kHz interrupt above everything else that reads no clock, fails the run
 //! when a handler or thread mode has not finished anything for 200 of its checks (a reader
 //! spinning on a lock the code it interrupted holds, say). The run ends after
@@ -32,7 +40,7 @@ use core::cell::UnsafeCell;
 use core::fmt::Write;
 use core::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
-use baretime::{Clock, ClockError, Counter, ExtendedTimer, Frequency};
+use baretime::{Clock, ClockError, Counter, ExtendedTimer, Frequency, WallClock, MAX_SLEW_PPM};
 use cortex_m_rt::{entry, exception};
 use embedded_hal::delay::DelayNs;
 
@@ -42,7 +50,12 @@ use crate::out::{self, Line};
 static CLOCK: Clock<Main> = Clock::uninit(Main);
 static NARROW: ExtendedTimer<Narrow> = ExtendedTimer::new(Narrow);
 static EXT_CLOCK: Clock<&ExtendedTimer<Narrow>> = Clock::uninit(&NARROW);
+static WALL: WallClock<'static, Main> = WallClock::new(&CLOCK);
 
+/// The slew thread mode asks for at the start: +0.5 s at the largest rate (1 s long).
+const WALL_SLEW_NS: i64 = 500_000_000;
+/// The handover: a write takes over this long after its clock reading (baretime's wall.rs).
+const WALL_HANDOVER_NS: u64 = 100_000;
 /// Interrupts (all handlers) after which the run ends.
 const TARGET_INTERRUPTS: u32 = 120_000;
 /// The longest run, by the clock.
@@ -83,6 +96,7 @@ struct Counts {
     errors: AtomicU32,
     delays: AtomicU32,
     short_delays: AtomicU32,
+    wall_reads: AtomicU32,
 }
 
 impl Counts {
@@ -96,6 +110,7 @@ impl Counts {
             errors: AtomicU32::new(0),
             delays: AtomicU32::new(0),
             short_delays: AtomicU32::new(0),
+            wall_reads: AtomicU32::new(0),
         }
     }
 }
@@ -144,6 +159,27 @@ static BACK_THREAD: AtomicU32 = AtomicU32::new(0);
 static BACK_IRQ: AtomicU32 = AtomicU32::new(0);
 static BACK_CROSS: AtomicU32 = AtomicU32::new(0);
 static BACK_MAX: Floor = Floor::new();
+static FLOOR_WALL: Floor = Floor::new();
+/// Wall readings below the wall floor, and wall readings `None` (not set: never, it is set
+/// before interrupts are on). Written from every context, inside critical sections.
+static WALL_BACK: AtomicU32 = AtomicU32::new(0);
+static WALL_NONE: AtomicU32 = AtomicU32::new(0);
+static WALL_BACK_MAX: Floor = Floor::new();
+
+/// One wall reading by `who`, checked against the wall floor.
+fn read_wall(who: usize) {
+    let (before, _) = FLOOR_WALL.get();
+    let Some(value) = WALL.unix_ns() else {
+        cortex_m::interrupt::free(|_| add(&WALL_NONE, 1));
+        return;
+    };
+    if value < before {
+        cortex_m::interrupt::free(|_| add(&WALL_BACK, 1));
+        WALL_BACK_MAX.raise(before - value, who);
+    }
+    FLOOR_WALL.raise(value, who);
+    add(&COUNTS[who].wall_reads, 1);
+}
 
 /// Reads with `read`, checked against `floor`.
 fn checked(floor: &Floor, who: usize, read: impl FnOnce() -> u64) {
@@ -167,6 +203,7 @@ fn read_all(who: usize) {
     checked(&FLOOR_EXT_CLOCK, who, || EXT_CLOCK.now().as_nanos());
     checked(&FLOOR_EXT_TICKS, who, || NARROW.ticks());
     add(&COUNTS[who].reads, 3);
+    read_wall(who);
 }
 
 /// Counts a writer's result in `who`'s counters.
@@ -403,16 +440,37 @@ fn main() -> ! {
     let main0 = Main.ticks() as u32;
     START_TICKS.store(main0, Relaxed);
     let ext0 = NARROW.ticks();
+    // The time of day, as a firmware sets it from its RTC: the host's Unix seconds now.
+    let boot_s = out::unix_seconds();
+    let set_at = CLOCK.now();
+    let set_ns = u64::from(boot_s) * 1_000_000_000;
+    if WALL.set(set_ns, set_at) != Ok(None) {
+        fail("wall_set", THREAD);
+    }
     // SAFETY: every handler's data is ready; no critical section is open.
     unsafe { cortex_m::interrupt::enable() };
+    let slew_at = CLOCK.now();
+    if WALL.slew(WALL_SLEW_NS, MAX_SLEW_PPM) != Ok(0) {
+        fail("wall_slew", THREAD);
+    }
+    let slew_call_ns = (CLOCK.now() - slew_at).as_nanos() as u64;
 
     let me = &COUNTS[THREAD];
     let mut loops = 0u32;
+    // When thread mode first saw the slew over (clock time since the call).
+    let mut slew_ns = None;
+    let mut slew_over = || {
+        if slew_ns.is_none() && WALL.slew_remaining_ns() == 0 {
+            slew_ns = Some((CLOCK.now() - slew_at).as_nanos() as u64);
+        }
+        slew_ns.is_some()
+    };
     loop {
         loops += 1;
         for _ in 0..4 {
             read_all(THREAD);
         }
+        slew_over();
         if loops.is_multiple_of(16) {
             // recalibrate: counted in the thread's own `updates` (reported as
             // recalibrations), `late`, `busy`, `errors`.
@@ -429,11 +487,57 @@ fn main() -> ! {
             break;
         }
     }
+    // A run shorter than the slew goes on reading until it is over.
+    while !slew_over() {
+        read_all(THREAD);
+        loops += 1;
+        me.done.store(loops, Relaxed);
+        if CLOCK.now().as_nanos() >= 2 * MAX_RUN_NS {
+            fail("wall_slew_never_ends", THREAD);
+        }
+    }
+    let slew_ns = slew_ns.unwrap_or(0);
+    // Exactly the setting, plus the clock's time since, plus the slew: between two readings.
+    let c1 = CLOCK.now().as_nanos();
+    let wall = WALL.unix_ns().unwrap_or(0);
+    let c2 = CLOCK.now().as_nanos();
+    let line_at = |c: u64| set_ns + (c - set_at.as_nanos()) + WALL_SLEW_NS as u64;
+    let end_error = if wall < line_at(c1) {
+        wall as i64 - line_at(c1) as i64
+    } else if wall > line_at(c2) {
+        wall as i64 - line_at(c2) as i64
+    } else {
+        0
+    };
 
     cortex_m::interrupt::disable();
+    // A step back to the unslewed time, reported as exactly −0.5 s: with interrupts off, as
+    // a step goes back and the readers' floor would count it.
+    let step = WALL.set(set_ns, set_at);
+    let health = WALL.health();
     let main_ticks = (Main.ticks() as u32).wrapping_sub(main0);
     let ext_ticks = NARROW.ticks().wrapping_sub(ext0);
     report(Some(ext_ticks as i64 - i64::from(main_ticks)));
+    let mut line = Line::new();
+    let _ = write!(
+        line,
+        "wall_boot_s={boot_s} wall_reads={} wall_irq_reads={} wall_back={} wall_back_max={} wall_none={} clock_back={} wall_slew_ns={slew_ns} wall_slew_expected_ns={} wall_slew_call_ns={slew_call_ns} wall_slew_left={} wall_end_error_ns={end_error} wall_step_ns={} wall_steps={} wall_slews={}",
+        COUNTS[THREAD].wall_reads.load(Relaxed),
+        sum(|c| &c.wall_reads, &READERS),
+        WALL_BACK.load(Relaxed),
+        WALL_BACK_MAX.get().0,
+        WALL_NONE.load(Relaxed),
+        [&BACK_THREAD, &BACK_IRQ, &BACK_CROSS].iter().map(|a| a.load(Relaxed)).sum::<u32>(),
+        WALL_HANDOVER_NS + WALL_SLEW_NS as u64 * 1_000_000 / u64::from(MAX_SLEW_PPM),
+        WALL.slew_remaining_ns(),
+        match step {
+            Ok(Some(s)) => s as i64,
+            _ => i64::MIN,
+        },
+        health.steps,
+        health.slews,
+    );
+    line.send();
     let mut line = Line::new();
     let _ = write!(line, "done=1");
     line.send();

@@ -3,7 +3,8 @@
 //! loom_clock`, run by `cargo xtask test`).
 //!
 //! The modules are baretime's own sources, included by path: `crates/baretime/src/clock.rs`,
-//! `coarse.rs` (its 32-bit form under loom, for `tests/loom_coarse.rs`) and what they
+//! `coarse.rs` (its 32-bit form under loom, for `tests/loom_coarse.rs`), `wall.rs` (for
+//! `tests/loom_wall.rs`: its end decided in 32-bit halves) and what they
 //! reach through `crate::` (`counter`, `delay`, `frequency`, `instant`, `scale`, `sync`).
 //! Under `--cfg loom`, `sync.rs` takes its atomics and `yield_now` from loom. Keeping this in
 //! its own crate keeps loom out of baretime's manifest and so out of its users' lockfiles.
@@ -30,6 +31,8 @@ pub mod instant;
 pub mod scale;
 #[path = "../../crates/baretime/src/sync.rs"]
 mod sync;
+#[path = "../../crates/baretime/src/wall.rs"]
+pub mod wall;
 
 pub use clock::{Clock, ClockError, ClockHealth};
 pub use coarse::CoarseClock;
@@ -38,3 +41,4 @@ pub use delay::Delay;
 pub use frequency::{Accuracy, Frequency, Source};
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
+pub use wall::{WallClock, MAX_SLEW_PPM};

@@ -289,7 +289,7 @@ fn test_all() -> bool {
     tally.record(
         "loom",
         run(
-            "loom model check of the Clock and the CoarseClock's 32-bit word (loom-model: their sources on loom's atomics)",
+            "loom model check of the Clock, the CoarseClock's 32-bit word and the WallClock's reads against its writers (loom-model: their sources on loom's atomics)",
             cargo()
                 .args([
                     "test",
@@ -300,6 +300,8 @@ fn test_all() -> bool {
                     "loom_clock",
                     "--test",
                     "loom_coarse",
+                    "--test",
+                    "loom_wall",
                 ])
                 .env("RUSTFLAGS", "--cfg loom")
                 .env("LOOM_MAX_PREEMPTIONS", "2")

@@ -27,7 +27,13 @@
 //! [`MIN_INTERRUPTS`] interrupts, reads in thread mode and in interrupts, no step back, no
 //! late update, no short delay, no other clock error, updates, recalibrations and delays
 //! made, and the extended narrow timer within a quarter of its wrap of the clock's 32-bit
-//! counter (both count the same board clock: a wrap lost or counted twice shows). The
+//! counter (both count the same board clock: a wrap lost or counted twice shows); and the
+//! time of day right ([`judge_wall`]): a `WallClock` on the clock, set from the host's
+//! time (semihosting `SYS_TIME`), read in thread mode and every interrupt with no step back
+//! (`wall_back=0`, `clock_back=0`), slewed +0.5 s at the largest rate and seen over between
+//! its end (1 s after its handover) and 5 ms later, then exactly the setting plus the clock's
+//! time plus 0.5 s (`wall_end_error_ns=0`), and a step back to the unslewed time reported as
+//! exactly −0.5 s. The
 //! firmware's watchdog turns a hang into `error=watchdog` within 200 ms of guest time;
 //! [`TIMEOUT`] of wall time is the backstop.
 //!
@@ -345,7 +351,23 @@ const KEYS: &[&str] = &[
     "ext_wraps",
     "ext_vs_main_ticks",
     "run_ms",
+    "wall_boot_s",
+    "wall_reads",
+    "wall_irq_reads",
+    "wall_back",
+    "wall_back_max",
+    "clock_back",
+    "wall_slew_ns",
+    "wall_slew_expected_ns",
+    "wall_slew_call_ns",
+    "wall_slew_left",
+    "wall_end_error_ns",
+    "wall_step_ns",
 ];
+
+/// How much later than its end (handover + 1 s) the firmware may see the +0.5 s slew over:
+/// its thread mode polls between reads, preempted by three interrupt levels.
+const WALL_SLEW_LATE_NS: f64 = 5_000_000.0;
 
 /// Builds, boots and judges every wanted Cortex-M scenario, printing each line.
 pub(super) fn scenarios(wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
@@ -504,12 +526,50 @@ fn judge(line: &mut Line, run: &Run) {
             line.fail(format!("{k}={v}: nothing done"));
         }
     }
+    judge_wall(line, run);
     // The extended count against the clock's counter, both at the board's clock.
     let quarter_wrap = 2f64.powf(num("ext_bits") - 31.0) / 4.0;
     let drift = num("ext_vs_main_ticks");
     if drift.is_nan() || drift.abs() >= quarter_wrap {
         line.fail(format!(
             "the extended timer is {drift} ticks off the clock's counter (a wrap lost or counted twice; bound {quarter_wrap})"
+        ));
+    }
+}
+
+/// The time of day on the board (`firmware/src/run.rs`): the wall clock set from the host's
+/// time, read everywhere, slewed +0.5 s: never back, the slew over on time and exactly, the
+/// step back to the unslewed time reported as exactly −0.5 s.
+fn judge_wall(line: &mut Line, run: &Run) {
+    let num = |k: &str| run.num(k).unwrap_or(f64::NAN);
+    for (k, want) in [
+        ("wall_back", 0.0),
+        ("wall_none", 0.0),
+        ("clock_back", 0.0),
+        ("wall_slew_left", 0.0),
+        ("wall_end_error_ns", 0.0),
+        ("wall_step_ns", -500_000_000.0),
+        ("wall_steps", 1.0),
+        ("wall_slews", 1.0),
+    ] {
+        let v = num(k);
+        if v != want {
+            line.fail(format!("{k}={v}, not {want}"));
+        }
+    }
+    for k in ["wall_reads", "wall_irq_reads", "wall_boot_s"] {
+        let v = num(k);
+        if v.is_nan() || v <= 0.0 {
+            line.fail(format!("{k}={v}: nothing done"));
+        }
+    }
+    // The slew ends 1 s after its handover, which is 100 µs after the writer's clock reading,
+    // itself within the call: not before, and seen soon after.
+    let (took, expected) = (num("wall_slew_ns"), num("wall_slew_expected_ns"));
+    let latest = expected + num("wall_slew_call_ns") + WALL_SLEW_LATE_NS;
+    if took.is_nan() || took < expected || took > latest {
+        line.fail(format!(
+            "the +0.5 s slew was seen over after {took} ns, not within [{expected}, {latest}]"
         ));
     }
 }
@@ -637,6 +697,8 @@ const COST_FIGURES: &[&str] = &[
     "update",
     "deadline",
     "driver_now",
+    "wall_now",
+    "wall_now_slewing",
     "irq_off_max",
     "irq_off_mean",
 ];

@@ -9,11 +9,9 @@ use baretime::{Accuracy, Clock, Counter, Frequency, Reference, SecondsEdge, Sour
 
 /// The data register: the current count, in seconds.
 const RTCDR: usize = 0x000;
-/// How long [`Pl031::read_at_edge`] waits for the count to change: a second, plus 10 %, plus
-/// a 100 ms margin.
-const EDGE_WAIT_NS: u64 = 1_200_000_000;
 /// How many RTCDR reads (0.1–1 µs each on hardware, about 1 µs under QEMU) a
-/// [`Reference::read`] waits for the next edge: 2^24, 1.6–17 s, before it gives up.
+/// [`Reference::read`] or [`Pl031::read_at_edge`] waits for the next edge: 2^24, 1.6–17 s,
+/// before it gives up.
 const REFERENCE_POLLS: u32 = 1 << 24;
 /// The crystal's tolerance, in ppb: a 32.768 kHz watch crystal, commonly ±20 ppm at 25 °C,
 /// worse over temperature and age; 100 ppm covers an untrimmed board.
@@ -108,7 +106,7 @@ impl Pl031 {
     /// of `clock` time gone, so the wait overshoots 1.2 s by up to one poll (a clock read and
     /// an RTCDR read), or after 2^24 polls (1.6–17 s), whichever comes first: a [`Clock`] not
     /// started yet (its time stands at zero) never reaches 1.2 s, and the poll count ends
-    /// the wait there.
+    /// the wait there. The poll is [`SecondsEdge::measure`]'s, over RTCDR.
     ///
     /// The count is 32 bits: at its wrap (2106-02-07T06:28:16Z) the edge returned is second 0
     /// (1970), a step back of 2^32 s for a wall clock set from it.
@@ -116,45 +114,8 @@ impl Pl031 {
         &mut self,
         clock: &Clock<C>,
     ) -> Result<SecondsEdge, Pl031Error> {
-        let start = clock.now();
-        let mut polls = 0u32;
-        let (unix_seconds, before, after) = self.edge(
-            || clock.now(),
-            |b| {
-                polls = polls.saturating_add(1);
-                polls > REFERENCE_POLLS
-                    || b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS)
-            },
-        )?;
-        Ok(SecondsEdge {
-            unix_seconds,
-            before,
-            after,
-        })
-    }
-
-    /// Polls RTCDR until it changes, stamping each poll with `stamp`, until `give_up` says
-    /// so about a stamp; returns the new count, the stamp before the last read that saw the
-    /// previous count and the one after the read that saw the new one.
-    fn edge<T: Copy>(
-        &mut self,
-        mut stamp: impl FnMut() -> T,
-        mut give_up: impl FnMut(&T) -> bool,
-    ) -> Result<(u64, T, T), Pl031Error> {
-        let mut before = stamp();
-        let first = self.read_unix_seconds();
-        loop {
-            let b = stamp();
-            if give_up(&b) {
-                return Err(Pl031Error::NotTicking);
-            }
-            let seconds = self.read_unix_seconds();
-            let after = stamp();
-            if seconds != first {
-                return Ok((seconds, before, after));
-            }
-            before = b;
-        }
+        SecondsEdge::measure(clock, REFERENCE_POLLS, || Some(self.read_unix_seconds()))
+            .ok_or(Pl031Error::NotTicking)
     }
 }
 
@@ -164,16 +125,13 @@ impl Reference for Pl031 {
     /// no edge came (a calibration then ends in `ReferenceStuck`, never a wrong rate); 0 if
     /// no read has found an edge yet.
     fn read(&mut self) -> u64 {
-        let mut polls = 0u32;
-        let edge = self.edge(
-            || (),
-            |_| {
-                polls = polls.saturating_add(1);
-                polls > REFERENCE_POLLS
-            },
-        );
-        if let Ok((seconds, _, _)) = edge {
-            self.last_ms = seconds.saturating_mul(1_000);
+        let first = self.read_unix_seconds();
+        for _ in 0..REFERENCE_POLLS {
+            let seconds = self.read_unix_seconds();
+            if seconds != first {
+                self.last_ms = seconds.saturating_mul(1_000);
+                break;
+            }
         }
         self.last_ms
     }

@@ -181,59 +181,31 @@ impl CmosRtc {
     /// follows the edge ([`CmosRtc::read_unix_seconds`]'s, with its errors) waits for UIP
     /// under the same limit, so an update bit stuck set after the edge is `NotTicking`, not
     /// a hang. The time is computed from the date registers into a `u64`: no wrap in 2106.
+    /// The poll is [`SecondsEdge::measure`]'s, over UIP and the seconds register.
     pub fn read_at_edge<C: Counter>(&mut self, clock: &Clock<C>) -> Result<SecondsEdge, CmosError> {
         let start = clock.now();
+        let edge = SecondsEdge::measure(clock, REFERENCE_POLLS, || {
+            if self.update_in_progress() {
+                None // the registers have not changed yet
+            } else {
+                Some(u64::from(self.register(SECONDS)))
+            }
+        })
+        .ok_or(CmosError::NotTicking)?;
+        // The full read follows the edge by microseconds: its second is the new one, unless
+        // it raced the next edge (a second later: not here). It waits for UIP under the same
+        // limits.
         let mut polls = 0u32;
-        let (unix_seconds, before, after) = self.edge(
-            || clock.now(),
-            |b| {
-                polls = polls.saturating_add(1);
-                polls > REFERENCE_POLLS
-                    || b.saturating_duration_since(start).as_nanos() > u128::from(EDGE_WAIT_NS)
-            },
-        )?;
+        let unix_seconds = self.read_within(|| {
+            polls = polls.saturating_add(1);
+            polls > REFERENCE_POLLS
+                || clock.now().saturating_duration_since(start).as_nanos()
+                    > u128::from(EDGE_WAIT_NS)
+        })?;
         Ok(SecondsEdge {
             unix_seconds,
-            before,
-            after,
+            ..edge
         })
-    }
-
-    /// Polls UIP and the seconds until the second changes, stamping each poll with `stamp`,
-    /// until `give_up` says so about a stamp; returns the full time read just after the
-    /// change, the stamp before the last poll that saw the previous second (or UIP set) and
-    /// the one after the poll that saw the new one.
-    fn edge<T: Copy>(
-        &mut self,
-        mut stamp: impl FnMut() -> T,
-        mut give_up: impl FnMut(&T) -> bool,
-    ) -> Result<(u64, T, T), CmosError> {
-        let mut first: Option<u8> = None;
-        let mut before = stamp();
-        loop {
-            let b = stamp();
-            if give_up(&b) {
-                return Err(CmosError::NotTicking);
-            }
-            if self.update_in_progress() {
-                before = b; // the registers have not changed yet
-                continue;
-            }
-            let seconds = self.register(SECONDS);
-            let after = stamp();
-            match first {
-                None => first = Some(seconds),
-                Some(s) if s != seconds => {
-                    // The full read follows the edge by microseconds: its second is the
-                    // new one, unless it raced the next edge (a second later: not here).
-                    // The full read waits for UIP under the same limit.
-                    let unix = self.read_within(|| give_up(&stamp()))?;
-                    return Ok((unix, before, after));
-                }
-                Some(_) => {}
-            }
-            before = b;
-        }
     }
 }
 
@@ -244,15 +216,28 @@ impl Reference for CmosRtc {
     /// in `ReferenceStuck`, never a wrong rate); 0 if no read has found an edge yet.
     fn read(&mut self) -> u64 {
         let mut polls = 0u32;
-        let edge = self.edge(
-            || (),
-            |_| {
-                polls = polls.saturating_add(1);
-                polls > REFERENCE_POLLS
-            },
-        );
-        if let Some(ms) = edge.ok().and_then(|(s, _, _)| s.checked_mul(1_000)) {
-            self.last_ms = ms;
+        let mut give_up = || {
+            polls = polls.saturating_add(1);
+            polls > REFERENCE_POLLS
+        };
+        let mut first = None;
+        while !give_up() {
+            if self.update_in_progress() {
+                continue;
+            }
+            let seconds = self.register(SECONDS);
+            match first {
+                None => first = Some(seconds),
+                Some(s) if s != seconds => {
+                    // The full read, under the same poll limit, just after the edge.
+                    let full = self.read_within(&mut give_up);
+                    if let Some(ms) = full.ok().and_then(|s| s.checked_mul(1_000)) {
+                        self.last_ms = ms;
+                    }
+                    break;
+                }
+                Some(_) => {}
+            }
         }
         self.last_ms
     }

@@ -61,8 +61,9 @@ mod scale;
     allow(dead_code, unused_imports)
 )]
 mod sync;
-// The time of day: its ends are 64-bit atomics.
-#[cfg(all(not(loom), target_has_atomic = "64"))]
+// The time of day: wherever the Clock is (32-bit compare-and-swap); not under loom (its
+// `const fn new`).
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "32")))]
 mod wall;
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 mod watchdog;
@@ -90,7 +91,7 @@ pub use frequency::{Accuracy, Frequency, Source};
 pub use guard::MonotonicClock;
 pub use instant::{Instant, RawInstant};
 pub use scale::Scale;
-#[cfg(all(not(loom), target_has_atomic = "64"))]
+#[cfg(all(not(loom), any(feature = "portable-atomic", target_has_atomic = "32")))]
 pub use wall::{SecondsEdge, WallClock, WallError, WallHealth, MAX_SLEW_PPM};
 #[cfg(any(loom, feature = "portable-atomic", target_has_atomic = "32"))]
 pub use watchdog::{Unjudged, Watch, Watchdog, WatchdogHealth};

@@ -35,7 +35,9 @@
 //!    into the version's end, then reads the clock and proposes the end
 //!    `e = reading + HANDOVER_NS` by compare-and-swap. A reader that finds the end "closing"
 //!    proposes one the same way from a clock reading of its own (so a writer stalled there
-//!    costs nobody a wait); the first proposal wins. Every reader evaluates its version at
+//!    costs nobody a wait); the first proposal wins (half by half, with 32-bit
+//!    compare-and-swap: "The end, in two halves" below shows that the end decided is then
+//!    between two proposals, which is all the argument uses). Every reader evaluates its version at
 //!    `min(t, e)`. A reader that saw the end open read its clock before the "closing" store
 //!    was visible to it, and whoever proposed `e` read the clock after seeing that store, so
 //!    the reader's `t` is below `e` (the margin covers a clock read a few instructions late
@@ -71,7 +73,9 @@
 //! the old pieces beginning after `t_w` are the ones the new version must keep, which is why
 //! a version holds more than two. Every old base is at most `t_w + HANDOVER_NS` (the newest
 //! is `e_prev`, from a clock reading made before this writer's `t_w`), so at most one
-//! distinct base sits at exactly `t_w + HANDOVER_NS`. A writer that finds more than one
+//! distinct base sits at exactly `t_w + HANDOVER_NS` (an end decided in halves is at most
+//! the larger of two proposals, each from a clock reading made before the previous writer
+//! published, so before this writer's `t_w`). A writer that finds more than one
 //! piece beginning in `(t_w, t_w + HANDOVER_NS)` returns [`WallError::Busy`] before it
 //! touches anything; otherwise it keeps at most three old pieces and the new one:
 //! [`PIECES`]. Writes while the clock stands still exactly never refuse: each hands over at
@@ -84,10 +88,30 @@
 //! run on from `e`: a catch-up equal to the stall past the handover, as the Clock's own
 //! stalled writers cost (the wall time stays exactly the clock's time plus the offsets).
 //!
-//! Where the target lacks 64-bit atomics the module is not built (the ends are 64-bit).
+//! # The end, in two halves
+//!
+//! The end is decided with 32-bit compare-and-swap only, so that the wall clock runs
+//! wherever the [`Clock`] does (Cortex-M0/M3/M4, RISC-V 32: no 64-bit atomics), on every
+//! target the same way: a version's end is at most [`MAX_END`] (2^62 ns of clock time), its
+//! high half `e >> 31` and its low half `e mod 2^31` each decided by the first
+//! compare-and-swap, in that order ([`End`]). Whoever proposes a half has read the clock
+//! after it saw the close announced (the low half's proposers after they saw the high half
+//! decided, which came later still): every proposal `p` is a valid end, at or above the
+//! bound `L` that the readers who saw the end open are below. The high half `h` is one
+//! proposal's; a low half's proposer whose own proposal has another high half proposes
+//! the nearest value under `h` instead — `h·2^31 + (2^31 − 1)` if its own is above, `h·2^31`
+//! if below. The end decided is therefore between the smallest and the largest proposal
+//! that won a half: if the low half's winner `p` has high half `h`, the end is `p`; if
+//! above, the end is `h·2^31 + 2^31 − 1`, below `p` and at or above the high half's winner;
+//! if below, the end is `h·2^31`, above `p ≥ L` and at most the high half's winner. So it is
+//! at or above `L`, as a single proposal is, and each half's winner read the clock before
+//! the writer published (the writer decides both halves before it goes on), as the
+//! arguments above need. A half not decided carries the version number (its low 30 bits):
+//! a reader whose version's slot was reused meanwhile finds another number, proposes
+//! nothing, and its read is rejected by the generation check.
 
+use core::cmp::Ordering as Cmp;
 use core::fmt;
-use core::sync::atomic::AtomicU64;
 
 use crate::clock::Clock;
 use crate::counter::Counter;
@@ -108,12 +132,71 @@ const HANDOVER_NS: u64 = 100_000;
 /// handover margin of clock time) before it writes all the same (a clock that stands still).
 const HANDOVER_WAIT_READS: u32 = 1 << 14;
 
-/// An end that is still open.
+/// An end not decided: still open (or a read of a slot reused meanwhile, which the
+/// generation check rejects).
 const OPEN: u64 = u64::MAX;
-/// The tag of a "closing" end: this bit and the version number below it.
-const CLOSING: u64 = 1 << 63;
-/// The latest end (and base) a version can have: 2^63 − 2 ns of clock time, 292 years.
-const MAX_END: u64 = CLOSING - 2;
+/// The latest end (and base) a version can have: 2^62 − 2 ns of clock time, 146 years; its
+/// high half fits in 31 bits.
+const MAX_END: u64 = (1 << 62) - 2;
+/// Bits in an end's low half ([`End`]).
+const HALF: u32 = 31;
+const HALF_MASK: u64 = (1 << HALF) - 1;
+/// The bit of a half not decided yet: a tag, with the version number's low 30 bits.
+const TAG: u32 = 1 << 31;
+const NUMBER_MASK: u32 = (1 << 30) - 1;
+/// The high half of an open end (no version's tag).
+const OPEN_HI: u32 = TAG | (1 << 30);
+
+/// `a × b` for `b < 2^32`, as a 96-bit number: its top 64 bits and its low 32 (ordered as
+/// the product is), in `u64` multiplications only.
+fn wide(a: u64, b: u64) -> (u64, u64) {
+    let (ah, al) = (a >> 32, a & 0xffff_ffff);
+    let b = b & 0xffff_ffff;
+    // Each product of two values below 2^32 is below 2^64; the top 64 bits of a × b are
+    // below 2^64, so the sum does not saturate.
+    let low = al.saturating_mul(b);
+    (
+        ah.saturating_mul(b).saturating_add(low >> 32),
+        low & 0xffff_ffff,
+    )
+}
+
+/// The tag of version `number`'s halves while they are not decided.
+fn tag(number: u32) -> u32 {
+    TAG | (number & NUMBER_MASK)
+}
+
+/// An end's high half (ends are at most [`MAX_END`]: it fits in 31 bits).
+fn high(end: u64) -> u32 {
+    u32::try_from(end.min(MAX_END) >> HALF).unwrap_or(0)
+}
+
+/// Where a slot's version ends, decided half by half by the first compare-and-swap on each
+/// (module docs, "The end, in two halves").
+struct End {
+    /// [`OPEN_HI`]; the version's tag while its close is announced; then `end >> 31`.
+    hi: AtomicU32,
+    /// The version's tag; then `end mod 2^31`.
+    lo: AtomicU32,
+}
+
+impl End {
+    #[cfg(not(loom))]
+    const fn new() -> End {
+        End {
+            hi: AtomicU32::new(OPEN_HI),
+            lo: AtomicU32::new(TAG),
+        }
+    }
+    /// Loom's atomics have no `const fn new` (the loom model, `loom-model/tests/loom_wall.rs`).
+    #[cfg(loom)]
+    fn new() -> End {
+        End {
+            hi: AtomicU32::new(OPEN_HI),
+            lo: AtomicU32::new(TAG),
+        }
+    }
+}
 
 /// The most functions (pieces) one version holds: the one in force at the writer's clock
 /// reading, at most two that begin before the new handover, and the new one (module docs,
@@ -122,8 +205,12 @@ const PIECES: usize = 4;
 /// Words of one piece: meta (present, sign, rate), the wall time at the base, the base, the
 /// offset.
 const PIECE_WORDS: usize = 4;
+/// Where the health words follow the pieces: the steps (high 32 bits) and slews (low), and
+/// the latest step; published with the pieces, so that a reading of them is whole on any
+/// target.
+const HEALTH_AT: usize = PIECES * PIECE_WORDS;
 /// Words of one version.
-const WORDS: usize = PIECES * PIECE_WORDS;
+const WORDS: usize = HEALTH_AT + 2;
 
 /// Meta bits of a piece: present, negative; the rate above them.
 const P_PRESENT: u64 = 1;
@@ -183,11 +270,33 @@ pub struct WallHealth {
     pub slews: u32,
 }
 
+impl WallHealth {
+    fn load(words: &Words<WORDS>) -> WallHealth {
+        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
+        let counts = w(HEALTH_AT);
+        WallHealth {
+            steps: u32::try_from(counts >> 32).unwrap_or(u32::MAX),
+            slews: u32::try_from(counts & 0xffff_ffff).unwrap_or(u32::MAX),
+            last_step_ns: w(HEALTH_AT.saturating_add(1)) as i64,
+        }
+    }
+
+    fn store(&self, words: &Words<WORDS>) {
+        if let Some(word) = words.get(HEALTH_AT) {
+            word.store(u64::from(self.steps) << 32 | u64::from(self.slews));
+        }
+        if let Some(word) = words.get(HEALTH_AT.saturating_add(1)) {
+            word.store(self.last_step_ns as u64);
+        }
+    }
+}
+
 /// A real-time clock's seconds edge: the Unix second that began, and the [`Clock`]'s
-/// readings that bracket the moment it began (the platform crates' RTC readers measure one:
-/// baretime-x86's CMOS RTC, baretime-aarch64's PL031). The edge is between `before` and
-/// `after`; [`WallClock::set_at_edge`] sets the wall time at their midpoint, so the setting
-/// is good to half the bracket plus the RTC's own error (how well it was set, its crystal).
+/// readings that bracket the moment it began, measured by [`SecondsEdge::measure`] (the
+/// platform crates' RTC readers use it: baretime-x86's CMOS RTC, baretime-aarch64's PL031;
+/// a reader of another RTC can too). The edge is between `before` and `after`;
+/// [`WallClock::set_at_edge`] sets the wall time at their midpoint, so the setting is good to
+/// half the bracket plus the RTC's own error (how well it was set, its crystal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct SecondsEdge {
@@ -199,7 +308,63 @@ pub struct SecondsEdge {
     pub after: Instant,
 }
 
+/// How long [`SecondsEdge::measure`] waits for the seconds to change: a second, plus 10 % (an
+/// RTC's update cycle, a slow crystal), plus a 100 ms margin.
+const EDGE_WAIT_NS: u128 = 1_200_000_000;
+
 impl SecondsEdge {
+    /// Waits for a real-time clock's next seconds edge: polls `read_seconds` until what it
+    /// returns changes, each poll bracketed by `clock` readings, and returns the value it
+    /// changed to with the readings before the last poll that saw the previous value and
+    /// after the first that saw the new one — the edge lies between them.
+    ///
+    /// `read_seconds` is one poll of the RTC: `Some` of its seconds (a seconds register, or
+    /// a whole count of Unix seconds: the edge's `unix_seconds` is whatever it returned; a
+    /// reader whose poll reads only a register reads the full time after the edge and puts
+    /// it there), or `None` when the RTC cannot be read right now (an update in progress),
+    /// which counts as the previous second. An interrupt (or a vCPU preempted) during the poll
+    /// widens the bracket: poll with interrupts masked, or check
+    /// [`SecondsEdge::width_ns`] and measure the next edge.
+    ///
+    /// `None` when the value did not change: at the first poll that finds more than 1.2 s of
+    /// `clock` time gone since the call (so the wait overshoots 1.2 s by up to one poll), or
+    /// after `max_polls` polls, whichever comes first — a [`Clock`] not started yet (its time
+    /// stands at zero) never reaches 1.2 s, and the poll count ends the wait there.
+    pub fn measure<C: Counter>(
+        clock: &Clock<C>,
+        max_polls: u32,
+        mut read_seconds: impl FnMut() -> Option<u64>,
+    ) -> Option<SecondsEdge> {
+        let start = clock.now();
+        let mut first = None;
+        let mut before = start;
+        let mut polls = 0u32;
+        loop {
+            let b = clock.now();
+            polls = polls.saturating_add(1);
+            if polls > max_polls || b.saturating_duration_since(start).as_nanos() > EDGE_WAIT_NS {
+                return None;
+            }
+            let Some(seconds) = read_seconds() else {
+                before = b; // not readable: the previous second still
+                continue;
+            };
+            let after = clock.now();
+            match first {
+                None => first = Some(seconds),
+                Some(s) if s != seconds => {
+                    return Some(SecondsEdge {
+                        unix_seconds: seconds,
+                        before,
+                        after,
+                    })
+                }
+                Some(_) => {}
+            }
+            before = b;
+        }
+    }
+
     /// The middle of the bracket: the clock's time of the edge, good to half
     /// [`SecondsEdge::width_ns`].
     pub(crate) fn midpoint(&self) -> Instant {
@@ -237,12 +402,22 @@ impl Fn_ {
         }
     }
 
-    /// The slew's correction after `d` ns: at most `off`.
+    /// The slew's correction after `d` ns, `min(off, ⌊d × ppm / 10⁶⌋)`, exactly, without
+    /// `u128` multiplication or division (software routines of hundreds of instructions on
+    /// a 32-bit core: they made a reading cost 1 265 instructions on the Cortex-M4, 45 times
+    /// `Clock::now`). Whether the slew is over is a compare of 96-bit products ([`wide`]);
+    /// while it runs, `d = q × 10⁶ + r` gives `⌊d × ppm / 10⁶⌋ = q × ppm + ⌊r × ppm / 10⁶⌋`
+    /// in `u64`s.
     fn correction(&self, d: u64) -> u64 {
-        // d < 2^64 and ppm < 2^24: the product is below 2^88.
-        let drift = u128::from(d).saturating_mul(u128::from(self.ppm)) / 1_000_000;
-        // At most `off`, a u64.
-        u64::try_from(drift.min(u128::from(self.off))).unwrap_or(self.off)
+        let ppm = u64::from(self.ppm);
+        if self.off == 0 || wide(d, ppm) >= wide(self.off, 1_000_000) {
+            return self.off;
+        }
+        let (q, r) = (d / 1_000_000, d % 1_000_000);
+        // r × ppm < 2^20 × 2^24: no overflow; q × ppm < off here (q × ppm × 10⁶ ≤ d × ppm).
+        q.saturating_mul(ppm)
+            .saturating_add(r.saturating_mul(ppm) / 1_000_000)
+            .min(self.off)
     }
 
     /// `W(t)`, saturated at `u64::MAX` ns; before the base, the base's value less the time
@@ -382,6 +557,32 @@ impl Version_ {
         out
     }
 
+    /// The piece in force at `t` of the version in `words` ([`Version_::at`]; the newest for
+    /// `u64::MAX`), loading only that piece and the others' meta and base: a reader's work,
+    /// without copying a whole version.
+    fn piece_at(words: &Words<WORDS>, t: u64) -> Option<Fn_> {
+        let w = |i: usize| words.get(i).map_or(0, |x| x.load());
+        let mut found = None;
+        for k in 0..PIECES {
+            let at = k.saturating_mul(PIECE_WORDS);
+            let meta = w(at);
+            if meta & P_PRESENT == 0 {
+                break;
+            }
+            let base = w(at.saturating_add(2));
+            if found.is_none() || base <= t {
+                found = Some((at, meta, base));
+            }
+        }
+        found.map(|(at, meta, base)| Fn_ {
+            wall: w(at.saturating_add(1)),
+            base,
+            off: w(at.saturating_add(3)),
+            ppm: u32::try_from((meta >> PPM_SHIFT) & PPM_MASK).unwrap_or(0),
+            neg: meta & P_NEG != 0,
+        })
+    }
+
     fn load(words: &Words<WORDS>) -> Option<Version_> {
         let w = |i: usize| words.get(i).map_or(0, |x| x.load());
         let mut v: Option<Version_> = None;
@@ -450,7 +651,9 @@ impl Version_ {
 /// `const`, over a `&'static Clock` for a kernel's `static`s, read lock-free from any CPU or
 /// interrupt handler (one [`Clock::now`] and a generation-checked snapshot; a reader never
 /// waits for a writer, even one it interrupted). One writer at a time; a second gets
-/// [`WallError::Busy`].
+/// [`WallError::Busy`]. Built wherever the [`Clock`] is: it needs 32-bit compare-and-swap
+/// only (the target's, or on a Cortex-M0 or RISC-V `imc` portable-atomic's, taken with
+/// interrupts off as the Clock's own are), never 64-bit atomics.
 ///
 /// ```
 /// use baretime::{Clock, FnCounter, Frequency, Instant, WallClock};
@@ -544,26 +747,33 @@ impl Version_ {
 /// never shows second 60.
 pub struct WallClock<'a, C: Counter> {
     clock: &'a Clock<C>,
+    /// The versions, with the health beside their pieces.
     versions: Published<WORDS>,
-    /// Per slot, the end of its version: [`OPEN`], `CLOSING | number`, or the end `c`.
-    ends: [AtomicU64; 2],
+    /// Per slot, the end of its version.
+    ends: [End; 2],
     writer: AtomicBool,
-    steps: AtomicU32,
-    slews: AtomicU32,
-    last_step_ns: AtomicU64,
 }
 
 impl<'a, C: Counter> WallClock<'a, C> {
     /// A wall clock on `clock`, not set yet (`const`: for a `static` beside the clock's).
+    #[cfg(not(loom))]
     pub const fn new(clock: &'a Clock<C>) -> WallClock<'a, C> {
         WallClock {
             clock,
             versions: Published::new([0; WORDS]),
-            ends: [AtomicU64::new(OPEN), AtomicU64::new(OPEN)],
+            ends: [End::new(), End::new()],
             writer: AtomicBool::new(false),
-            steps: AtomicU32::new(0),
-            slews: AtomicU32::new(0),
-            last_step_ns: AtomicU64::new(0),
+        }
+    }
+
+    /// A wall clock on `clock` (the loom model's: loom's atomics have no `const fn new`).
+    #[cfg(loom)]
+    pub fn new(clock: &'a Clock<C>) -> WallClock<'a, C> {
+        WallClock {
+            clock,
+            versions: Published::new([0; WORDS]),
+            ends: [End::new(), End::new()],
+            writer: AtomicBool::new(false),
         }
     }
 
@@ -572,7 +782,7 @@ impl<'a, C: Counter> WallClock<'a, C> {
         self.clock
     }
 
-    fn end(&self, slot: usize) -> &AtomicU64 {
+    fn end(&self, slot: usize) -> &End {
         let [even, odd] = &self.ends;
         if slot & 1 == 0 {
             even
@@ -581,49 +791,75 @@ impl<'a, C: Counter> WallClock<'a, C> {
         }
     }
 
-    /// Proposes an end for version `number` from a clock reading made now, unless it is
-    /// decided already; returns the end (or `OPEN` if the slot was reused: the read that
-    /// asked is stale and will be rejected).
+    /// The end of version `number` (in `slot`): what is decided of it, each half not yet
+    /// decided proposed from one clock reading made now (first compare-and-swap wins; module
+    /// docs, "The end, in two halves"). [`OPEN`] while open, or when the slot was reused (the
+    /// read that asked is stale and will be rejected).
     fn close(&self, slot: usize, number: u32) -> u64 {
         let end = self.end(slot);
-        let closing = CLOSING | u64::from(number);
-        let proposal = self
-            .clock
-            .now()
-            .as_nanos()
-            .saturating_add(HANDOVER_NS)
-            .min(MAX_END);
-        match end.compare_exchange(closing, proposal, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(_) => proposal,
-            Err(actual) if actual & CLOSING == 0 => actual,
-            Err(_) => OPEN,
+        let tag = tag(number);
+        let mut mine = None;
+        let mut proposal = || {
+            *mine.get_or_insert_with(|| {
+                self.clock
+                    .now()
+                    .as_nanos()
+                    .saturating_add(HANDOVER_NS)
+                    .min(MAX_END)
+            })
+        };
+        let decide = |half: &AtomicU32, value: u32| match half.compare_exchange(
+            tag,
+            value,
+            Ordering::SeqCst,
+            Ordering::SeqCst,
+        ) {
+            Ok(_) => Some(value),
+            Err(actual) if actual & TAG == 0 => Some(actual),
+            Err(_) => None,
+        };
+        let hi = match end.hi.load(Ordering::SeqCst) {
+            h if h & TAG == 0 => Some(h),
+            h if h == tag => decide(&end.hi, high(proposal())),
+            _ => None,
+        };
+        let Some(hi) = hi else { return OPEN };
+        let lo = match end.lo.load(Ordering::SeqCst) {
+            l if l & TAG == 0 => Some(l),
+            l if l == tag => {
+                // The nearest value under the decided high half to this proposal.
+                let p = proposal();
+                let lo = match high(p).cmp(&hi) {
+                    Cmp::Equal => p & HALF_MASK,
+                    Cmp::Greater => HALF_MASK,
+                    Cmp::Less => 0,
+                };
+                decide(&end.lo, u32::try_from(lo).unwrap_or(0))
+            }
+            _ => None,
+        };
+        match lo {
+            Some(lo) => u64::from(hi) << HALF | u64::from(lo),
+            None => OPEN,
         }
     }
 
-    /// The version's function and the clock time to evaluate it at, for one read.
-    fn read(&self) -> Option<(Version_, u64)> {
+    /// For one read: the clock time to evaluate the version at, and the version's piece in
+    /// force then (`newest`: its newest piece instead).
+    fn read(&self, newest: bool) -> Option<(Fn_, u64)> {
         self.versions.read(|version, words| {
             let t = self.clock.now().as_nanos();
-            let end = self.end(version.slot).load(Ordering::SeqCst);
-            let end = if end == OPEN {
-                u64::MAX
-            } else if end & CLOSING != 0 {
-                if end == CLOSING | u64::from(version.number) {
-                    self.close(version.slot, version.number)
-                } else {
-                    u64::MAX // a reused slot: this read is rejected
-                }
-            } else {
-                end
-            };
-            (Version_::load(words).map(|v| (v, t.min(end))), false)
+            // Open: `OPEN`, above every `t`; a reused slot's: `OPEN` too, and rejected.
+            let t = t.min(self.close(version.slot, version.number));
+            let at = if newest { u64::MAX } else { t };
+            (Version_::piece_at(words, at).map(|p| (p, t)), false)
         })
     }
 
     /// The time of day in Unix nanoseconds (UTC, leap seconds not counted), or `None` before
     /// the first [`WallClock::set`].
     pub fn unix_ns(&self) -> Option<u64> {
-        self.read().map(|(v, t)| v.eval(t))
+        self.read(false).map(|(p, t)| p.eval(t))
     }
 
     /// The slew still to run, in ns (positive: the wall time is being moved forward); 0 when
@@ -631,16 +867,13 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// (it begins at the handover, 100 µs after the write reads the clock).
     pub fn slew_remaining_ns(&self) -> i64 {
         // Before the base, the slew has not begun: all of it is still to run.
-        self.read().map_or(0, |(v, t)| v.last().remaining(t))
+        self.read(true).map_or(0, |(p, t)| p.remaining(t))
     }
 
     /// What the writers have done: steps (with the latest's size), slews.
     pub fn health(&self) -> WallHealth {
-        WallHealth {
-            steps: self.steps.load(Ordering::Relaxed),
-            last_step_ns: self.last_step_ns.load(Ordering::Relaxed) as i64,
-            slews: self.slews.load(Ordering::Relaxed),
-        }
+        self.versions
+            .read(|_, words| (WallHealth::load(words), false))
     }
 
     /// Sets the wall time: at the clock's time `at` it was `unix_ns` (a real-time clock's
@@ -734,18 +967,14 @@ impl<'a, C: Counter> WallClock<'a, C> {
                 ppm: max_ppm,
                 neg: offset_ns < 0,
             };
-            Ok((main, Outcome::Slew(was.remaining(e))))
+            let outcome = Outcome::Slew {
+                left: was.remaining(e),
+                started: offset_ns != 0,
+            };
+            Ok((main, outcome))
         })?;
         match outcome {
-            Outcome::Slew(left) => {
-                if offset_ns != 0 {
-                    // Saturating: a count that wrapped would read as few.
-                    let _ = self
-                        .slews
-                        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
-                }
-                Ok(left)
-            }
+            Outcome::Slew { left, .. } => Ok(left),
             _ => Ok(0),
         }
     }
@@ -800,12 +1029,11 @@ impl<'a, C: Counter> WallClock<'a, C> {
     /// Announces the close of version `number` (in `slot`): readers from now on propose its
     /// end themselves if the writer has not.
     fn announce(&self, slot: usize, number: u32) {
-        self.end(slot)
-            .store(CLOSING | u64::from(number), Ordering::SeqCst);
+        self.end(slot).hi.store(tag(number), Ordering::SeqCst);
     }
 
-    /// Publishes what `make` built (or `old` again if it refused), counts a step, and lets
-    /// the next writer in.
+    /// Publishes what `make` built (or `old` again if it refused) with the health updated
+    /// (a step, a slew started), and lets the next writer in.
     fn finish(
         &self,
         old: Option<Version_>,
@@ -815,25 +1043,33 @@ impl<'a, C: Counter> WallClock<'a, C> {
             Ok((next, _)) => Some(*next),
             Err(_) => old,
         };
+        let mut health = WallHealth::load(self.versions.current().1);
+        match &made {
+            Ok((_, Outcome::Step(step))) => {
+                // Saturating: a count that wrapped would read as few.
+                health.steps = health.steps.saturating_add(1);
+                health.last_step_ns =
+                    i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
+            }
+            Ok((_, Outcome::Slew { started: true, .. })) => {
+                health.slews = health.slews.saturating_add(1);
+            }
+            _ => {}
+        }
         self.versions.publish(|new, slot| {
-            self.end(new.slot).store(OPEN, Ordering::Relaxed);
+            let end = self.end(new.slot);
+            end.lo.store(tag(new.number), Ordering::Relaxed);
+            end.hi.store(OPEN_HI, Ordering::Relaxed);
+            health.store(slot);
             match next {
                 Some(next) => next.store(slot),
                 None => {
-                    for word in slot.iter() {
+                    for word in slot.iter().take(HEALTH_AT) {
                         word.store(0);
                     }
                 }
             }
         });
-        if let Ok((_, Outcome::Step(step))) = &made {
-            let saturated =
-                i64::try_from(*step).unwrap_or(if *step < 0 { i64::MIN } else { i64::MAX });
-            self.last_step_ns.store(saturated as u64, Ordering::Relaxed);
-            let _ = self
-                .steps
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_add(1));
-        }
         self.writer.store(false, Ordering::Release);
         made.map(|(_, outcome)| outcome)
     }
@@ -846,8 +1082,8 @@ enum Outcome {
     Set,
     /// A step of this many ns.
     Step(i128),
-    /// A slew, replacing one with this much left.
-    Slew(i64),
+    /// A slew, replacing one with `left` to run; `started`: a non-zero one (counted).
+    Slew { left: i64, started: bool },
 }
 
 impl<C: Counter> fmt::Debug for WallClock<'_, C> {
@@ -877,6 +1113,139 @@ mod tests {
         );
         t.set(start);
         clock
+    }
+
+    impl<C: Counter> WallClock<'_, C> {
+        /// The end of the version in `slot` if both halves are decided (proposes nothing).
+        fn decided(&self, slot: usize) -> Option<u64> {
+            let end = self.end(slot);
+            let (hi, lo) = (end.hi.load(Ordering::SeqCst), end.lo.load(Ordering::SeqCst));
+            (hi & TAG == 0 && lo & TAG == 0).then(|| u64::from(hi) << HALF | u64::from(lo))
+        }
+    }
+
+    /// A simulated RTC over the hand-moved clock: each poll moves the clock by `step` ns; the
+    /// count goes from 41 to 42 at clock time `edge`, and is unreadable (`None`, an update in
+    /// progress) for the `busy` ns before it.
+    fn poll_rtc(t: &Cell<u64>, step: u64, edge: u64, busy: u64) -> Option<u64> {
+        t.set(t.get() + step);
+        let now = t.get();
+        t.set(now + step);
+        if now >= edge {
+            Some(42)
+        } else if now + busy >= edge {
+            None
+        } else {
+            Some(41)
+        }
+    }
+
+    /// The edge lies in the bracket, with the new count; unreadable polls count as the
+    /// previous second; no change is `None` after 1.2 s of clock time, or after the poll
+    /// limit on a clock that stands still.
+    #[test]
+    fn seconds_edge_measure_brackets_the_edge() {
+        for (step, edge, busy) in [
+            (1_000, 300_000_000, 0),
+            (7_777, 999_999_999, 2_000_000),
+            (50_000_000, 123_456_789, 60_000_000),
+            (1, 10, 0),
+        ] {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let e =
+                SecondsEdge::measure(&clock, u32::MAX, || poll_rtc(&t, step, edge, busy)).unwrap();
+            assert_eq!(e.unix_seconds, 42);
+            assert!(
+                e.before.as_nanos() <= edge && edge <= e.after.as_nanos(),
+                "{e:?} {edge}"
+            );
+            // Two polls (four clock steps, one before the count changed) at most.
+            assert!(e.width_ns() <= 4 * step, "{e:?}");
+        }
+        // Never changes: gives up at the first poll past 1.2 s.
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        assert_eq!(
+            SecondsEdge::measure(&clock, u32::MAX, || poll_rtc(&t, 1_000_000, u64::MAX, 0)),
+            None
+        );
+        assert!(
+            (1_200_000_000..1_205_000_000).contains(&t.get()),
+            "{}",
+            t.get()
+        );
+        // A clock that stands still: the poll limit.
+        let polls = Cell::new(0u32);
+        assert_eq!(
+            SecondsEdge::measure(&clock, 1_000, || {
+                polls.set(polls.get() + 1);
+                Some(7)
+            }),
+            None
+        );
+        assert_eq!(polls.get(), 1_000);
+    }
+
+    /// Halves decided from two proposals on either side of a 2^31 ns boundary: the end is
+    /// between them, whichever came first (module docs, "The end, in two halves").
+    #[test]
+    fn an_end_from_two_proposals_lies_between_them() {
+        // Clock readings whose proposals (reading + H) fall either side of the boundary.
+        let boundary = (7u64 << HALF) - HANDOVER_NS;
+        for (first, second) in [
+            (boundary - 10, boundary + 10),
+            (boundary + 10, boundary - 10),
+            (boundary + 5, boundary + 9),
+        ] {
+            let t = Cell::new(0);
+            let clock = ns_clock(&t);
+            let wall = WallClock::new(&clock);
+            wall.set(0, Instant::ZERO).unwrap();
+            t.set(boundary - 1_000_000);
+            let (v, _) = wall.versions.current();
+            wall.announce(v.slot, v.number);
+            // The first proposer wins the high half, then stalls.
+            let end = wall.end(v.slot);
+            let hi = high(first + HANDOVER_NS);
+            assert!(end
+                .hi
+                .compare_exchange(tag(v.number), hi, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok());
+            // The second decides the low half from its own reading.
+            t.set(second);
+            let e = wall.close(v.slot, v.number);
+            let (lo, hi) = (first.min(second), first.max(second));
+            assert!(
+                (lo + HANDOVER_NS..=hi + HANDOVER_NS).contains(&e),
+                "{first} then {second}: end {e}"
+            );
+            assert_eq!(wall.decided(v.slot), Some(e));
+            assert_eq!(wall.close(v.slot, v.number), e); // decided for good
+        }
+    }
+
+    /// The health is published with the pieces: a refused write keeps it, a step and a
+    /// started slew count.
+    #[test]
+    fn health_is_published_with_the_version() {
+        let t = Cell::new(0);
+        let clock = ns_clock(&t);
+        let wall = WallClock::new(&clock);
+        wall.set(1_000_000_000, Instant::ZERO).unwrap();
+        t.set(1_000_000);
+        wall.set(3_000_000_000, Instant::from_nanos(1_000_000))
+            .unwrap();
+        wall.slew(0, 1).unwrap(); // cancels nothing: not a slew started
+        wall.slew(5, 1).unwrap();
+        assert_eq!(
+            wall.set(0, Instant::from_nanos(u64::MAX)),
+            Err(WallError::BeforeEpoch)
+        );
+        let h = wall.health();
+        assert_eq!((h.steps, h.slews), (1, 1));
+        // At the handover 1 ms + H: 3 s + H against 1 s + 1 ms + H.
+        assert_eq!(h.last_step_ns, 1_999_000_000);
     }
 
     #[test]
@@ -980,10 +1349,7 @@ mod tests {
         let old = Version_::load(words);
         wall.announce(v.slot, v.number);
         assert_eq!(wall.unix_ns(), Some(1_000_000)); // proposes 1 ms + H
-        assert_eq!(
-            wall.end(v.slot).load(Ordering::SeqCst),
-            1_000_000 + HANDOVER_NS
-        );
+        assert_eq!(wall.decided(v.slot), Some(1_000_000 + HANDOVER_NS));
         t.set(1_000_000 + 5 * HANDOVER_NS);
         assert_eq!(wall.unix_ns(), Some(1_000_000 + HANDOVER_NS)); // stands at the end
         assert_eq!(wall.slew(1, 1), Err(WallError::Busy));
@@ -1000,8 +1366,17 @@ mod tests {
         };
         let next = old.successor(1_000_000, c, main);
         assert!(matches!(
-            wall.finish(Some(old), Ok((next, Outcome::Slew(0)))),
-            Ok(Outcome::Slew(0))
+            wall.finish(
+                Some(old),
+                Ok((
+                    next,
+                    Outcome::Slew {
+                        left: 0,
+                        started: true
+                    }
+                ))
+            ),
+            Ok(Outcome::Slew { left: 0, .. })
         ));
         // From the end on, at the slew's rate (the stall past the end caught up, as the
         // Clock's): 400 µs later, 400 ns absorbed.
@@ -1029,7 +1404,7 @@ mod tests {
         assert_eq!(wall.slew(0, 1), Err(WallError::Busy));
         let (v2, words2) = wall.versions.current();
         assert_eq!((v2.number, Version_::load(words2)), (v.number, version));
-        assert_eq!(wall.end(v.slot).load(Ordering::SeqCst), OPEN);
+        assert_eq!(wall.end(v.slot).hi.load(Ordering::SeqCst), OPEN_HI);
         assert_eq!(
             (wall.unix_ns(), wall.slew_remaining_ns(), wall.health()),
             before
