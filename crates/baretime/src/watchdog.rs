@@ -28,6 +28,14 @@ const KNOTS: usize = 32;
 /// The bound on the clock's rate holds where the rate was one rate since any of the
 /// window's newest fitting span's first this many samples (see [`Watchdog`]).
 const SUFFIXES: usize = 3;
+/// Consecutive checks whose every bracket is wide after which the narrowest of them becomes
+/// the floor the next ones are judged against: a read path that became slower for good (a
+/// migrated VM that traps the counter's reads, a reference behind a slower bus) widens the
+/// bound from then on instead of voiding every check.
+const WIDE_RUN: u32 = 4;
+/// Checks an interval may be extended over while it agrees both with the baseline and with a
+/// pending deviation (too short to tell them apart): then the one-off rule decides.
+const EXTEND_CHECKS: u64 = 8;
 /// Reads spent, per check until it is found, on the reference's step (a 1 kHz tick read in
 /// 1 µs moves within 1 000 reads).
 const STEP_READS: u32 = 1 << 14;
@@ -463,6 +471,9 @@ pub struct Watchdog<R: Reference> {
     counter_step: u64,
     ref_step: u64,
     min_width: u64,
+    /// The current run of consecutive wide checks: how many, and the narrowest bracket in
+    /// it (the floor adopted once the run reaches [`WIDE_RUN`]).
+    wide: (u32, u64),
     /// The last accepted sample: the next interval starts here.
     last: Option<Point>,
     /// Refinement's window: from `anchor` to `wend` (the last steady sample).
@@ -527,6 +538,7 @@ impl<R: Reference> Watchdog<R> {
             counter_step: u64::MAX,
             ref_step: u64::MAX,
             min_width: u64::MAX,
+            wide: (0, u64::MAX),
             last: None,
             anchor: zero,
             wend: zero,
@@ -666,13 +678,24 @@ impl<R: Reference> Watchdog<R> {
         };
         let cw = Width::of(counter);
         let rw = Width::new(self.reference.bits());
-        if width > self.min_width.saturating_mul(2).saturating_add(2) {
+        let wide = |floor: u64| width > floor.saturating_mul(2).saturating_add(2);
+        if wide(self.min_width) {
+            // A run of wide checks is a read path that became slower for good: its
+            // narrowest bracket is the floor from then on (a bracket's width is the sample's
+            // worst-case uncertainty, and the bound carries it).
+            self.wide = (self.wide.0.saturating_add(1), self.wide.1.min(width));
+            if self.wide.0 >= WIDE_RUN {
+                self.min_width = self.wide.1;
+            }
+        }
+        if wide(self.min_width) {
             // Rejected, but its reads are good reads of both counts: carry them forward,
             // so the gap between accepted samples never aliases a narrow count.
             let _ = carry(&mut self.seen_c, cw, c0);
             let _ = carry(&mut self.seen_r, rw, r);
             return Watch::NoVerdict(Unjudged::WideBracket);
         }
+        self.wide = (0, u64::MAX);
         let ref_millihz = self.reference.frequency().as_millihz().max(1);
         let clock_millihz = clock.scale().millihz().max(1);
         let c_step = step_or_one(self.counter_step);
@@ -790,6 +813,15 @@ impl<R: Reference> Watchdog<R> {
         };
         let dev = ppb_apart(span.millihz, base.0);
         if dev <= span.bound_ppb.saturating_add(base.1) {
+            // Steady, but within reach of a pending deviation too (an interval at the
+            // threshold, a check right after another): it tells neither apart, so it is
+            // extended to the next check rather than judged the deviation a one-off.
+            if self.pending.is_some_and(|p| {
+                ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
+            }) && span.n < EXTEND_CHECKS
+            {
+                return Watch::NoVerdict(Unjudged::Unconfirmed);
+            }
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
             if self.pending.take().is_some() {
                 self.anchor_at(last, last);
