@@ -94,7 +94,9 @@ pub enum Unjudged {
     First,
     /// Every try's bracket was wide (more than twice the narrowest seen, plus two ticks): a
     /// delayed reference read, an interrupt, an SMI, a vCPU preemption. The next check
-    /// measures from the last good sample.
+    /// measures from the last good sample. After four wide checks in a row, the narrowest
+    /// of their brackets is the one judged against: a read path that became slower for good
+    /// (a migrated VM, a trapped counter read) costs four checks, not every one.
     WideBracket,
     /// The reference did not move although the counter did.
     ReferenceStill,
@@ -112,7 +114,10 @@ pub enum Unjudged {
     /// either count) never is. A run of them is intervals off the baseline that alternate
     /// sides or fall back toward it without agreeing: a rate (of the counter or of the
     /// reference) moving back and forth faster than the hook, or reads wrong inside their
-    /// brackets — not a rate that keeps moving one way (that is followed).
+    /// brackets — not a rate that keeps moving one way (that is followed). Also the interval
+    /// after such a deviation where it agrees with both the deviation and the baseline (too
+    /// short, or at the threshold, to tell them apart): it is extended to the next check, up
+    /// to eight checks long.
     Unconfirmed,
 }
 
@@ -182,7 +187,9 @@ pub struct WatchdogHealth {
     /// not for an accelerating one). An unconfirmed interval widens it to at least its own
     /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
     /// brackets) add no evidence and change nothing: the bound is the one after the last
-    /// accepted check, and a rate change in between is a change not yet detected.
+    /// accepted check, and a rate change in between is a change not yet detected (at most
+    /// four checks in a row are rejected while every bracket is wide: the narrowest of them
+    /// becomes the floor).
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
@@ -248,8 +255,13 @@ struct Span {
 /// [`Watchdog::check`] takes a few bracketed samples (the calibration's: a counter read, a
 /// reference read, a counter read; 4 by default, [`Watchdog::with_tries`]) and keeps the
 /// narrowest. Its bracket is rejected if wider than `2·w_min + 2` counter ticks, `w_min` the
-/// narrowest ever seen ([`Unjudged::WideBracket`]); otherwise the interval since the last
-/// accepted sample is measured: the counter's ticks between the two midpoints `ΔC`, the
+/// narrowest seen ([`Unjudged::WideBracket`]), except that after four checks in a row
+/// rejected, `w_min` becomes the narrowest of their brackets: a read path that became
+/// slower for good (a VM migrated to a host that traps the counter's reads, a reference
+/// behind a slower bus) widens the bound from then on, by the bracket's width, which is the
+/// sample's worst-case uncertainty, instead of voiding every later check
+/// (`tests/watchdog_load.rs`); a narrower bracket lowers it again. Otherwise the interval
+/// since the last accepted sample is measured: the counter's ticks between the two midpoints `ΔC`, the
 /// reference's `ΔX`, and the rate `ΔC/ΔX` times the reference's stated rate.
 ///
 /// # The bound: worst case, not statistical
@@ -305,7 +317,11 @@ struct Span {
 ///   old rate until the window since proves the new one. A first interval off the baseline
 ///   is [`Unjudged::Unconfirmed`]; if the next agrees with the baseline, the window starts
 ///   again after the odd interval (a step of one count or the other leaves the window's
-///   rate wrong otherwise). (c) is also reported when the window's two parts disagree
+///   rate wrong otherwise). If the next agrees with both the baseline and the odd interval
+///   (a check soon after the last, or a change at an interval's threshold), it refutes
+///   nothing: it is extended to the next check (also [`Unjudged::Unconfirmed`], up to
+///   eight checks long), which then decides. At constant rates the extended interval's
+///   worst-case bound and the baseline's contain the same rate, so it never confirms. (c) is also reported when the window's two parts disagree
 ///   (see *Detection time*), or the window and the clock's rate do (see above). Everything is measured against the reference: a reference
 ///   that runs off its declared rate (beyond its stated tolerance, or changing its rate)
 ///   is not told from a counter that does, and the clock is recalibrated to the counter's
@@ -356,7 +372,16 @@ struct Span {
 /// after the change when no check is disturbed: the mixed interval, and two that agree;
 /// two when the change falls on a check), provided `δ` exceeds twice an interval's bound:
 /// `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` plus twice the rounding. Every
-/// disturbed check in between stretches an interval by one period. Examples: `P` = 0.5 s,
+/// disturbed check in between stretches an interval by one period; a read path that stays
+/// slow stretches one by four (then its brackets are the floor, see *One check*), and a
+/// check that follows the last closely (a hook catching up after a stall) is merged into
+/// the next interval where it cannot tell the change from the baseline. A change `δ` at
+/// about the threshold can leave the first full interval off and the next just inside:
+/// the two are then judged as one interval twice as long (half the threshold), and the
+/// change reported a period later (`tests/adversary_watchdog2.rs`,
+/// `a_small_step_wherever_it_meets_the_split`: 2 and −2.5 ppm against a threshold of
+/// about 4.2 ppm, the step after 8 to 40 steady checks, each reported within 1.9 s).
+/// Examples: `P` = 0.5 s,
 /// brackets of 1 µs on a 1 GHz counter and a 14.3 MHz HPET: 4 ppm + 0.3 ppm, so 100 ppm is
 /// seen within 1.5 s; with a 3.58 MHz ACPI PM timer (24 bits, a 4.7 s wrap, unwrapped
 /// against the rate) the reference's term is 1.1 ppm. A change beyond 12.5 % reads as a
@@ -365,8 +390,10 @@ struct Span {
 /// agree. Measured (`suite/tests/watchdog.rs`, 40 seeds, simulated HPET and ACPI PM with
 /// delayed reads and SMIs): changes of 10 ppm to 10 % reported in every seed within
 /// 1.29 s of a change at 10.25 s (three accepted intervals). Under QEMU (`cargo xtask qemu
-/// watchdog`, `virt` and `pc`, TCG): +100 ppm and +0.1 % reported 1.0–2.5 s after each
-/// change (2.5 s: the ACPI PM run of this change, with 8 of its 28 checks disturbed).
+/// watchdog`, TCG): on `pc` under `-icount` (exact truth; TSC against the HPET and against
+/// the ACPI PM timer), +100 ppm and +0.1 % each reported 1 000 ms after the change, none of
+/// the 28 checks disturbed; on `virt` (the generic timer through a scaling wrapper),
+/// 1 006 ms and 505 ms (the second change fell on a check).
 ///
 /// A change smaller than that leaves each interval steady; refinement's window sees it.
 /// The window is split in two parts, the older between half and all of it; after each
