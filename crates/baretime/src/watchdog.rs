@@ -392,8 +392,8 @@ struct Span {
 /// 1.29 s of a change at 10.25 s (three accepted intervals). Under QEMU (`cargo xtask qemu
 /// watchdog`, TCG): on `pc` under `-icount` (exact truth; TSC against the HPET and against
 /// the ACPI PM timer), +100 ppm and +0.1 % each reported 1 000 ms after the change, none of
-/// the 28 checks disturbed; on `virt` (the generic timer through a scaling wrapper),
-/// 1 006 ms and 505 ms (the second change fell on a check).
+/// the 28 checks disturbed; on `virt` (the generic timer through a scaling wrapper, no
+/// `-icount`: timed by the host), 0.5–1.0 s (two runs: 1 006 and 505 ms, 1 001 and 1 001).
 ///
 /// A change smaller than that leaves each interval steady; refinement's window sees it.
 /// The window is split in two parts, the older between half and all of it; after each
