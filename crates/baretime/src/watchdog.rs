@@ -400,7 +400,10 @@ struct Span {
 /// steady interval their rates are compared, each with its worst-case bound, which
 /// shrinks as the window grows. Where they disagree beyond the sum, the rate moved inside
 /// the window: the window keeps its recent part, and the first move after a quiet window
-/// is (c), the clock recalibrated to the recent part's rate; further moves while the rate
+/// is (c), the clock recalibrated to the recent part's rate, its bound also covering the
+/// way to the last interval's rate and that interval's bound (the recent part can hold the
+/// old rate too: under brackets of 50 µs, a +100 ppm step is under an interval's threshold
+/// and seen by the split at once, 14 ppm of the way); further moves while the rate
 /// keeps moving are followed by refinement, [`WatchdogHealth::bound_ppb`] carrying the
 /// pace seen (at most what a steady ramp can move while one line fits the window's
 /// samples: a change that straddled a check and read as a ramp leaves a bound of ppm, not
@@ -858,7 +861,8 @@ impl<R: Reference> Watchdog<R> {
             self.set_last(here);
             self.prev = Some(span);
             self.push_knot(clock, here, ref_millihz, c_step, r_step);
-            if let Some(changed) = self.compare_parts(clock, ref_millihz, c_step, r_step, tolerance)
+            if let Some(changed) =
+                self.compare_parts(clock, &span, ref_millihz, c_step, r_step, tolerance)
             {
                 return changed;
             }
@@ -1170,10 +1174,13 @@ impl<R: Reference> Watchdog<R> {
     /// grown eight times as long without moving again. The first move after a quiet window
     /// recalibrates the clock to the recent part's rate ([`Watch::Changed`]); further moves
     /// while it still moves are followed by refinement. Moves the split on when the recent
-    /// part reaches half the window.
+    /// part reaches half the window. The bound reported also covers the way from the recent
+    /// part's rate to the last interval's, and that interval's bound: a step early in the
+    /// recent part (or a large one under wide intervals) leaves its rate short of the new one.
     fn compare_parts<C: Counter>(
         &mut self,
         clock: &Clock<C>,
+        last: &Span,
         ref_millihz: u64,
         c_step: u64,
         r_step: u64,
@@ -1215,7 +1222,8 @@ impl<R: Reference> Watchdog<R> {
         }
         let bound = recent
             .bound_ppb
-            .saturating_add(self.drift(ref_millihz, c_step, r_step));
+            .saturating_add(self.drift(ref_millihz, c_step, r_step))
+            .max(ppb_apart(last.millihz, recent.millihz).saturating_add(last.bound_ppb));
         let rate = measured(recent.millihz, bound.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {

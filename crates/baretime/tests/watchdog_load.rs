@@ -93,11 +93,14 @@ impl Reference for Pm {
 }
 
 /// What a run saw: the verdicts in order, and at the end the clock's true rate error and
-/// `bound_ppb` (ppb).
+/// `bound_ppb` (ppb); `misses`: the checks whose error exceeded `bound_ppb`, outside the
+/// time from a change of the counter's rate to its report (where the docs say the bound
+/// does not hold).
 struct Run {
     verdicts: Vec<Watch>,
     end_error_ppb: u64,
     end_bound_ppb: u64,
+    misses: Vec<(usize, u64, u64)>,
 }
 
 /// What happens to the world just before check `.0` (at `.0` × 0.5 s): a rate change, a
@@ -125,21 +128,35 @@ fn run_n(world: &Rc<World>, changes: &[Change<'_>], checks: usize) -> Run {
     let clock = Clock::new(&counter, rate);
     let mut wd = Watchdog::new(Pm(Rc::clone(world)), rate);
     let mut verdicts = Vec::new();
+    let mut misses = Vec::new();
+    let mut reported = true;
+    let error = || {
+        let truth = world.c_mhz.get() as u64;
+        let now = clock.scale().millihz();
+        (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64
+    };
     for i in 0..checks {
+        let before = world.c_mhz.get();
         for (at, change) in changes {
             if *at == i {
                 change(world);
             }
         }
+        reported &= world.c_mhz.get() == before;
         world.advance(PS_PER_S / 2);
-        verdicts.push(wd.check(&clock));
+        let v = wd.check(&clock);
+        reported |= matches!(v, Watch::Changed { .. });
+        verdicts.push(v);
+        let (e, b) = (error(), wd.health().bound_ppb);
+        if reported && e > b {
+            misses.push((i, e, b));
+        }
     }
-    let truth = world.c_mhz.get() as u64;
-    let now = clock.scale().millihz();
     Run {
         verdicts,
-        end_error_ppb: (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64,
+        end_error_ppb: error(),
         end_bound_ppb: wd.health().bound_ppb,
+        misses,
     }
 }
 
@@ -290,8 +307,13 @@ fn bunched_checks_hide_a_change() {
 
 /// The read path slows for good (the reference's or the counter's read, 1.5 µs to 50 µs)
 /// at any check from 4 s to 10 s, and the counter's rate changes (±100 ppm, ±0.1 %) at the
-/// same check or up to three seconds later: every change is reported, and at the end (20 s
-/// after the change at least) the clock is within `bound_ppb` of the truth.
+/// same check or up to three seconds later: every change is reported, and the clock is within
+/// `bound_ppb` of the truth at every check but those from the change to its report.
+///
+/// Found (fixed since: a change seen by the window's split reports a bound that also covers
+/// the way to the last interval's rate): with 50 µs brackets, ±100 ppm is under an interval's
+/// threshold and the split saw it at the first check after it, set the clock 14 ppm of the
+/// way and claimed 22 ppm (12 of the 640 cases, one check each).
 #[test]
 fn slower_reads_then_changes_sweep() {
     let mut found = Vec::new();
@@ -311,13 +333,17 @@ fn slower_reads_then_changes_sweep() {
                         };
                         let change = move |w: &World| w.set_rate(mhz);
                         let r = run_n(&world, &[(at, &slow), (at + later, &change)], 72);
-                        if changed(&r) == 0 || r.end_error_ppb > r.end_bound_ppb {
+                        if changed(&r) == 0
+                            || r.end_error_ppb > r.end_bound_ppb
+                            || !r.misses.is_empty()
+                        {
                             found.push(format!(
-                                "counter {slow_counter} cost {cost_ns} ns at {at} change {ppb} ppb at {}: changed {}, error {} bound {}",
+                                "counter {slow_counter} cost {cost_ns} ns at {at} change {ppb} ppb at {}: changed {}, error {} bound {}; misses (check, error, bound) {:?}",
                                 at + later,
                                 changed(&r),
                                 r.end_error_ppb,
-                                r.end_bound_ppb
+                                r.end_bound_ppb,
+                                r.misses
                             ));
                         }
                     }
@@ -400,7 +426,7 @@ fn bunched_checks_and_slower_reads_sweep() {
                 }
             };
             let r = run_n(&world, &[(10, &slow)], 72);
-            if changed(&r) != 0 || r.end_error_ppb > r.end_bound_ppb {
+            if changed(&r) != 0 || r.end_error_ppb > r.end_bound_ppb || !r.misses.is_empty() {
                 found.push(format!(
                     "counter {slow_counter} cost {cost_ns} ns, no change: {:?}, error {} bound {}",
                     r.verdicts, r.end_error_ppb, r.end_bound_ppb
