@@ -187,9 +187,9 @@ pub struct WatchdogHealth {
     /// not for an accelerating one). An unconfirmed interval widens it to at least its own
     /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
     /// brackets) add no evidence and change nothing: the bound is the one after the last
-    /// accepted check, and a rate change in between is a change not yet detected (at most
-    /// four checks in a row are rejected while every bracket is wide: the narrowest of them
-    /// becomes the floor).
+    /// accepted check, and a rate change in between is a change not yet detected (after
+    /// four checks in a row rejected, the narrowest of their brackets becomes the floor: a
+    /// read path that became slower for good costs four checks, not every one).
     pub bound_ppb: u64,
     /// The refinement window's span, in reference ticks.
     pub window_ticks: u64,
