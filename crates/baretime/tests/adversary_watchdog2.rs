@@ -1009,8 +1009,14 @@ fn a_fast_ramp_is_seen() {
 ///
 /// Found: 2 of 66 cases leave bound_ppb under the clock's error well after the step was
 /// reported; minimal in `a_small_step_seen_by_the_split_leaves_bound_ppb_short`.
+///
+/// Found (fixed since: an interval that agrees both with the baseline and with a pending
+/// deviation is extended to the next check, not taken for the deviation's refutation): -2.5
+/// ppm after 10 (or 13) steady checks was never reported: at the interval threshold, the first
+/// full interval off, the second just inside (2205 vs 2292 ppb), so the one-off rule restarted
+/// the window after the first and refinement followed the step silently (3 steers of 1 ppm;
+/// bound_ppb honest throughout). Now the slowest case is reported 1.9 s after the step.
 #[test]
-#[ignore = "finding: -2.5 ppm after 10 (or 13) steady checks is never reported: at the interval threshold, the first full interval is off, the second just inside (2205 vs 2292 ppb), so the one-off rule restarts the window after the first and refinement follows the step silently (3 steers of 1 ppm; the clock within 13 ppb by 2 s, bound_ppb honest throughout)"]
 fn a_small_step_wherever_it_meets_the_split() {
     let mut found = Vec::new();
     let mut worst = 0.0f64;

@@ -9,7 +9,8 @@
 //! every check is `NoVerdict(WideBracket)` from then on, a rate change at the same time (the
 //! migration) is never reported, and `bound_ppb` keeps the figure it had. The docs'
 //! detection time ("every disturbed check in between stretches an interval by one period")
-//! assumes disturbed checks end; these never do.
+//! assumes disturbed checks end; these never do. (Fixed since: after four consecutive wide
+//! checks the narrowest of their brackets is the floor; the tests below pass.)
 //!
 //! Each world is deterministic: true time in ps, a 1 GHz counter and a 24-bit ACPI PM
 //! timer, each read taking its cost of true time and latching half-way, the hook every
@@ -92,11 +93,14 @@ impl Reference for Pm {
 }
 
 /// What a run saw: the verdicts in order, and at the end the clock's true rate error and
-/// `bound_ppb` (ppb).
+/// `bound_ppb` (ppb); `misses`: the checks whose error exceeded `bound_ppb`, outside the
+/// time from a change of the counter's rate to its report (where the docs say the bound
+/// does not hold).
 struct Run {
     verdicts: Vec<Watch>,
     end_error_ppb: u64,
     end_bound_ppb: u64,
+    misses: Vec<(usize, u64, u64)>,
 }
 
 /// What happens to the world just before check `.0` (at `.0` × 0.5 s): a rate change, a
@@ -106,6 +110,11 @@ type Change<'a> = (usize, &'a dyn Fn(&World));
 /// 28 checks every 0.5 s of a clock started at the counter's exact rate (1 GHz, bound
 /// 390 ppb), with `changes` on the way.
 fn run(world: &Rc<World>, changes: &[Change<'_>]) -> Run {
+    run_n(world, changes, 28)
+}
+
+/// As [`run`], for `checks` checks.
+fn run_n(world: &Rc<World>, changes: &[Change<'_>], checks: usize) -> Run {
     let w = Rc::clone(world);
     let counter = FnCounter::new(move || w.read_counter(), 64);
     let rate = Frequency::from_millihz(
@@ -119,21 +128,35 @@ fn run(world: &Rc<World>, changes: &[Change<'_>]) -> Run {
     let clock = Clock::new(&counter, rate);
     let mut wd = Watchdog::new(Pm(Rc::clone(world)), rate);
     let mut verdicts = Vec::new();
-    for i in 0..28 {
+    let mut misses = Vec::new();
+    let mut reported = true;
+    let error = || {
+        let truth = world.c_mhz.get() as u64;
+        let now = clock.scale().millihz();
+        (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64
+    };
+    for i in 0..checks {
+        let before = world.c_mhz.get();
         for (at, change) in changes {
             if *at == i {
                 change(world);
             }
         }
+        reported &= world.c_mhz.get() == before;
         world.advance(PS_PER_S / 2);
-        verdicts.push(wd.check(&clock));
+        let v = wd.check(&clock);
+        reported |= matches!(v, Watch::Changed { .. });
+        verdicts.push(v);
+        let (e, b) = (error(), wd.health().bound_ppb);
+        if reported && e > b {
+            misses.push((i, e, b));
+        }
     }
-    let truth = world.c_mhz.get() as u64;
-    let now = clock.scale().millihz();
     Run {
         verdicts,
-        end_error_ppb: (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64,
+        end_error_ppb: error(),
         end_bound_ppb: wd.health().bound_ppb,
+        misses,
     }
 }
 
@@ -165,8 +188,11 @@ fn a_change_with_the_same_read_costs_is_seen() {
 
 /// A reference read that costs more for good (an emulated PM timer on a host that became
 /// loaded: 0.7 µs, then 2.1 µs from 8 s), then the +0.1 % change at 10 s.
+///
+/// Found (fixed since: after four consecutive wide checks the narrowest of them is the floor
+/// brackets are judged against): the 12 checks from 8 s all `WideBracket`, never `Changed`;
+/// the clock ended 999 ppm off under a `bound_ppb` of 193.
 #[test]
-#[ignore = "finding: PM reads 0.7 -> 2.1 us for good at 8 s, +0.1 % at 10 s: the 12 checks from 8 s all WideBracket, never Changed; the clock ends 999 ppm off under bound_ppb 193"]
 fn a_slower_reference_read_hides_a_change() {
     let world = World::new(1_000_000_000_000, 20, 700);
     let r = run(
@@ -193,8 +219,10 @@ fn a_slower_reference_read_hides_a_change() {
 
 /// A migration: the counter runs +0.1 % and its reads cost 1 µs instead of 20 ns from the
 /// same moment (RDTSC now trapped and emulated).
+///
+/// Found (fixed since, as above): the 8 checks from 10 s all `WideBracket`, never `Changed`;
+/// the clock ended 999 ppm off under a `bound_ppb` of 145.
 #[test]
-#[ignore = "finding: the counter +0.1 % and its reads 20 ns -> 1 us at 10 s (a migration that traps RDTSC): the 8 checks from 10 s all WideBracket, never Changed; the clock ends 999 ppm off under bound_ppb 145"]
 fn a_slower_counter_read_hides_its_own_change() {
     let world = World::new(1_000_000_000_000, 20, 700);
     let r = run(
@@ -230,8 +258,14 @@ fn a_slower_counter_read_hides_its_own_change() {
 /// hook period of the cadence rule, not of the detection time; the detection time's
 /// "every disturbed check stretches an interval by one period" does not cover a judged
 /// interval too short to confirm or refute the deviation.
+///
+/// Found (fixed since). At the merge before issue 28's last round this already passed: the
+/// window judged against the clock after the steady 1 ms interval reported the change at the
+/// next regular check, with the rate's bound 208 ppm (`Changed` 1.0 s after the change). Now
+/// the 1 ms interval, agreeing both with the baseline and with the pending deviation, is
+/// extended to the next check instead of dropping the deviation as a one-off, and the two
+/// intervals confirm the change at the same check with a bound of 2.6 ppm.
 #[test]
-#[ignore = "finding: +100 ppm at 5 s under a hook that checks twice 1 ms apart every 0.5 s: never Changed in 14 s; refinement alone leaves the clock 66 ppm off at 14 s"]
 fn bunched_checks_hide_a_change() {
     let world = World::new(1_000_000_000_000, 20, 700);
     let w = Rc::clone(&world);
@@ -269,4 +303,141 @@ fn bunched_checks_hide_a_change() {
         "never reported; the clock {error} ppb off, bound_ppb {bound}"
     );
     assert!(error <= bound, "error {error} ppb, bound {bound} ppb");
+}
+
+/// The read path slows for good (the reference's or the counter's read, 1.5 µs to 50 µs)
+/// at any check from 4 s to 10 s, and the counter's rate changes (±100 ppm, ±0.1 %) at the
+/// same check or up to three seconds later: every change is reported, and the clock is within
+/// `bound_ppb` of the truth at every check but those from the change to its report.
+///
+/// Found (fixed since: a change seen by the window's split reports a bound that also covers
+/// the way to the last interval's rate): with 50 µs brackets, ±100 ppm is under an interval's
+/// threshold and the split saw it at the first check after it, set the clock 14 ppm of the
+/// way and claimed 22 ppm (12 of the 640 cases, one check each).
+#[test]
+fn slower_reads_then_changes_sweep() {
+    let mut found = Vec::new();
+    for slow_counter in [false, true] {
+        for cost_ns in [1_500u128, 2_100, 5_000, 50_000] {
+            for at in (8..=20).step_by(3) {
+                for later in [0usize, 1, 3, 6] {
+                    for ppb in [100_000i128, -100_000, 1_000_000, -1_000_000] {
+                        let world = World::new(1_000_000_000_000, 20, 700);
+                        let mhz = (1_000_000_000_000i128 + ppb * 1000) as u128;
+                        let slow = move |w: &World| {
+                            if slow_counter {
+                                w.c_cost_ps.set(cost_ns * 1000);
+                            } else {
+                                w.r_cost_ps.set(cost_ns * 1000);
+                            }
+                        };
+                        let change = move |w: &World| w.set_rate(mhz);
+                        let r = run_n(&world, &[(at, &slow), (at + later, &change)], 72);
+                        if changed(&r) == 0
+                            || r.end_error_ppb > r.end_bound_ppb
+                            || !r.misses.is_empty()
+                        {
+                            found.push(format!(
+                                "counter {slow_counter} cost {cost_ns} ns at {at} change {ppb} ppb at {}: changed {}, error {} bound {}; misses (check, error, bound) {:?}",
+                                at + later,
+                                changed(&r),
+                                r.end_error_ppb,
+                                r.end_bound_ppb,
+                                r.misses
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+/// Bunched checks (a second check 1, 10 or 100 ms after each regular one) with no change, and
+/// with changes of ±10 ppm, ±100 ppm and ±0.1 % at any of five checks: no `Changed` without a
+/// change, every change reported within the docs' three periods (the bunched checks merged
+/// into the next interval), and the clock within `bound_ppb` at the end (20 s after).
+/// Slower reads with no change: no `Changed`, the clock within `bound_ppb` throughout.
+#[test]
+fn bunched_checks_and_slower_reads_sweep() {
+    let mut found = Vec::new();
+    for gap_ms in [1u128, 10, 100] {
+        for ppb in [
+            0i128, 10_000, -10_000, 100_000, -100_000, 1_000_000, -1_000_000,
+        ] {
+            for at in 10..15 {
+                let world = World::new(1_000_000_000_000, 20, 700);
+                let w = Rc::clone(&world);
+                let counter = FnCounter::new(move || w.read_counter(), 64);
+                let rate = Frequency::from_millihz(
+                    1_000_000_000_000,
+                    baretime::Source::Calibrated,
+                    baretime::Accuracy::Measured {
+                        uncertainty_ppb: 390,
+                    },
+                )
+                .unwrap();
+                let clock = Clock::new(&counter, rate);
+                let mut wd = Watchdog::new(Pm(Rc::clone(&world)), rate);
+                let mut changes = 0;
+                let mut first = None;
+                for i in 0..(at + 40) {
+                    if i == at && ppb != 0 {
+                        world.set_rate((1_000_000_000_000i128 + ppb * 1000) as u128);
+                    }
+                    world.advance(PS_PER_S / 2 - gap_ms * PS_PER_S / 1000);
+                    for bunched in [false, true] {
+                        if bunched {
+                            world.advance(gap_ms * PS_PER_S / 1000);
+                        }
+                        if matches!(wd.check(&clock), Watch::Changed { .. }) {
+                            changes += 1;
+                            first = first.or(Some(i));
+                        }
+                    }
+                }
+                let truth = world.c_mhz.get() as u64;
+                let now = clock.scale().millihz();
+                let error = (now.abs_diff(truth) as u128 * 1_000_000_000 / truth as u128) as u64;
+                let bound = wd.health().bound_ppb;
+                let late = ppb != 0 && first.is_none_or(|f| f > at + 3);
+                if (ppb == 0) != (changes == 0) || late || error > bound {
+                    found.push(format!(
+                        "gap {gap_ms} ms, {ppb} ppb at {at}: {changes} Changed (first at {first:?}), error {error} bound {bound}"
+                    ));
+                }
+            }
+        }
+    }
+    for slow_counter in [false, true] {
+        for cost_ns in [1_500u128, 5_000, 50_000, 500_000] {
+            let world = World::new(1_000_000_000_000, 20, 700);
+            let slow = move |w: &World| {
+                if slow_counter {
+                    w.c_cost_ps.set(cost_ns * 1000);
+                } else {
+                    w.r_cost_ps.set(cost_ns * 1000);
+                }
+            };
+            let r = run_n(&world, &[(10, &slow)], 72);
+            if changed(&r) != 0 || r.end_error_ppb > r.end_bound_ppb || !r.misses.is_empty() {
+                found.push(format!(
+                    "counter {slow_counter} cost {cost_ns} ns, no change: {:?}, error {} bound {}",
+                    r.verdicts, r.end_error_ppb, r.end_bound_ppb
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "{} cases:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }
