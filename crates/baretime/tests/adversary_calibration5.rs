@@ -78,6 +78,11 @@ struct World {
     blocks: Option<(u64, u64)>,
     /// Whether the reference's extra time (tail, nth, blocks) comes before its latch.
     extra_before_latch: bool,
+    /// One reference read, the first at or after `at` ps of true time from the start, takes
+    /// `len` ps longer (a VM preemption, a long SMI).
+    stall_at: Option<(u64, u64)>,
+    /// The stall falls in a counter read instead, after its latch.
+    stall_in_counter: bool,
     /// A counter read that starts within `permille` of a tick after an edge costs `extra`.
     phase: Option<(u64, u64)>,
 }
@@ -99,6 +104,8 @@ impl World {
             nth: None,
             blocks: None,
             extra_before_latch: true,
+            stall_at: None,
+            stall_in_counter: false,
             phase: None,
         }
     }
@@ -128,6 +135,8 @@ struct Sim {
     nref: Cell<u64>,
     slow_block: Cell<bool>,
     block_end: Cell<u64>,
+    start: u64,
+    stalled: Cell<bool>,
 }
 
 impl Sim {
@@ -141,6 +150,8 @@ impl Sim {
             nref: Cell::new(0),
             slow_block: Cell::new(false),
             block_end: Cell::new(0),
+            start,
+            stalled: Cell::new(false),
         }
     }
     fn r(&self, lo: u64, hi: u64) -> u64 {
@@ -169,6 +180,12 @@ impl Counter for Ctr<'_> {
             }
         }
         let latch = t + cost * s.w.c_latch / 1000;
+        if let (Some((at, len)), true) = (s.w.stall_at, s.w.stall_in_counter) {
+            if !s.stalled.get() && t >= s.start + at {
+                s.stalled.set(true);
+                cost += len;
+            }
+        }
         s.t.set(t + cost);
         s.w.count(latch)
     }
@@ -208,6 +225,12 @@ impl Reference for Refr<'_> {
                 extra += more;
             }
         }
+        if let (Some((at, len)), false) = (w.stall_at, w.stall_in_counter) {
+            if !s.stalled.get() && t >= s.start + at {
+                s.stalled.set(true);
+                extra += len;
+            }
+        }
         let latch = if w.extra_before_latch {
             t + extra + base * w.r_latch / 1000
         } else {
@@ -233,13 +256,17 @@ impl Reference for Refr<'_> {
 }
 
 enum Out {
-    Ok { ratio: f64, err_ppb: f64, bound: u64 },
+    Ok {
+        ratio: f64,
+        err_ppb: f64,
+        bound: u64,
+    },
     Err(CalibrationError),
 }
 
 fn run(w: World, seed: u64, config: Config) -> Out {
     let sim = Sim::new(w, seed);
-    match calibrate(&Ctr(&sim), Refr(&sim), config) {
+    match calibrate(Ctr(&sim), Refr(&sim), config) {
         Ok(cal) => {
             let got = cal.frequency.as_millihz() as f64;
             let truth = w.f_mhz as f64;
@@ -300,7 +327,12 @@ struct Family {
 }
 
 fn family(name: &str, config: Config, make: impl Fn(&mut u64) -> World) -> Family {
-    let n = seeds();
+    family_n(name, config, seeds(), make)
+}
+
+/// A finding's family: at least `n` seeds, so that it fails whatever `BARETIME_ADV_SEEDS`.
+fn family_n(name: &str, config: Config, n: u64, make: impl Fn(&mut u64) -> World) -> Family {
+    let n = n.max(seeds());
     let mut f = Family {
         n,
         misses: 0,
@@ -323,7 +355,7 @@ fn family(name: &str, config: Config, make: impl Fn(&mut u64) -> World) -> Famil
                         eprintln!("  miss seed {seed}: ratio {ratio:.3} err {err_ppb:.0} ppb bound {bound} ppb, counter {:.3} Hz, {w:?}", w.f_mhz as f64 / 1000.0);
                     }
                 }
-                if f.worst.is_none_or(|(_, r, _, _)| ratio > r) {
+                if f.worst.map_or(true, |(_, r, _, _)| ratio > r) {
                     f.worst = Some((seed, ratio, err_ppb, bound));
                 }
                 f.ratios.push(ratio);
@@ -415,12 +447,16 @@ fn slow_counters_against_hpet() {
 
 #[test]
 fn slow_counters_against_acpi_pm() {
-    holds(&family("1-100 kHz vs ACPI PM (24 bits), 1 µs reads", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, ACPI_PM);
-        w.ref_bits = 24;
-        w.r_cost = unif(s, 700_000, 1_500_000);
-        w
-    }));
+    holds(&family(
+        "1-100 kHz vs ACPI PM (24 bits), 1 µs reads",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 100_000, ACPI_PM);
+            w.ref_bits = 24;
+            w.r_cost = unif(s, 700_000, 1_500_000);
+            w
+        },
+    ));
 }
 
 #[test]
@@ -463,8 +499,8 @@ fn cheap_constant(s: &mut u64, ref_hz: u64) -> World {
     w
 }
 
+/// Held: 0/200, p99 0.34, max 0.42.
 #[test]
-#[ignore = "finding: see the report (cheap constant counter reads, constant µs reference reads)"]
 fn cheap_counter_reads_constant_reference() {
     holds(&family(
         "1-10 kHz, counter reads 1-5 ns, reference reads 0.5-1.5 µs, all constant, vs HPET",
@@ -489,105 +525,163 @@ fn cheap_counter_reads_jittered_reference() {
 /// A cadence in step: the sample period `2c + r` set to within ±100 ppm of `P / j`.
 #[test]
 fn cadence_in_step_with_slow_counter() {
-    holds(&family("1-10 kHz, sample period ≈ P/j ±100 ppm, constant", cfg(), |s| {
-        let mut w = World::base(rate(s, 1_000, 10_000), HPET);
-        let p_ps = TICK / w.f_mhz;
-        w.c_cost = unif(s, 10_000, 50_000);
-        w.c_jit = 0;
-        w.r_jit = 0;
-        let target = unif(s, 600_000, 2_000_000) as u128;
-        let j = (p_ps / target).max(1);
-        let eps = unit(s) * 2e-4 - 1e-4;
-        let period = (p_ps as f64 / j as f64 * (1.0 + eps)) as u64;
-        w.r_cost = period.saturating_sub(2 * w.c_cost).max(100_000);
-        w.c_latch = unif(s, 0, 1000);
-        w.r_latch = unif(s, 0, 1000);
-        w
-    }));
+    holds(&family(
+        "1-10 kHz, sample period ≈ P/j ±100 ppm, constant",
+        cfg(),
+        |s| {
+            let mut w = World::base(rate(s, 1_000, 10_000), HPET);
+            let p_ps = TICK / w.f_mhz;
+            w.c_cost = unif(s, 10_000, 50_000);
+            w.c_jit = 0;
+            w.r_jit = 0;
+            let target = unif(s, 600_000, 2_000_000) as u128;
+            let j = (p_ps / target).max(1);
+            let eps = unit(s) * 2e-4 - 1e-4;
+            let period = (p_ps as f64 / j as f64 * (1.0 + eps)) as u64;
+            w.r_cost = period.saturating_sub(2 * w.c_cost).max(100_000);
+            w.c_latch = unif(s, 0, 1000);
+            w.r_latch = unif(s, 0, 1000);
+            w
+        },
+    ));
 }
 
 /// Counter reads whose cost depends on the counter's phase: a read in the first part of a
 /// tick (a synchronizer after the prescaler's edge) stalls.
 #[test]
 fn counter_read_cost_depends_on_phase() {
-    holds(&family("1-100 kHz, read in first 1-5 % of a tick +0.2-2 µs", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, HPET);
-        w.phase = Some((unif(s, 10, 50), unif(s, 200_000, 2_000_000)));
-        w
-    }));
+    holds(&family(
+        "1-100 kHz, read in first 1-5 % of a tick +0.2-2 µs",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 100_000, HPET);
+            w.phase = Some((unif(s, 10, 50), unif(s, 200_000, 2_000_000)));
+            w
+        },
+    ));
 }
 
 /// A slow counter behind a bus (an RTC-style prescaled timer): each read 1–5 µs, latched at
 /// its start, middle or end.
 #[test]
 fn slow_counter_reads_latched_anywhere() {
-    holds(&family("1-100 kHz, counter reads 1-5 µs, latch 0/500/1000", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, HPET);
-        w.c_cost = unif(s, 1_000_000, 5_000_000);
-        w.c_jit = unif(s, 0, 200_000);
-        w.c_latch = [0, 500, 1000][unif(s, 0, 2) as usize];
-        w
-    }));
+    holds(&family(
+        "1-100 kHz, counter reads 1-5 µs, latch 0/500/1000",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 100_000, HPET);
+            w.c_cost = unif(s, 1_000_000, 5_000_000);
+            w.c_jit = unif(s, 0, 200_000);
+            w.c_latch = [0, 500, 1000][unif(s, 0, 2) as usize];
+            w
+        },
+    ));
 }
 
 /// Heavy-tailed reference reads (Pareto α = 1.2, 1 % of reads, up to 2 ms).
 #[test]
 fn heavy_tailed_reference_reads() {
-    holds(&family("1-100 kHz, Pareto tail on 1% of reference reads", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, HPET);
-        w.tail = Some((10_000, 12, 200_000, 2_000_000_000));
-        w.extra_before_latch = unif(s, 0, 1) == 0;
-        w
-    }));
+    holds(&family(
+        "1-100 kHz, Pareto tail on 1% of reference reads",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 100_000, HPET);
+            w.tail = Some((10_000, 12, 200_000, 2_000_000_000));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
+            w
+        },
+    ));
 }
 
-/// Ticks of alternating length (a prescaler's duty skew): ±5–30 % of a tick.
+/// Ticks of alternating length (a prescaler's duty skew, 5–45 % of a tick each way), the
+/// counter 1.4–3 kHz, where the misses gather (over 1–10 kHz: 9/400, all at 1.4–2.7 kHz).
+/// The same worlds without the skew: 0/500, p99 0.52 (`duty_control_without_skew`).
 #[test]
+#[ignore = "finding: 1.4-3 kHz counters whose ticks alternate long/short by 5-45 % miss their bound in 19/500 runs (99 % allows 12), p99 1.13, max 1.40 (seed 224: 2 221.631 Hz, skew -5.2 %)"]
 fn duty_cycle_skew() {
-    holds(&family("1-100 kHz, alternating tick lengths ±5-30 %", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, HPET);
-        let d = unif(s, 50, 300) as i64;
-        w.duty_permille = if unif(s, 0, 1) == 0 { d } else { -d };
-        w
-    }));
+    holds(&family_n(
+        "1.4-3 kHz, alternating tick lengths ±5-45 %",
+        cfg(),
+        500,
+        |s| by_kind("duty_mid", s),
+    ));
+}
+
+/// The family's worst run alone.
+#[test]
+#[ignore = "finding: 2 221.631 Hz with ticks alternating 5.2 % short/long vs HPET: error +4 951 ppb, bound 3 534 ppb"]
+fn duty_cycle_skew_minimal() {
+    let mut s = 224u64.wrapping_mul(0x1234_5678_9abc_def1) ^ 0xca1;
+    let w = by_kind("duty_mid", &mut s);
+    if let Out::Ok {
+        ratio,
+        err_ppb,
+        bound,
+    } = run(w, 224, cfg())
+    {
+        assert!(
+            ratio <= 1.0,
+            "{w:?}: error {err_ppb:.0} ppb, bound {bound} ppb"
+        );
+    }
 }
 
 #[test]
-fn duty_cycle_skew_constant_costs() {
-    holds(&family("1-10 kHz, alternating ticks ±5-30 %, constant costs", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 10_000, HPET);
-        w.c_jit = 0;
-        w.r_jit = 0;
-        let d = unif(s, 50, 300) as i64;
-        w.duty_permille = if unif(s, 0, 1) == 0 { d } else { -d };
-        w
+fn duty_control_without_skew() {
+    holds(&family("1.4-3 kHz, no skew", cfg(), |s| {
+        by_kind("duty_mid_none", s)
     }));
+}
+
+/// Duty skew over faster counters (10–100 kHz) holds.
+#[test]
+fn duty_cycle_skew_faster_counters() {
+    holds(&family(
+        "10-100 kHz, alternating tick lengths ±5-45 %",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 10_000, 100_000, HPET);
+            let d = unif(s, 50, 450) as i64;
+            w.duty_permille = if unif(s, 0, 1) == 0 { d } else { -d };
+            w
+        },
+    ));
 }
 
 /// Every Nth reference read is slower (a cache line, a bus arbiter), N in 2..=16, by 1–5 µs.
 #[test]
 fn every_nth_reference_read_slower() {
-    holds(&family("1-100 kHz, every 2-16th reference read +1-5 µs", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 100_000, HPET);
-        w.nth = Some((unif(s, 2, 16), unif(s, 1_000_000, 5_000_000)));
-        w.extra_before_latch = unif(s, 0, 1) == 0;
-        w
-    }));
+    holds(&family(
+        "1-100 kHz, every 2-16th reference read +1-5 µs",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 100_000, HPET);
+            w.nth = Some((unif(s, 2, 16), unif(s, 1_000_000, 5_000_000)));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
+            w
+        },
+    ));
 }
 
 /// The contract's own case: a read whose slow part falls before (or after) the latch, for
 /// milliseconds at a time (`Reference`: "latch points that move with the read's duration ...
 /// for milliseconds at a time ... are measured too, through the bracket widths"). A slow
-/// counter's brackets are 0 or 1 tick wide whatever the read costs.
+/// counter's brackets are 0 or 1 tick wide whatever the read costs. Held: 0/500, p99 0.65.
 #[test]
-#[ignore = "finding: see the report (reference reads slower by 1-4 µs in blocks of ms)"]
 fn reference_read_duration_in_blocks() {
-    holds(&family("1-10 kHz, reference reads +1-4 µs in blocks of 2-20 ms", cfg(), |s| {
-        let mut w = jittered(s, 1_000, 10_000, HPET);
-        w.blocks = Some((unif(s, 1_000_000, 4_000_000), unif(s, 2_000_000_000, 20_000_000_000)));
-        w.extra_before_latch = unif(s, 0, 1) == 0;
-        w
-    }));
+    holds(&family(
+        "1-10 kHz, reference reads +1-4 µs in blocks of 2-20 ms",
+        cfg(),
+        |s| {
+            let mut w = jittered(s, 1_000, 10_000, HPET);
+            w.blocks = Some((
+                unif(s, 1_000_000, 4_000_000),
+                unif(s, 2_000_000_000, 20_000_000_000),
+            ));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
+            w
+        },
+    ));
 }
 
 /// Shorter windows: fewer edges (20 ms of a 1 kHz counter is 20 of them).
@@ -622,9 +716,12 @@ fn one(f_mhz: u128, ref_hz: u64, seed: u64) -> (f64, f64, u64) {
 #[test]
 #[ignore = "finding: a 32.768 kHz counter ±200 ppm against a 1.024 kHz tick misses its bound in ~27 % of runs (80/300), p99 |error|/bound 2.36, max 3.13"]
 fn in_step_32k_counter_against_1024hz_tick() {
-    holds(&family("32.768 kHz ±200 ppm vs 1.024 kHz tick", cfg(), |s| {
-        by_kind("beat_1024_32k", s)
-    }));
+    holds(&family_n(
+        "32.768 kHz ±200 ppm vs 1.024 kHz tick",
+        cfg(),
+        300,
+        |s| by_kind("beat_1024_32k", s),
+    ));
 }
 
 /// Minimal input: 32 768 Hz − 200 ppm (32 761.447 Hz) against a 1 024 Hz tick. (Across
@@ -642,9 +739,12 @@ fn in_step_32k_minimal() {
 #[test]
 #[ignore = "finding: 1-100 kHz counters at k x 1 kHz (+0.1-1.5 ticks per window) vs a 1 kHz tick miss in ~26 % of runs (77/300), p99 6.8, max 10.3"]
 fn in_step_with_1khz_tick() {
-    holds(&family("k × 1 kHz + slip vs 1 kHz tick", cfg(), |s| {
-        by_kind("beat_tick", s)
-    }));
+    holds(&family_n(
+        "k × 1 kHz + slip vs 1 kHz tick",
+        cfg(),
+        300,
+        |s| by_kind("beat_tick", s),
+    ));
 }
 
 /// Minimal input: a 10 kHz counter 500 ppm fast (10 005 Hz: half a tick of slip over the
@@ -661,20 +761,116 @@ fn in_step_10khz_minimal() {
 #[test]
 #[ignore = "finding: 1-100 kHz counters at p/q x 32 768 Hz (q <= 4) vs a 32 kHz RTC miss in ~20 % of runs (60/300), p99 8.5, max 9.8"]
 fn in_step_with_rtc() {
-    holds(&family("p/q × 32 768 Hz + slip vs 32 kHz RTC", cfg(), |s| {
-        by_kind("beat_rtc", s)
-    }));
+    holds(&family_n(
+        "p/q × 32 768 Hz + slip vs 32 kHz RTC",
+        cfg(),
+        300,
+        |s| by_kind("beat_rtc", s),
+    ));
 }
 
 /// What holds: the same beat with counters of 100 kHz–10 MHz (k × 1 kHz + 0.1–1.5 ticks).
 #[test]
 fn in_step_fast_counters_hold() {
-    holds(&family("100 kHz-10 MHz, k × 1 kHz + slip vs 1 kHz tick", cfg(), |s| {
-        by_kind("beat_fast", s)
-    }));
+    holds(&family(
+        "100 kHz-10 MHz, k × 1 kHz + slip vs 1 kHz tick",
+        cfg(),
+        |s| by_kind("beat_fast", s),
+    ));
 }
 
 // ---- the typed-error promises ----
+
+/// One reference read that lasts `len_ms` (a VM preemption) 30 ms into the calibration, the
+/// stall before or after the latch, counter `hz`: the result's token, or `ok`.
+fn one_stall(hz: u64, len_ms: u64, before: bool, seed: u64) -> String {
+    one_stall_in(hz, len_ms, before, false, seed)
+}
+
+fn one_stall_in(hz: u64, len_ms: u64, before: bool, in_counter: bool, seed: u64) -> String {
+    let mut w = World::base(u128::from(hz) * 1000 + 123, HPET);
+    w.stall_in_counter = in_counter;
+    w.stall_at = Some((30_000_000_000, len_ms * 1_000_000_000));
+    w.extra_before_latch = before;
+    let sim = Sim::new(w, seed);
+    match calibrate(Ctr(&sim), Refr(&sim), cfg()) {
+        Ok(cal) => {
+            let err = (cal.frequency.as_millihz() as f64 - w.f_mhz as f64) / w.f_mhz as f64 * 1e9;
+            assert!(
+                err.abs() <= cal.frequency.accuracy().bound_ppb() as f64,
+                "{hz} Hz, {len_ms} ms stall: error {err:.0} ppb outside {cal}"
+            );
+            "ok".into()
+        }
+        Err(e) => e.token().into(),
+    }
+}
+
+/// "Every `CalibrationError` variant but the config-dependent ones can come from faulty
+/// hardware; none comes from noise alone except `TooFewSamples`." One preemption of 11 ms
+/// (over `stuck_after`, 10 ms) that lands between the reference's latch and the closing
+/// counter read ends a 1–50 kHz counter's calibration with `CounterStuck`, though the
+/// counter moved 11–550 ticks during it. (Random stalls of 1–20 ms, Pareto α = 3, on 0.1 %
+/// of reference reads over 1–100 kHz: 7/300 runs end `CounterStuck`.)
+#[test]
+#[ignore = "finding: a 5 kHz counter, one reference read preempted for 11 ms after its latch: CounterStuck (also 1, 2, 10, 50 kHz; 9 ms is fine; 1 MHz is fine)"]
+fn preempted_after_reference_latch_is_not_stuck() {
+    assert_eq!(one_stall(5_000, 11, false, 1), "ok");
+}
+
+/// What holds: the same stalls, 2–60 ms, before the reference's latch or in a counter read,
+/// at any rate; and every stall at 1 MHz and 100 MHz.
+#[test]
+fn stalls_elsewhere_cost_nothing() {
+    for hz in [1_000u64, 5_000, 50_000, 1_000_000, 100_000_000] {
+        for ms in [2u64, 11, 30, 60] {
+            assert_eq!(
+                one_stall(hz, ms, true, 1),
+                "ok",
+                "{hz} Hz, {ms} ms before the latch"
+            );
+            assert_eq!(
+                one_stall_in(hz, ms, false, true, 1),
+                "ok",
+                "{hz} Hz, {ms} ms in a counter read"
+            );
+        }
+        if hz >= 1_000_000 {
+            assert_eq!(
+                one_stall(hz, 30, false, 1),
+                "ok",
+                "{hz} Hz, after the latch"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "exploration: one long stall, by counter rate and length"]
+fn explore_stall() {
+    for hz in [
+        1_000u64,
+        2_000,
+        5_000,
+        10_000,
+        50_000,
+        1_000_000,
+        100_000_000,
+    ] {
+        for before in [true, false] {
+            let r: Vec<String> = [2u64, 5, 9, 11, 15, 30, 60]
+                .iter()
+                .map(|&ms| format!("{ms}ms:{}", one_stall(hz, ms, before, 1)))
+                .collect();
+            eprintln!("{hz} Hz, stall before latch {before}: {r:?}");
+        }
+        let r: Vec<String> = [2u64, 5, 9, 11, 15, 30, 60]
+            .iter()
+            .map(|&ms| format!("{ms}ms:{}", one_stall_in(hz, ms, false, true, 1)))
+            .collect();
+        eprintln!("{hz} Hz, stall in a counter read: {r:?}");
+    }
+}
 
 /// A reference that dies part-way, with a right rate hint: `ReferenceStuck` within
 /// `max_duration + 3 × stuck_after` of true time.
@@ -708,7 +904,7 @@ fn dead_reference_with_hint_ends_in_time() {
         let hz = (w.f_mhz / 1000) as u64;
         let hint = Frequency::nominal_hz(hz, 20_000_000).expect("in range");
         let c = Config::new().with_rate_hint(hint);
-        let r = calibrate(&Ctr(&sim), Dies(Refr(&sim), start + die_ps, None), c);
+        let r = calibrate(Ctr(&sim), Dies(Refr(&sim), start + die_ps, None), c);
         let took = Duration::from_nanos((sim.t.get() - start) / 1000);
         let limit = c.max_duration() + 3 * c.stuck_after();
         if die_ps < 100_000_000_000 {
@@ -717,7 +913,10 @@ fn dead_reference_with_hint_ends_in_time() {
                 "seed {seed}: {r:?}"
             );
         }
-        assert!(took <= limit, "seed {seed}: took {took:?} > {limit:?} ({r:?})");
+        assert!(
+            took <= limit,
+            "seed {seed}: took {took:?} > {limit:?} ({r:?})"
+        );
     }
 }
 
@@ -747,7 +946,7 @@ fn slow_reference_told_early() {
         }
         let sim = Sim::new(w, seed);
         let start = sim.t.get();
-        let r = calibrate(&Ctr(&sim), Declares(Refr(&sim)), Config::new());
+        let r = calibrate(Ctr(&sim), Declares(Refr(&sim)), Config::new());
         let took_us = (sim.t.get() - start) / 1_000_000;
         assert!(
             matches!(r, Err(CalibrationError::ImplausibleRate { .. })),
@@ -790,6 +989,34 @@ fn by_kind(kind: &str, s: &mut u64) -> World {
             w.r_jit = 0;
             let d = unif(s, 50, 450) as i64;
             w.duty_permille = if unif(s, 0, 1) == 0 { d } else { -d };
+            w
+        }
+        "below_min" => {
+            // 1 kHz less 0–60 ppm: below Frequency::MIN_HZ, "reported at that edge, its bound
+            // widened by the distance".
+            let mut w = jittered(s, 1_000, 1_000, HPET);
+            w.f_mhz = 1_000_000 - u128::from(unif(s, 0, 60));
+            w
+        }
+        "stall" => {
+            let mut w = jittered(s, 1_000, 100_000, HPET);
+            w.tail = Some((1_000, 30, 1_000_000_000, 20_000_000_000));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
+            w
+        }
+        "nth" => {
+            let mut w = jittered(s, 1_000, 10_000, HPET);
+            w.nth = Some((unif(s, 2, 16), unif(s, 1_000_000, 5_000_000)));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
+            w
+        }
+        "blocks" => {
+            let mut w = jittered(s, 1_000, 10_000, HPET);
+            w.blocks = Some((
+                unif(s, 1_000_000, 4_000_000),
+                unif(s, 2_000_000_000, 20_000_000_000),
+            ));
+            w.extra_before_latch = unif(s, 0, 1) == 0;
             w
         }
         "duty_mid_none" => jittered(s, 1_400, 3_000, HPET),
@@ -838,8 +1065,13 @@ fn by_kind(kind: &str, s: &mut u64) -> World {
 #[test]
 #[ignore = "exploration: KIND=<family> BARETIME_ADV_SEEDS=n"]
 fn explore_family() {
-    let kind = std::env::var("KIND").unwrap();
-    let ms: u64 = std::env::var("MS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let Ok(kind) = std::env::var("KIND") else {
+        return;
+    };
+    let ms: u64 = std::env::var("MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     let c = Config::new().with_max_duration(Duration::from_millis(ms));
     family(&kind, c, |s| by_kind(&kind, s));
 }
@@ -847,13 +1079,18 @@ fn explore_family() {
 #[test]
 #[ignore = "exploration: KIND=<family> SEED=n"]
 fn explore_seed() {
-    let seed: u64 = std::env::var("SEED").unwrap().parse().unwrap();
+    let Some(seed) = std::env::var("SEED")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    else {
+        return;
+    };
     let kind = std::env::var("KIND").unwrap();
     let mut s = seed.wrapping_mul(0x1234_5678_9abc_def1) ^ 0xca1;
     let w = by_kind(&kind, &mut s);
     eprintln!("{w:?} hz {}", w.f_mhz as f64 / 1000.0);
     let sim = Sim::new(w, seed);
-    let r = calibrate(&Ctr(&sim), Refr(&sim), cfg());
+    let r = calibrate(Ctr(&sim), Refr(&sim), cfg());
     eprintln!("{r:?}");
     if let Ok(c) = r {
         eprintln!("{c}");
@@ -869,5 +1106,30 @@ fn explore_32k_scan() {
             .map(|seed| format!("{:.2}", one(f, 1_024, seed).0))
             .collect();
         eprintln!("{ppm} ppm ({f} mHz): ratios {r:?}");
+    }
+}
+
+#[test]
+#[ignore = "exploration: KIND=<family> BARETIME_ADV_SEEDS=n, every run's result"]
+fn explore_each() {
+    let Ok(kind) = std::env::var("KIND") else {
+        return;
+    };
+    for seed in 0..seeds() {
+        let mut s = seed.wrapping_mul(0x1234_5678_9abc_def1) ^ 0xca1;
+        let w = by_kind(&kind, &mut s);
+        let sim = Sim::new(w, seed);
+        let start = sim.t.get();
+        let r = calibrate(Ctr(&sim), Refr(&sim), cfg());
+        let took_ms = (sim.t.get() - start) as f64 / 1e9;
+        let res = match r {
+            Ok(c) => format!(
+                "ok {} mHz bound {} ppb",
+                c.frequency.as_millihz(),
+                c.frequency.accuracy().bound_ppb()
+            ),
+            Err(e) => format!("{e:?}"),
+        };
+        eprintln!("seed {seed} f {} mHz took {took_ms:.3} ms: {res}", w.f_mhz);
     }
 }
