@@ -205,9 +205,9 @@ pub fn watchdog<T: Counter + Copy, R: Reference>(
             last_pre = c_pre;
         }
         // The next deadline a period on, but at least half a period from now: deadlines a
-        // host's stall took the hook past are not run back to back with this check (a 1 ms
-        // interval, judged steady under its own wide bound, drops a pending deviation:
-        // `crates/baretime/tests/watchdog_load.rs`).
+        // host's stall took the hook past are not run back to back with this check, as a
+        // kernel's periodic hook would not be (a 1 ms interval decides nothing: the watchdog
+        // carries a pending deviation across it, `crates/baretime/tests/watchdog_load.rs`).
         let now = timer.ticks();
         next = next.wrapping_add(period);
         if next.wrapping_sub(now.wrapping_add(period / 2)) > u64::MAX / 2 {
