@@ -1102,7 +1102,13 @@ fn threads_slews_sets_forward_and_clock_writes() {
 }
 
 /// Two writers at once: one succeeds at a time, the other gets `Busy` and changes nothing —
-/// checked by the counts: every `Ok` slew with an offset is counted, no more.
+/// checked by the counts: every `Ok` slew with an offset is counted, no more. Readers check
+/// P3 (a slew moves the wall time by at most 1.1 × the clock time, + 2 ns) with the one
+/// exception the docs state ("A stalled writer"): while a writer is descheduled between its
+/// close and its publish, readers stand at the old version's end and then catch up by the
+/// stall, so the excess over P3 is bounded by 1.1 × the longest write call (clock time
+/// across `slew`), checked after the threads end. (CI caught a 17.7 µs catch-up on a
+/// 2-vCPU machine running four threads: a writer preempted mid-write.)
 #[test]
 fn threads_two_writers_busy_changes_nothing() {
     let (sim, clock, wall) = rig(64, 1_000_000_000_000, 0);
@@ -1111,13 +1117,18 @@ fn threads_two_writers_busy_changes_nothing() {
     let oks = AtomicU32::new(0);
     let busy = AtomicU32::new(0);
     let high = AtomicU64::new(0);
+    let longest_write_ns = AtomicU64::new(0);
+    let largest_excess_ns = AtomicU64::new(0);
     std::thread::scope(|s| {
         for w in 0..2 {
-            let (oks, busy) = (&oks, &busy);
+            let (oks, busy, longest) = (&oks, &busy, &longest_write_ns);
             s.spawn(move || {
                 for i in 0..3_000i64 {
                     let off = if w == 0 { 1_000 + i } else { -1_000 - i };
-                    match wall.slew(off, 100_000) {
+                    let before = clock.now().as_nanos();
+                    let r = wall.slew(off, 100_000);
+                    longest.fetch_max(clock.now().as_nanos() - before, Ordering::SeqCst);
+                    match r {
                         Ok(_) => {
                             oks.fetch_add(1, Ordering::SeqCst);
                         }
@@ -1130,7 +1141,7 @@ fn threads_two_writers_busy_changes_nothing() {
             });
         }
         for _ in 0..2 {
-            let high = &high;
+            let (high, excess) = (&high, &largest_excess_ns);
             s.spawn(move || {
                 let mut mine = 0;
                 let mut prev_tb = 0u64;
@@ -1144,10 +1155,9 @@ fn threads_two_writers_busy_changes_nothing() {
                     // start of the previous reading and the end of this one, + 2 ns.
                     if i > 0 {
                         let dt = ta - prev_tb;
-                        assert!(
-                            w - mine <= dt + dt / 10 + 2,
-                            "P3: the wall time jumped {} ns in at most {dt} ns of clock time",
-                            w - mine
+                        excess.fetch_max(
+                            (w - mine).saturating_sub(dt + dt / 10 + 2),
+                            Ordering::SeqCst,
                         );
                     }
                     mine = w;
@@ -1158,8 +1168,17 @@ fn threads_two_writers_busy_changes_nothing() {
         }
     });
     assert_eq!(wall.health().slews, oks.load(Ordering::SeqCst));
+    let (excess, longest) = (
+        largest_excess_ns.load(Ordering::SeqCst),
+        longest_write_ns.load(Ordering::SeqCst),
+    );
+    assert!(
+        excess <= longest + longest / 10 + 2,
+        "P3: the wall time jumped {excess} ns beyond 1.1 × the clock time, more than a \
+         stalled writer explains (the longest write took {longest} ns of clock time)"
+    );
     eprintln!(
-        "two writers: {} ok, {} busy",
+        "two writers: {} ok, {} busy, largest catch-up {excess} ns, longest write {longest} ns",
         oks.load(Ordering::SeqCst),
         busy.load(Ordering::SeqCst)
     );
