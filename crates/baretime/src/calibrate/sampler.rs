@@ -67,7 +67,11 @@ const EDGE_SCALE: u64 = 1 << 16;
 ///    counter cannot explain is rejected as a glitch, and a run of them is an error
 ///    ([`CalibrationError::Discontinuity`]). Steps
 ///    backwards, counts that stand still, and rates outside the plausible range are typed
-///    [`CalibrationError`]s, never a silently wrong frequency.
+///    [`CalibrationError`]s, never a silently wrong frequency. The counter stands still only
+///    over reference time that provably followed its count's last change: from the first
+///    reference read after the counter read that showed it, so a preemption between a
+///    reference's latch and the closing counter read, which the counter ran through, is not
+///    a stop.
 /// 3. **The fit.** A least-squares line through every accepted bracket midpoint, over the
 ///    whole window, robust to outliers, with an uncertainty from the scatter of the data
 ///    *and* a floor from what rounds in every sample and how far the latch can move with
@@ -340,8 +344,14 @@ struct Engine {
     r_raw: u64,
     /// Counter (c1, unwrapped) when the reference last changed.
     ref_moved_at_c: u64,
-    /// Reference x when the counter last changed.
+    /// The reference's `x` from which the counter is known to have stood still: the first
+    /// reference read after the read that first showed its current count (see
+    /// `Engine::judge_counter`).
     counter_moved_at_x: u64,
+    /// The counter's current count was first seen by a sample's closing read, or by a sample
+    /// whose reference count was not used: the count may have changed after that sample's
+    /// reference read, so the still span starts at the next consistent sample's.
+    counter_still_from_next: bool,
     same_reads: u32,
 
     /// The rate origin: the first sample, or a later one if the first had a wide bracket.
@@ -443,6 +453,7 @@ impl Engine {
             r_raw: 0,
             ref_moved_at_c: 0,
             counter_moved_at_x: 0,
+            counter_still_from_next: false,
             same_reads: 0,
             first: zero,
             rate_end: zero,
@@ -504,6 +515,9 @@ impl Engine {
             self.anchor = s;
             self.moved = s;
             self.ref_moved_at_c = c1;
+            // A count that changed inside the first bracket may have changed after its
+            // reference read.
+            self.counter_still_from_next = c1 != 0;
             self.min_width = c1;
             self.warmup_samples = 1;
             return Ok(Step::Continue);
@@ -522,6 +536,11 @@ impl Engine {
         }
         self.r_raw = r_raw;
         let counter_moved = c1 != c_before;
+        if counter_moved {
+            // Until this sample's reference count is known to be consistent, the count's
+            // change is placed after it (see `judge_counter`).
+            self.counter_still_from_next = true;
+        }
         if ref_moved {
             self.ref_moved_at_c = c1;
         } else if self.reference_stuck(c1) {
@@ -558,9 +577,8 @@ impl Engine {
                 Unwrapped::CounterStill(x) => {
                     self.note_gap(x);
                     self.rejected = self.rejected.saturating_add(1);
-                    if x.saturating_sub(self.counter_moved_at_x) > self.stuck_x {
-                        return Err(CalibrationError::CounterStuck);
-                    }
+                    // `dy == 0`: the counter has not moved since the anchor's reads.
+                    self.judge_counter(x, false, false)?;
                     return Ok(Step::Continue);
                 }
             }
@@ -599,11 +617,7 @@ impl Engine {
         };
         self.min_width = self.min_width.min(width);
 
-        if counter_moved {
-            self.counter_moved_at_x = x;
-        } else if x.saturating_sub(self.counter_moved_at_x) > self.stuck_x {
-            return Err(CalibrationError::CounterStuck);
-        }
+        self.judge_counter(x, counter_moved, c0 == c1)?;
 
         let narrow = width <= self.min_width.saturating_mul(2).saturating_add(2);
         let mut completed_bin = false;
@@ -689,6 +703,40 @@ impl Engine {
             self.maybe_stop(x);
         }
         Ok(if self.met { Step::Done } else { Step::Continue })
+    }
+
+    /// The counter's stuck check, for a sample whose reference count `x` is known (consistent,
+    /// or [`Unwrapped::CounterStill`]): `moved` if its closing read differs from the previous
+    /// sample's, `flat` if its own two reads agree.
+    ///
+    /// The counter is stuck only where it provably stood still for more than `stuck_x` of
+    /// reference time: from a reference read that came after the read first showing its
+    /// current count, to this sample's. A count that changed before this sample's first read
+    /// (`moved && flat`) was there before its reference read: still from `x`. One that changed
+    /// inside the bracket, or in a sample whose reference count was not used, may have changed
+    /// anywhere up to that closing read, after the reference's latch: still only from the next
+    /// consistent sample's `x`. Judged from the changing sample's own `x` instead, a
+    /// preemption between a reference's latch and the closing counter read (a counter that
+    /// moved all through it) counted as the counter standing still for the whole preemption.
+    ///
+    /// A counter that stops is still caught, a sample later at most: its count changes no
+    /// more, so the span starts at the first consistent reference read after its last change.
+    /// A reference that jumps forward at that moment moves that start to after the jump (the
+    /// error then comes `stuck_x` of its time later), or, a jump too large for the brackets
+    /// to explain, is a run of glitches: [`CalibrationError::Discontinuity`].
+    fn judge_counter(&mut self, x: u64, moved: bool, flat: bool) -> Result<(), CalibrationError> {
+        if moved && flat {
+            self.counter_moved_at_x = x;
+            self.counter_still_from_next = false;
+        } else if moved {
+            self.counter_still_from_next = true;
+        } else if self.counter_still_from_next {
+            self.counter_moved_at_x = x;
+            self.counter_still_from_next = false;
+        } else if x.saturating_sub(self.counter_moved_at_x) > self.stuck_x {
+            return Err(CalibrationError::CounterStuck);
+        }
+        Ok(())
     }
 
     /// The `y` the window takes for a sample whose reads sum to `y`, the second `c1`: at the
