@@ -1,0 +1,755 @@
+//! HEADER (filled in below once the figures are in).
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use baretime::{
+    Accuracy, Clock, Counter, Frequency, Instant, Reference, Source, Unjudged, Watch, Watchdog,
+    MARK_GRANULE_NS,
+};
+
+const PS: i128 = 1_000_000_000_000;
+/// `mHz × ps` per tick.
+const TICK: i128 = 1_000 * PS;
+const MS: u64 = 1_000_000_000;
+const US: u64 = 1_000_000;
+const SEC: u64 = 1_000_000_000_000;
+
+fn seeds() -> u64 {
+    std::env::var("BARETIME_ADV_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12)
+}
+
+/// splitmix64.
+fn mix(s: &mut u64) -> u64 {
+    *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *s;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+fn unif(s: &mut u64, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        return lo;
+    }
+    lo + mix(s) % (hi - lo + 1)
+}
+
+/// Log-uniform in [lo, hi].
+fn logu(s: &mut u64, lo: f64, hi: f64) -> f64 {
+    let u = (mix(s) >> 11) as f64 / (1u64 << 53) as f64;
+    (lo.ln() + u * (hi.ln() - lo.ln())).exp()
+}
+
+/// One segment of a count's rate: from `at` ps, `rate` mHz, changing by `slope` mHz per
+/// second.
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    at: u64,
+    rate: i128,
+    slope: i128,
+}
+
+/// A count derived from true time: piecewise rates (ramps allowed), steps, a phase, a
+/// width and a quantization (counts that move by `quant` at a time).
+#[derive(Clone, Debug)]
+struct Track {
+    segs: Vec<Seg>,
+    jumps: Vec<(u64, i128)>,
+    phase: i128,
+    start: i128,
+    bits: u32,
+    quant: i128,
+}
+
+impl Track {
+    fn new(rate_mhz: u128, bits: u32, seed: &mut u64) -> Track {
+        Track {
+            segs: vec![Seg {
+                at: 0,
+                rate: rate_mhz as i128,
+                slope: 0,
+            }],
+            jumps: Vec::new(),
+            phase: i128::from(mix(seed) % (TICK as u64)),
+            start: i128::from(mix(seed) >> 4),
+            bits,
+            quant: 1,
+        }
+    }
+
+    /// From `at` on, `rate` mHz (ramping by `slope` mHz/s).
+    fn set(&mut self, at: u64, rate: i128, slope: i128) {
+        self.segs.retain(|s| s.at < at);
+        self.segs.push(Seg { at, rate, slope });
+    }
+
+    /// The rate at `at` (mHz).
+    fn rate_at(&self, t: u64) -> i128 {
+        let s = self.segs.iter().rev().find(|s| s.at <= t).unwrap();
+        s.rate + s.slope * i128::from(t - s.at) / PS
+    }
+
+    fn acc(&self, t: u64) -> i128 {
+        let mut acc = self.phase;
+        for (i, s) in self.segs.iter().enumerate() {
+            if t <= s.at {
+                break;
+            }
+            let end = self.segs.get(i + 1).map_or(t, |n| n.at.min(t));
+            let dt = i128::from(end - s.at);
+            acc += s.rate * dt;
+            if s.slope != 0 {
+                acc += s.slope * dt / PS * dt / 2;
+            }
+        }
+        acc
+    }
+
+    /// Unwrapped count at `t`.
+    fn raw(&self, t: u64) -> i128 {
+        let jumps: i128 = self
+            .jumps
+            .iter()
+            .filter(|j| j.0 <= t)
+            .map(|j| j.1)
+            .sum();
+        self.start + self.acc(t).div_euclid(TICK) + jumps
+    }
+
+    fn read(&self, t: u64) -> u64 {
+        let r = self.raw(t).div_euclid(self.quant) * self.quant;
+        if self.bits >= 64 {
+            r as u64
+        } else {
+            r.rem_euclid(1i128 << self.bits) as u64
+        }
+    }
+}
+
+/// What a hostile reference returns instead of its count, from a true time on.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    None,
+    /// Random values from `from` on.
+    Garbage { from: u64 },
+    /// Every other read is the count minus `by` (a torn read, a flapping latch) from `from`.
+    Flap { from: u64, by: u64 },
+}
+
+/// A scripted world: true time in ps; every read costs time; counts latched inside reads.
+struct World {
+    t: u64,
+    seed: u64,
+    ctr: Track,
+    refr: Track,
+    ref_stated: Frequency,
+    /// Counter read cost and jitter (ps), latch point (permille of the read).
+    c_cost: u64,
+    c_jit: u64,
+    c_latch: u64,
+    /// Reference read cost and jitter (ps).
+    r_cost: u64,
+    r_jit: u64,
+    /// Latch point schedule: from true time `.0`, permille `.1` (`None`: uniform per read).
+    r_latch: Vec<(u64, Option<u64>)>,
+    /// A delayed reference read: probability (ppm) and the longest delay (ps), before the
+    /// latch or after it (chosen per read).
+    r_delay: (u64, u64),
+    /// One-off stalls of a reference read starting at or after `.0`, for `.1` ps.
+    stalls: Vec<(u64, u64)>,
+    hostile: Hostile,
+    n_ref_reads: u64,
+}
+
+impl World {
+    fn new(seed: u64, c_mhz: u128, c_bits: u32, r_hz: u64, r_bits: u32) -> World {
+        let mut s = seed;
+        let ctr = Track::new(c_mhz, c_bits, &mut s);
+        let refr = Track::new(u128::from(r_hz) * 1000, r_bits, &mut s);
+        World {
+            t: SEC,
+            seed: s,
+            ctr,
+            refr,
+            ref_stated: Frequency::exact_hz(r_hz).unwrap(),
+            c_cost: 20_000,
+            c_jit: 10_000,
+            c_latch: 500,
+            r_cost: 1_000_000,
+            r_jit: 100_000,
+            r_latch: vec![(0, None)],
+            r_delay: (0, 0),
+            stalls: Vec::new(),
+            hostile: Hostile::None,
+            n_ref_reads: 0,
+        }
+    }
+
+    fn read_counter(&mut self) -> u64 {
+        let cost = unif(&mut self.seed, self.c_cost, self.c_cost + self.c_jit);
+        let latch = self.t + cost * self.c_latch / 1000;
+        self.t += cost;
+        self.ctr.read(latch)
+    }
+
+    fn read_reference(&mut self) -> u64 {
+        self.n_ref_reads += 1;
+        let (mut before, mut after) = (0, 0);
+        if self.r_delay.0 > 0 && unif(&mut self.seed, 0, 999_999) < self.r_delay.0 {
+            let d = unif(&mut self.seed, 0, self.r_delay.1);
+            if mix(&mut self.seed) & 1 == 0 {
+                before = d;
+            } else {
+                after = d;
+            }
+        }
+        if let Some(i) = self.stalls.iter().position(|s| s.0 <= self.t) {
+            before += self.stalls.remove(i).1;
+        }
+        let cost = unif(&mut self.seed, self.r_cost, self.r_cost + self.r_jit);
+        let permille = match self.r_latch.iter().rev().find(|l| l.0 <= self.t).unwrap().1 {
+            Some(p) => p,
+            None => unif(&mut self.seed, 0, 1000),
+        };
+        let latch = self.t + before + cost * permille / 1000;
+        self.t += before + cost + after;
+        let honest = self.refr.read(latch);
+        match self.hostile {
+            Hostile::Garbage { from } if latch >= from => {
+                mix(&mut self.seed) & mask(self.refr.bits)
+            }
+            Hostile::Flap { from, by } if latch >= from && self.n_ref_reads % 2 == 0 => {
+                honest.wrapping_sub(by) & mask(self.refr.bits)
+            }
+            _ => honest,
+        }
+    }
+
+    /// The counter's rate as the reference counts it, mHz (f64).
+    fn truth(&self) -> f64 {
+        let c = self.ctr.rate_at(self.t) as f64;
+        let r = self.refr.rate_at(self.t) as f64;
+        c * self.ref_stated.as_millihz() as f64 / r
+    }
+}
+
+fn mask(bits: u32) -> u64 {
+    if bits >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    }
+}
+
+struct SimCounter(Rc<RefCell<World>>);
+impl Counter for SimCounter {
+    fn ticks(&self) -> u64 {
+        self.0.borrow_mut().read_counter()
+    }
+    fn bits(&self) -> u32 {
+        self.0.borrow().ctr.bits
+    }
+}
+
+struct SimRef(Rc<RefCell<World>>);
+impl Reference for SimRef {
+    fn read(&mut self) -> u64 {
+        self.0.borrow_mut().read_reference()
+    }
+    fn bits(&self) -> u32 {
+        self.0.borrow().refr.bits
+    }
+    fn frequency(&self) -> Frequency {
+        self.0.borrow().ref_stated
+    }
+    fn name(&self) -> &'static str {
+        "sim"
+    }
+}
+
+/// One check's record.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    /// True time at the check's start and end (ps).
+    t0: u64,
+    t1: u64,
+    v: Watch,
+    /// |clock's rate − the counter's rate as the reference counts it| (ppb) after the check.
+    err: f64,
+    bound: u64,
+    clock_mhz: u64,
+    /// The rate's change by this check (ppb of the old rate).
+    moved: f64,
+}
+
+struct Sim {
+    w: Rc<RefCell<World>>,
+    clock: Clock<SimCounter>,
+    wd: Watchdog<SimRef>,
+    last: Instant,
+    recs: Vec<Rec>,
+    /// Whether to judge promise 2 across each check (not where the counter itself jumps).
+    judge_jumps: bool,
+    /// `clock.update()` at least this often (narrow counters), ps; 0: never.
+    update_every: u64,
+    /// Worst excess over promise 2's allowance across a check (ns).
+    worst_jump_excess: i128,
+    back_steps: u64,
+}
+
+impl Sim {
+    fn new(world: World, start: Frequency) -> Sim {
+        Sim::with(world, start, |w| w)
+    }
+
+    fn with(
+        world: World,
+        start: Frequency,
+        f: impl FnOnce(Watchdog<SimRef>) -> Watchdog<SimRef>,
+    ) -> Sim {
+        let w = Rc::new(RefCell::new(world));
+        let clock = Clock::new(SimCounter(w.clone()), start);
+        let wd = f(Watchdog::new(SimRef(w.clone()), start));
+        let last = clock.now();
+        Sim {
+            w,
+            clock,
+            wd,
+            last,
+            recs: Vec::new(),
+            judge_jumps: true,
+            update_every: 0,
+            worst_jump_excess: i128::MIN,
+            back_steps: 0,
+        }
+    }
+
+    fn now(&mut self) -> Instant {
+        let n = self.clock.now();
+        if n < self.last {
+            self.back_steps += 1;
+        }
+        self.last = self.last.max(n);
+        n
+    }
+
+    fn advance(&mut self, ps: u64) {
+        if self.update_every == 0 {
+            self.w.borrow_mut().t += ps;
+            return;
+        }
+        let mut left = ps;
+        while left > 0 {
+            let d = left.min(self.update_every);
+            self.w.borrow_mut().t += d;
+            left -= d;
+            let _ = self.clock.update();
+            self.now();
+        }
+    }
+
+    fn check(&mut self) -> Watch {
+        let mhz0 = self.clock.scale().millihz();
+        let tb = self.w.borrow().t;
+        let before = self.now();
+        let t0 = self.w.borrow().t;
+        let v = self.wd.check(&self.clock);
+        let t1 = self.w.borrow().t;
+        let after = self.now();
+        let ta = self.w.borrow().t;
+        let mhz1 = self.clock.scale().millihz();
+        if self.judge_jumps {
+            let w = self.w.borrow();
+            let ticks = w.ctr.raw(ta) - w.ctr.raw(tb);
+            let slow = i128::from(mhz0.min(mhz1));
+            let allowed = ticks * PS / slow
+                + i128::from(MARK_GRANULE_NS)
+                + 20_000
+                + 2 * PS / slow
+                + 2;
+            let moved = i128::from((after - before).as_nanos() as u64);
+            self.worst_jump_excess = self.worst_jump_excess.max(moved - allowed);
+        }
+        let truth = self.w.borrow().truth();
+        let err = (mhz1 as f64 - truth).abs() / truth * 1e9;
+        let h = self.wd.health();
+        self.recs.push(Rec {
+            t0,
+            t1,
+            v,
+            err,
+            bound: h.bound_ppb,
+            clock_mhz: mhz1,
+            moved: (mhz1 as f64 - mhz0 as f64) / mhz0 as f64 * 1e9,
+        });
+        v
+    }
+
+    /// `n` checks every `period` ps (± `jit` ps).
+    fn run(&mut self, n: usize, period: u64, jit: u64) {
+        for _ in 0..n {
+            let p = {
+                let mut w = self.w.borrow_mut();
+                unif(&mut w.seed, period.saturating_sub(jit), period + jit)
+            };
+            self.advance(p);
+            self.check();
+        }
+    }
+
+    /// Health's counts add up to the checks, and match the verdicts seen.
+    fn counts_agree(&self) -> Result<(), String> {
+        let h = self.wd.health();
+        let count = |f: fn(&Watch) -> bool| self.recs.iter().filter(|r| f(&r.v)).count() as u64;
+        let seen = (
+            count(|v| matches!(v, Watch::NoVerdict(_))),
+            count(|v| matches!(v, Watch::Steady { .. })),
+            count(|v| matches!(v, Watch::Changed { .. })),
+            count(|v| matches!(v, Watch::CounterStopped | Watch::CounterJumped { .. })),
+        );
+        let got = (h.no_verdict, h.steady, h.changed, h.counter_faults);
+        if h.checks != self.recs.len() as u64 || seen != got {
+            return Err(format!(
+                "health {h:?} against {} checks, verdicts seen {seen:?}",
+                self.recs.len()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A start rate about `ppb_off` from `true_mhz`, stated with bound `bound` ppb (Measured)
+/// widened to cover the rounding to millihertz (an honest start).
+fn start_rate(true_mhz: f64, ppb_off: f64, bound: u64) -> Frequency {
+    let mhz = (true_mhz * (1.0 + ppb_off * 1e-9)).round() as u64;
+    let actual = ((mhz as f64 - true_mhz).abs() / true_mhz * 1e9).ceil() as u64 + 1;
+    let bound = bound.max(actual);
+    Frequency::from_millihz(
+        mhz,
+        Source::Calibrated,
+        Accuracy::Measured {
+            uncertainty_ppb: bound,
+        },
+    )
+    .unwrap()
+}
+
+/// The references of the attack: (name, Hz, bits, read cost ps).
+const REFS: [(&str, u64, u32, u64); 6] = [
+    ("hpet", 14_318_180, 64, 1_000_000),
+    ("hpet32", 14_318_180, 32, 800_000),
+    ("acpi_pm", 3_579_545, 24, 1_200_000),
+    ("pit", 1_193_182, 16, 2_500_000),
+    ("rtc32k", 32_768, 32, 1_500_000),
+    ("10mhz", 10_000_000, 64, 300_000),
+];
+
+/// Counter rates of the attack (Hz): 1 kHz to 5 GHz.
+const COUNTERS: [u64; 8] = [
+    1_000,
+    32_768,
+    1_000_000,
+    24_000_000,
+    100_000_000,
+    1_000_000_000,
+    3_000_000_000,
+    5_000_000_000,
+];
+
+fn is_alarm(v: &Watch) -> bool {
+    matches!(
+        v,
+        Watch::Changed { .. } | Watch::CounterStopped | Watch::CounterJumped { .. }
+    )
+}
+
+/// The worst `err − bound` (ppb) over `recs`, with the record.
+fn worst_excess(recs: &[Rec]) -> Option<(f64, Rec)> {
+    recs.iter()
+        .map(|r| (r.err - r.bound as f64, *r))
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// A world at constant rates with delays, stalls and jitter of its reads, from `seed`.
+/// Returns the world, the start rate, the period and the hook's jitter.
+fn constant_world(seed: u64) -> (World, Frequency, u64, u64, String) {
+    let mut s = seed.wrapping_mul(0x1234_5678_9abc_def1) ^ 0x5eed;
+    let (rname, rhz, rbits, rcost) = REFS[(mix(&mut s) % REFS.len() as u64) as usize];
+    let chz = COUNTERS[(mix(&mut s) % COUNTERS.len() as u64) as usize];
+    // The counter off its nominal rate by up to ±200 ppm (the truth is what it is).
+    // (A 1 kHz counter only above: the crate's floor.)
+    let lo = if chz == 1_000 { 250_000 } else { 0 };
+    let ppb = unif(&mut s, lo, 400_000) as f64 - 200_000.0;
+    let c_mhz = (chz as f64 * 1000.0 * (1.0 + ppb * 1e-9)).round() as u128;
+    let mut w = World::new(mix(&mut s), c_mhz, 64, rhz, rbits);
+    w.r_cost = rcost;
+    w.r_jit = unif(&mut s, 0, rcost / 2);
+    w.c_cost = unif(&mut s, 5_000, 60_000);
+    w.c_jit = unif(&mut s, 0, 20_000);
+    w.c_latch = unif(&mut s, 0, 1000);
+    // A reference off its stated rate within a stated tolerance (half the seeds).
+    let mut desc = format!("{rname} vs {chz} Hz");
+    if mix(&mut s) & 1 == 0 {
+        let tol = unif(&mut s, 1_000, 100_000);
+        let off = unif(&mut s, 0, 2 * tol) as i128 - tol as i128;
+        w.ref_stated = Frequency::nominal_hz(rhz, tol).unwrap();
+        let true_r = (i128::from(rhz) * 1000 * (1_000_000_000 + off)) / 1_000_000_000;
+        w.refr.set(0, true_r, 0);
+        desc += &format!(", ref {off:+} ppb off within ±{tol}");
+    }
+    // Delayed reads: up to 5 % of them, by up to 0.1–5 ms; SMIs.
+    w.r_delay = (unif(&mut s, 0, 50_000), unif(&mut s, 100 * US, 5 * MS));
+    for _ in 0..unif(&mut s, 0, 6) {
+        let at = unif(&mut s, SEC, 60 * SEC);
+        w.stalls.push((at, unif(&mut s, 50 * US, 200 * MS)));
+    }
+    // Period: 0.1–4 s, but under half the narrow reference's wrap where it is the longer.
+    // (The 64-bit counter is the longer wrap: a narrow reference is unwrapped against the
+    // rate, however many times it wraps in a period.)
+    let period = unif(&mut s, 100 * MS, 4 * SEC);
+    let jit = unif(&mut s, 0, period / 5);
+    // The start rate: the counter's rate as the reference counts it, or its true rate,
+    // within an honest bound.
+    let bound = unif(&mut s, 20, 5_000);
+    let off = unif(&mut s, 0, 2 * bound) as f64 - bound as f64;
+    let base = if mix(&mut s) & 1 == 0 {
+        w.truth()
+    } else {
+        c_mhz as f64
+    };
+    (w, start_rate(base, off, bound), period, jit, desc)
+}
+
+/// Promise (Watchdog, "False alarms: none, under these assumptions"): "if the counter and the
+/// reference both run at constant rates, the reference is latched inside its bracket ..., and
+/// the counts step by no more than learnt, then ... no check reports (c) or (d) — whatever
+/// the reads' delays, jitter and stalls." And `bound_ppb`: a worst case at constant rates.
+/// Counters 1 kHz–5 GHz, every reference kind (PIT 16-bit and ACPI PM 24-bit wrapping many
+/// times per period: unwrapped against the rate), references off their stated rate within
+/// their stated tolerance, delayed reads before or after the latch, SMI stalls up to 200 ms,
+/// periods 0.1–4 s with hook jitter up to 20 %. Also: promise 1–2 across every check and
+/// health's counts.
+#[test]
+fn constant_rates_never_alarm_and_the_bound_holds() {
+    let mut failures = Vec::new();
+    let mut checks = 0;
+    for seed in 0..seeds() * 4 {
+        let (w, start, period, jit, desc) = constant_world(seed);
+        let mut sim = Sim::new(w, start);
+        let n = (120 * SEC / period).clamp(40, 300) as usize;
+        sim.run(n, period, jit);
+        checks += sim.recs.len();
+        let alarms: Vec<_> = sim.recs.iter().filter(|r| is_alarm(&r.v)).collect();
+        if let Some(a) = alarms.first() {
+            failures.push(format!("seed {seed} ({desc}): {} alarms, first {a:?}", alarms.len()));
+        }
+        if let Some((x, r)) = worst_excess(&sim.recs) {
+            if x > 0.0 {
+                failures.push(format!("seed {seed} ({desc}): err {:.1} > bound {} ({r:?})", r.err, r.bound));
+            }
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!(
+                "seed {seed} ({desc}): {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
+        }
+        if let Err(e) = sim.counts_agree() {
+            failures.push(format!("seed {seed}: {e}"));
+        }
+    }
+    eprintln!("constant rates: {} seeds, {checks} checks, {} failures", seeds() * 4, failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// An undisturbed world for detection: constant read costs (small jitter), no delayed reads,
+/// no stalls, a regular hook. Returns the world, the start rate and the period.
+fn quiet_world(seed: u64, refs: &[usize], counters: &[u64]) -> (World, Frequency, u64, String) {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ 0xc0ffee;
+    let (rname, rhz, rbits, rcost) = REFS[refs[(mix(&mut s) % refs.len() as u64) as usize]];
+    let chz = counters[(mix(&mut s) % counters.len() as u64) as usize];
+    let mut w = World::new(mix(&mut s), u128::from(chz) * 1000, 64, rhz, rbits);
+    w.r_cost = rcost;
+    w.r_jit = rcost / 10;
+    let period = [250 * MS, 500 * MS, SEC, 2 * SEC][(mix(&mut s) % 4) as usize];
+    let bound = unif(&mut s, 20, 2_000);
+    let off = unif(&mut s, 0, 2 * bound) as f64 - bound as f64;
+    let start = start_rate(w.truth(), off, bound);
+    (w, start, period, format!("{rname} vs {chz} Hz, P {} ms", period / MS))
+}
+
+/// The widest interval bound (ppb) of the Steady verdicts in `recs`.
+fn widest_steady(recs: &[Rec]) -> u64 {
+    recs.iter()
+        .filter_map(|r| match r.v {
+            Watch::Steady { rate } => Some(rate.accuracy().bound_ppb()),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// How a change is placed.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Place {
+    /// Anywhere in the interval before the check.
+    Interval,
+    /// Inside the check's reads (its brackets): within 6 µs of its start.
+    Bracket,
+}
+
+/// Runs `quiet_world(seed)` steady for `steady` checks, then changes the counter's rate by
+/// `factor × 2 × (the widest steady interval bound)` ppb (signed by `sign`), placed per
+/// `place`, and runs `after` more checks. Returns the sim, the index of the first check
+/// after the change, the change (ppb) and its true time.
+fn change_run(
+    seed: u64,
+    steady: usize,
+    factor: f64,
+    place: Place,
+    after: usize,
+) -> (Sim, usize, f64, u64, String) {
+    let (w, start, period, desc) = quiet_world(seed, &[0, 2, 5], &[24_000_000, 1_000_000_000, 3_000_000_000]);
+    let mut sim = Sim::new(w, start);
+    let mut s = seed ^ 0xdead_beef;
+    sim.run(steady, period, period / 100);
+    let b = widest_steady(&sim.recs) as f64;
+    let delta = (factor * 2.0 * b + 2.0).min(100_000_000.0);
+    let delta = if mix(&mut s) & 1 == 0 { delta } else { -delta };
+    let p = unif(&mut s, period - period / 100, period + period / 100);
+    let (t_prev, t_now) = {
+        let w = sim.w.borrow();
+        (w.t, w.t + p)
+    };
+    let at = match place {
+        Place::Interval => unif(&mut s, t_prev + 1, t_now),
+        Place::Bracket => t_now + unif(&mut s, 0, 6 * US),
+    };
+    {
+        let mut w = sim.w.borrow_mut();
+        let r = w.ctr.rate_at(at);
+        let new = r + (r as f64 * delta * 1e-9) as i128;
+        w.ctr.set(at, new, 0);
+    }
+    let first = sim.recs.len();
+    sim.advance(p);
+    sim.check();
+    sim.run(after - 1, period, period / 100);
+    (sim, first, delta, at, desc)
+}
+
+/// Promise (Watchdog, "Detection time"): "A change of the counter's rate by `δ` (in ppb) at
+/// some point of an interval is reported at the end of the second interval after it at the
+/// latest (at most three periods `P` after the change when no check is disturbed ...),
+/// provided `δ` exceeds twice an interval's bound"; with (c)'s "The clock was recalibrated to
+/// `rate`", the new rate's bound, `bound_ppb` after detection, and promises 1–2 across the
+/// recalibration. Here δ is 3–50× twice the widest steady interval bound seen before
+/// (up to 10 %), at a random point of an interval, after 4–60 steady checks, undisturbed.
+#[test]
+fn a_change_well_beyond_the_threshold_is_reported_within_three_periods() {
+    detection_family(3.0, 50.0, Place::Interval, "interval", true);
+}
+
+/// The same with the change inside the check's brackets (between its counter and
+/// reference reads): the worst moment for the check that straddles it.
+#[test]
+fn a_change_inside_a_checks_bracket_is_reported_within_three_periods() {
+    detection_family(3.0, 50.0, Place::Bracket, "bracket", true);
+}
+
+/// `at_detection`: also judge the Changed verdict's rate against its bound and `bound_ppb`
+/// at the detecting check (else from the check after it).
+fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bool) {
+    let mut failures = Vec::new();
+    let mut delays = Vec::new();
+    for seed in 0..seeds() * 4 {
+        let mut s = seed ^ 0x5151;
+        let steady = unif(&mut s, 4, 60) as usize;
+        let factor = logu(&mut s, lo, hi);
+        let (sim, first, delta, at, desc) = change_run(seed, steady, factor, place, 40);
+        let recs = &sim.recs[first..];
+        let found = recs.iter().position(|r| matches!(r.v, Watch::Changed { .. }));
+        let tag = format!("seed {seed} ({desc}, δ {delta:+.0} ppb, {steady} steady)");
+        match found {
+            Some(k) if k <= 2 => delays.push((recs[k].t1 - at) as f64 / 1e9),
+            Some(k) => failures.push(format!("{tag}: reported at check {} after it, {:?}", k + 1, &recs[..=k].iter().map(|r| r.v).collect::<Vec<_>>())),
+            None => failures.push(format!("{tag}: never reported: {:?}", recs.iter().take(6).map(|r| r.v).collect::<Vec<_>>())),
+        }
+        if recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+            failures.push(format!("{tag}: a counter fault for a change under 12.5 %"));
+        }
+        if let Some(k) = found {
+            if let Watch::Changed { rate, recalibrated } = recs[k].v {
+                let truth = sim.w.borrow().truth();
+                let e = (rate.as_millihz() as f64 - truth).abs() / truth * 1e9;
+                if at_detection && e > rate.accuracy().bound_ppb() as f64 + 1e9 / truth {
+                    failures.push(format!("{tag}: Changed rate {e:.0} ppb off, bound {}", rate.accuracy().bound_ppb()));
+                }
+                if recalibrated.is_err() {
+                    failures.push(format!("{tag}: not recalibrated: {recalibrated:?}"));
+                }
+            }
+            let from = if at_detection { k } else { k + 1 };
+            if let Some((x, r)) = worst_excess(&recs[from..]) {
+                if x > 0.0 {
+                    failures.push(format!("{tag}: after detection err {:.0} > bound {} ({r:?})", r.err, r.bound));
+                }
+            }
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+        }
+        if let Err(e) = sim.counts_agree() {
+            failures.push(format!("{tag}: {e}"));
+        }
+    }
+    delays.sort_by(f64::total_cmp);
+    eprintln!(
+        "detection ({name}, {lo}–{hi}× threshold): {} seeds, {} failures, delay ms p50 {:.0} max {:.0}",
+        seeds() * 4,
+        failures.len(),
+        delays.get(delays.len() / 2).copied().unwrap_or(0.0),
+        delays.last().copied().unwrap_or(0.0)
+    );
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The same promise at its edge: δ 1.02–1.5× twice the widest steady interval bound. Held:
+/// reported within three periods, no counter fault, `bound_ppb` from the check after the
+/// detection on, promises 1–2 (the verdict's own rate: see the next test).
+#[test]
+fn a_change_just_beyond_the_threshold_is_reported_within_three_periods() {
+    detection_family(1.02, 1.5, Place::Interval, "edge", false);
+}
+
+/// FINDING. [`Watch::Changed`]'s `rate`: "The new rate, measured over the confirming
+/// interval, with its bound", and `bound_ppb`: "Between a change and its detection ... it
+/// does not hold" (so from the detection on, it does; "After [`Watch::Changed`] it covers the
+/// old rate too"). A change at 1.02–1.5× the threshold is reported at the first check after
+/// it (the window's parts, or the window against the clock), and the clock recalibrated to a
+/// rate part of the way there: the verdict's rate lies outside its own bound of the counter's
+/// new rate, and `bound_ppb` right after is below the clock's error.
+#[test]
+#[ignore = "finding: 5 of 400 seeds (BARETIME_ADV_SEEDS=100): e.g. 24 MHz vs HPET, P 250 ms, δ −11.4 ppm: Changed at the first check, rate 8 951 ppb off the new rate under a bound of 6 409; bound_ppb 6 410"]
+fn a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound() {
+    detection_family(1.02, 1.5, Place::Interval, "edge, at detection", true);
+}
+
+/// Prints one edge run (`ADV_SEED`, `ADV_FACTOR`): a probe for the figures, not a test.
+#[test]
+#[ignore = "probe"]
+fn probe_edge_run() {
+    let seed: u64 = std::env::var("ADV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);
+    let mut s = seed ^ 0x5151;
+    let steady = unif(&mut s, 4, 60) as usize;
+    let factor = std::env::var("ADV_FACTOR").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| logu(&mut s, 1.02, 1.5));
+    let (sim, first, delta, at, desc) = change_run(seed, steady, factor, Place::Interval, 40);
+    eprintln!("{desc}, δ {delta:+.0} at {:.6} s, factor {factor:.3}, widest steady {}", at as f64 / 1e12, widest_steady(&sim.recs[..first]));
+    for (i, r) in sim.recs.iter().enumerate().skip(first.saturating_sub(3)).take(24) {
+        eprintln!("{:3} t1 {:.3} {:<60} err {:8.0} bound {:8} moved {:8.0}", i as i64 - first as i64, r.t1 as f64 / 1e12, format!("{}", r.v), r.err, r.bound, r.moved);
+    }
+}
