@@ -753,3 +753,274 @@ fn probe_edge_run() {
         eprintln!("{:3} t1 {:.3} {:<60} err {:8.0} bound {:8} moved {:8.0}", i as i64 - first as i64, r.t1 as f64 / 1e12, format!("{}", r.v), r.err, r.bound, r.moved);
     }
 }
+
+/// A quiet 64-bit world steady for 8–30 checks; returns the sim, the period and the true time
+/// of the next check's start (after `advance`) with a seed.
+fn quiet_sim(seed: u64, refs: &[usize], counters: &[u64]) -> (Sim, u64, String, u64) {
+    let (w, start, period, desc) = quiet_world(seed, refs, counters);
+    let mut sim = Sim::new(w, start);
+    let mut s = seed ^ 0xabcdef;
+    let steady = unif(&mut s, 8, 30) as usize;
+    sim.run(steady, period, period / 100);
+    (sim, period, desc, s)
+}
+
+/// Promise ((d)): "[`Watch::CounterStopped`]: the counter moved less than its bound while the
+/// reference moved 16 steps"; "[`Watch::CounterJumped`]: a 64-bit counter went back, or the
+/// interval is off by more than 12.5 % and the counter's `ΔC` moved ... more than twice as
+/// far ... as the reference's `ΔX`", `by_ns` "by this many nanoseconds (negative: back)".
+/// Stops, forward steps of 0.2 P to a day, steps back, at a random point of an interval:
+/// the fault within two checks, never [`Watch::Changed`] before it, `by_ns` within 1 % + 1 ms
+/// of the step; the clock never goes back.
+#[test]
+fn stops_and_forward_steps_of_the_counter_are_told() {
+    stops_and_steps(&[0, 1], 1.0);
+}
+
+/// Steps back (64-bit counter): [`Watch::CounterJumped`] within two checks, never
+/// [`Watch::Changed`] before it (held) — but `by_ns` ("by this many nanoseconds (negative:
+/// back, or time lost)") is the counter's net move over the interval, the step plus the
+/// period, not the step.
+#[test]
+#[ignore = "finding: a step back of 0.98 s at P 500 ms is by_ns −0.478 s; of 5.85 s at P 1 s, −4.85 s: off by one period (BARETIME_ADV_SEEDS=30: 21 of 60 seeds beyond 1 % + 1 ms, the rest steps ≫ P)"]
+fn a_step_back_is_told_by_its_size() {
+    stops_and_steps(&[2], 1.0);
+}
+
+fn stops_and_steps(kinds: &[u64], _unused: f64) {
+    let mut failures = Vec::new();
+    for seed in 0..seeds() * 2 * kinds.len() as u64 {
+        let (mut sim, period, desc, mut s) = quiet_sim(seed, &[0, 5], &[24_000_000, 1_000_000_000]);
+        sim.judge_jumps = false;
+        let kind = kinds[(seed % kinds.len() as u64) as usize];
+        let (t_prev, p) = (sim.w.borrow().t, period);
+        let at = unif(&mut s, t_prev + 1, t_prev + p);
+        let f_hz = sim.w.borrow().ctr.rate_at(at) as f64 / 1000.0;
+        let mut step_ns = 0f64;
+        {
+            let mut w = sim.w.borrow_mut();
+            match kind {
+                0 => w.ctr.set(at, 0, 0),
+                _ => {
+                    let ns = logu(&mut s, 0.2 * period as f64 / 1e3, 86_400e9);
+                    step_ns = if kind == 2 { -ns } else { ns };
+                    w.ctr.jumps.push((at, (step_ns * f_hz / 1e9) as i128));
+                }
+            }
+        }
+        let first = sim.recs.len();
+        sim.advance(p);
+        sim.check();
+        sim.run(5, period, period / 100);
+        let recs = &sim.recs[first..];
+        let tag = format!("seed {seed} ({desc}, kind {kind}, step {step_ns:.0} ns)");
+        let fault = recs.iter().position(|r| match (kind, r.v) {
+            (0, Watch::CounterStopped) => true,
+            (1 | 2, Watch::CounterJumped { by_ns }) => {
+                let e = (by_ns as f64 - step_ns).abs();
+                if e > step_ns.abs() / 100.0 + 1e6 {
+                    failures.push(format!("{tag}: by_ns {by_ns} against {step_ns:.0}"));
+                }
+                true
+            }
+            _ => false,
+        });
+        match fault {
+            Some(k) if k <= 1 => {
+                if recs[..k].iter().any(|r| matches!(r.v, Watch::Changed { .. })) {
+                    failures.push(format!("{tag}: Changed before the fault"));
+                }
+            }
+            _ => failures.push(format!("{tag}: {:?}", recs.iter().map(|r| r.v).collect::<Vec<_>>())),
+        }
+        if sim.back_steps > 0 {
+            failures.push(format!("{tag}: {} steps back", sim.back_steps));
+        }
+    }
+    eprintln!("stops and steps {kinds:?}: {} seeds, {} failures", seeds() * 2 * kinds.len() as u64, failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Promise ([`Watch::CounterJumped`]): "A counter that runs on at a new rate after a step is
+/// [`Watch::Changed`] at the next check." A forward step of 1–100 s with the rate changed by
+/// +0.1 % or −0.1 % at the same instant.
+///
+/// FINDING: in every seed the step is [`Watch::CounterJumped`] at the first check, then
+/// eight checks [`Unjudged::Unconfirmed`], and [`Watch::Changed`] only at the ninth check
+/// after the jump (2.25–18 s at `P` 0.25–2 s), the clock 1 000 ppm off meanwhile; the
+/// detection time's "at most three periods" is missed too.
+#[test]
+#[ignore = "finding: 1 GHz vs HPET/10 MHz, step 1–100 s with ±0.1 %: CounterJumped, 8 × Unconfirmed, Changed at the 9th check after, in every seed (BARETIME_ADV_SEEDS=30: 60 of 60)"]
+fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
+    let mut failures = Vec::new();
+    let mut late = Vec::new();
+    for seed in 0..seeds() * 2 {
+        let (mut sim, period, desc, mut s) = quiet_sim(seed, &[0, 5], &[1_000_000_000]);
+        sim.judge_jumps = false;
+        let t_prev = sim.w.borrow().t;
+        let at = unif(&mut s, t_prev + 1, t_prev + period);
+        let sign = if mix(&mut s) & 1 == 0 { 1 } else { -1 };
+        {
+            let mut w = sim.w.borrow_mut();
+            let r = w.ctr.rate_at(at);
+            w.ctr.set(at, r + sign * r / 1000, 0);
+            let secs = unif(&mut s, 1, 100) as i128;
+            w.ctr.jumps.push((at, secs * r / 1000));
+        }
+        let first = sim.recs.len();
+        sim.advance(period);
+        sim.check();
+        sim.run(60, period, period / 100);
+        let vs: Vec<_> = sim.recs[first..].iter().map(|r| r.v).collect();
+        let j = vs.iter().position(|v| matches!(v, Watch::CounterJumped { .. }));
+        let c = vs.iter().position(|v| matches!(v, Watch::Changed { .. }));
+        match (j, c) {
+            (Some(j), Some(c)) if c == j + 1 => {}
+            (Some(j), Some(c)) if c > j => late.push(c - j),
+            _ => failures.push(format!("seed {seed} ({desc}): {vs:?}")),
+        }
+    }
+    eprintln!("step + new rate: {} seeds, Changed later than the next check in {} ({late:?}), {} failures", seeds() * 2, late.len(), failures.len());
+    assert!(failures.is_empty() && late.is_empty(), "{failures:#?} late {late:?}");
+}
+
+/// FINDING (the garbage kind of the family below, alone): a reference that returns random
+/// values is read as the honest counter's fault: [`Watch::CounterJumped`] with `by_ns`
+/// `i64::MIN`, where (d) says "a 64-bit counter went back, or the interval is off by more
+/// than 12.5 % and the counter's `ΔC` moved from the last judged interval's more than twice
+/// as far (relatively) as the reference's `ΔX` did" — neither happened (the counter and the
+/// hook kept their cadence).
+#[test]
+#[ignore = "finding: garbage reference, honest 64-bit counter at 24 MHz/1 GHz, steady hook: CounterJumped { by_ns: i64::MIN } in 11 of 30 seeds within 60 checks (BARETIME_ADV_SEEDS=30)"]
+fn a_garbage_reference_never_faults_an_honest_counter() {
+    hostile_family(&[6]);
+}
+
+/// Hostile references with an honest counter and a steady hook: the reference stuck for
+/// good, paused 1–20 s then resuming (time lost), stepping forward or back once, running
+/// backwards for a while, flapping (every other read short by 1–1000 ticks) (garbage: the
+/// finding above).
+/// Promises: "Everything is integer arithmetic, saturating or checked: no input makes it
+/// panic"; (d) needs the counter to break the hook's cadence, so an honest counter is never
+/// [`Watch::CounterStopped`] nor [`Watch::CounterJumped`]; "A one-off (a reference that
+/// steps once or stands still ...) is never (c)"; the clock never goes back nor jumps.
+#[test]
+fn hostile_references_never_fault_an_honest_counter() {
+    hostile_family(&[0, 1, 2, 3, 4, 5]);
+}
+
+fn hostile_family(kinds: &[usize]) {
+    let mut failures = Vec::new();
+    let mut counts = [0u64; 7];
+    for seed in 0..seeds() * 5 * kinds.len() as u64 {
+        let (mut sim, period, desc, mut s) = quiet_sim(seed, &[0, 2, 4, 5], &[24_000_000, 1_000_000_000]);
+        let kind = kinds[(seed % kinds.len() as u64) as usize];
+        counts[kind] += 1;
+        let t_prev = sim.w.borrow().t;
+        let at = unif(&mut s, t_prev + 1, t_prev + period);
+        let one_off = matches!(kind, 1..=3);
+        {
+            let mut w = sim.w.borrow_mut();
+            let r = w.refr.rate_at(at);
+            let hz = r / 1000;
+            match kind {
+                0 => w.refr.set(at, 0, 0),
+                1 => {
+                    let len = unif(&mut s, SEC, 20 * SEC);
+                    w.refr.set(at, 0, 0);
+                    w.refr.set(at + len, r, 0);
+                }
+                2 => w.refr.jumps.push((at, hz * unif(&mut s, 1, 100_000) as i128 / 1000)),
+                3 => w.refr.jumps.push((at, -(hz * unif(&mut s, 1, 100_000) as i128 / 1000))),
+                4 => {
+                    let len = unif(&mut s, SEC, 10 * SEC);
+                    w.refr.set(at, -r, 0);
+                    w.refr.set(at + len, r, 0);
+                }
+                5 => {
+                    w.hostile = Hostile::Flap {
+                        from: at,
+                        by: unif(&mut s, 1, 1000),
+                    }
+                }
+                _ => w.hostile = Hostile::Garbage { from: at },
+            }
+        }
+        let first = sim.recs.len();
+        sim.run(60, period, period / 100);
+        let recs = &sim.recs[first..];
+        let tag = format!("seed {seed} ({desc}, kind {kind})");
+        if let Some(r) = recs.iter().find(|r| matches!(r.v, Watch::CounterStopped | Watch::CounterJumped { .. })) {
+            failures.push(format!("{tag}: counter fault {:?}", r.v));
+        }
+        if one_off && recs.iter().any(|r| matches!(r.v, Watch::Changed { .. })) {
+            failures.push(format!("{tag}: Changed after a one-off: {:?}", recs.iter().map(|r| r.v).take(12).collect::<Vec<_>>()));
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+        }
+        if let Err(e) = sim.counts_agree() {
+            failures.push(format!("{tag}: {e}"));
+        }
+    }
+    eprintln!("hostile references: {counts:?} seeds per kind, {} failures", failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Narrow counts (promise: *Widths*): "the one whose wrap period is the longer is unwrapped by
+/// the half-range rule ... The other is unwrapped against the rate in force". A 32-bit
+/// 3–5 GHz counter (wrapping every 0.9–1.4 s) against a 64-bit HPET checked every 0.5–5 s; a
+/// 24-bit 24 MHz counter (0.7 s) against the 24-bit ACPI PM timer (4.7 s) every 0.3–2 s; a
+/// 16-bit 1 MHz counter (65 ms) against the 16-bit PIT (55 ms) every 10–25 ms. The clock is
+/// updated as promise 5 asks. No alarm, the bound holds, then +100 ppm (or 6× the widest
+/// steady interval bound, where that is more) is reported within three checks.
+#[test]
+fn narrow_counts_wrap_without_alarms_and_changes_are_still_seen() {
+    let mut failures = Vec::new();
+    for seed in 0..seeds() * 3 {
+        let mut s = seed ^ 0x77;
+        let (chz, cbits, ri, plo, phi) = match seed % 3 {
+            0 => (unif(&mut s, 3_000_000_000, 5_000_000_000), 32, 0, 500 * MS, 5 * SEC),
+            1 => (24_000_000, 24, 2, 300 * MS, 2 * SEC),
+            _ => (1_000_000, 16, 3, 10 * MS, 25 * MS),
+        };
+        let (_, rhz, rbits, rcost) = REFS[ri];
+        let mut w = World::new(mix(&mut s), u128::from(chz) * 1000, cbits, rhz, rbits);
+        w.r_cost = rcost;
+        w.r_jit = rcost / 10;
+        let start = start_rate(w.truth(), unif(&mut s, 0, 400) as f64 - 200.0, 200);
+        let mut sim = Sim::new(w, start);
+        let wrap_ps = ((1u128 << cbits) * PS as u128 * 1000 / (u128::from(chz) * 1000)) as u64;
+        sim.update_every = wrap_ps / 8;
+        let period = unif(&mut s, plo, phi);
+        sim.run(40, period, period / 100);
+        let tag = format!("seed {seed} ({chz} Hz {cbits}-bit vs ref {ri}, P {} ms)", period / MS);
+        if let Some(r) = sim.recs.iter().find(|r| is_alarm(&r.v)) {
+            failures.push(format!("{tag}: alarm at constant rates {:?}", r.v));
+        }
+        if let Some((x, r)) = worst_excess(&sim.recs) {
+            if x > 0.0 {
+                failures.push(format!("{tag}: err {:.0} > bound {}", r.err, r.bound));
+            }
+        }
+        // +100 ppm, or 6× the widest steady interval bound where that is more (the PIT's).
+        let ppb = (6 * widest_steady(&sim.recs)).max(100_000) as i128;
+        let t = sim.w.borrow().t + period / 3;
+        {
+            let mut w = sim.w.borrow_mut();
+            let r = w.ctr.rate_at(t);
+            w.ctr.set(t, r + r * ppb / 1_000_000_000, 0);
+        }
+        let first = sim.recs.len();
+        sim.run(6, period, period / 100);
+        let vs: Vec<_> = sim.recs[first..].iter().map(|r| r.v).collect();
+        if !vs[..3].iter().any(|v| matches!(v, Watch::Changed { .. })) {
+            failures.push(format!("{tag}: +{ppb} ppb not reported in three checks: {vs:?}"));
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+        }
+    }
+    eprintln!("narrow counts: {} seeds, {} failures", seeds() * 3, failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
