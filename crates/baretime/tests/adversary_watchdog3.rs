@@ -739,21 +739,6 @@ fn a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound() {
     detection_family(1.02, 1.5, Place::Interval, "edge, at detection", true);
 }
 
-/// Prints one edge run (`ADV_SEED`, `ADV_FACTOR`): a probe for the figures, not a test.
-#[test]
-#[ignore = "probe"]
-fn probe_edge_run() {
-    let seed: u64 = std::env::var("ADV_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(42);
-    let mut s = seed ^ 0x5151;
-    let steady = unif(&mut s, 4, 60) as usize;
-    let factor = std::env::var("ADV_FACTOR").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| logu(&mut s, 1.02, 1.5));
-    let (sim, first, delta, at, desc) = change_run(seed, steady, factor, Place::Interval, 40);
-    eprintln!("{desc}, δ {delta:+.0} at {:.6} s, factor {factor:.3}, widest steady {}", at as f64 / 1e12, widest_steady(&sim.recs[..first]));
-    for (i, r) in sim.recs.iter().enumerate().skip(first.saturating_sub(3)).take(24) {
-        eprintln!("{:3} t1 {:.3} {:<60} err {:8.0} bound {:8} moved {:8.0}", i as i64 - first as i64, r.t1 as f64 / 1e12, format!("{}", r.v), r.err, r.bound, r.moved);
-    }
-}
-
 /// A quiet 64-bit world steady for 8–30 checks; returns the sim, the period and the true time
 /// of the next check's start (after `advance`) with a seed.
 fn quiet_sim(seed: u64, refs: &[usize], counters: &[u64]) -> (Sim, u64, String, u64) {
@@ -1240,4 +1225,160 @@ fn a_long_gap_against_a_narrow_reference_is_no_change() {
     }
     eprintln!("long gap vs a narrow reference: {} of {} seeds fail", bad.len(), seeds() * 4);
     assert!(bad.is_empty(), "{bad:#?}");
+}
+
+/// Slow ramps (promise: *Detection time*): "A ramp of slope `s` (ppb per second) is seen when
+/// `s·T/2` exceeds the parts' bounds". A steady ramp of ±2–300 ppb/s (below an interval's
+/// threshold per period) starting after 20 steady checks, for 300 s, or the same taken as a
+/// staircase (steps every 5 periods, the same average pace): reported ([`Watch::Changed`])
+/// in every seed, never a counter fault, promises 1–2 kept.
+#[test]
+fn a_slow_ramp_or_staircase_is_seen() {
+    ramp_family(false, false);
+    ramp_family(true, false);
+}
+
+/// FINDING. `bound_ppb`: "While the rate keeps moving (a ramp), it adds the lesser of the pace
+/// last seen carried over half the window ... and four times the window's own bound (what a
+/// steady ramp of any pace can have moved while one line still fits the window's samples: a
+/// worst case for a steady ramp ...)". Under a steady linear ramp, after its report, the
+/// clock's error exceeds `bound_ppb` at some check.
+#[test]
+#[ignore = "finding: steady ramp ±2–300 ppb/s, 1–3 GHz vs HPET/10 MHz, P 0.25–2 s: err > bound_ppb after the report in 19 of 150 seeds (BARETIME_ADV_SEEDS=50), up to 2.96× (680 ppb under 230, +224 ppb/s, P 2 s)"]
+fn a_steady_ramp_stays_within_the_bound_after_its_report() {
+    ramp_family(false, true);
+}
+
+/// The same for the staircase (steps of a fifth of a period's threshold or less, every 5
+/// periods). Not a steady ramp, so outside the "worst case for a steady ramp" clause, but
+/// each step is a rate "one rate since" a few samples back: reported as a gap in what
+/// `bound_ppb` promises for a rate that moves in small steps.
+#[test]
+#[ignore = "finding (doc gap): staircase at ±2–300 ppb/s average: err > bound_ppb after the report in 48 of 150 seeds (BARETIME_ADV_SEEDS=50), up to 4.9× (624 ppb under 126)"]
+fn a_staircase_stays_within_the_bound_after_its_report() {
+    ramp_family(true, true);
+}
+
+fn ramp_family(stairs: bool, judge_bound: bool) {
+    let mut failures = Vec::new();
+    let mut seen = Vec::new();
+    for seed in 0..seeds() * 3 {
+        let (w, start, period, desc) = quiet_world(seed, &[0, 5], &[1_000_000_000, 3_000_000_000]);
+        let mut sim = Sim::new(w, start);
+        let mut s = seed ^ 0x4a3;
+        sim.run(20, period, period / 100);
+        let slope_ppb = logu(&mut s, 2.0, 300.0) * if mix(&mut s) & 1 == 0 { 1.0 } else { -1.0 };
+        let t0 = sim.w.borrow().t + unif(&mut s, 1, period);
+        {
+            let mut w = sim.w.borrow_mut();
+            let r = w.ctr.rate_at(t0);
+            if stairs {
+                let step_ps = 5 * period;
+                for i in 0..(300 * SEC / step_ps) {
+                    let at = t0 + i * step_ps;
+                    let dt_s = (i * step_ps) as f64 / 1e12;
+                    w.ctr.set(at, r + (r as f64 * slope_ppb * 1e-9 * dt_s) as i128, 0);
+                }
+            } else {
+                w.ctr.set(t0, r, (r as f64 * slope_ppb * 1e-9) as i128);
+            }
+        }
+        let first = sim.recs.len();
+        sim.run((300 * SEC / period) as usize, period, period / 100);
+        let recs = &sim.recs[first..];
+        let tag = format!("seed {seed} ({desc}, {slope_ppb:+.1} ppb/s)");
+        match recs.iter().position(|r| matches!(r.v, Watch::Changed { .. })) {
+            None => failures.push(format!("{tag}: never reported in 300 s, err at the end {:.0} bound {}", recs.last().unwrap().err, recs.last().unwrap().bound)),
+            Some(k) => {
+                seen.push((recs[k].t1 - t0) as f64 / 1e12);
+                if let Some((x, r)) = worst_excess(&recs[k..]).filter(|_| judge_bound) {
+                    if x > 0.0 {
+                        failures.push(format!("{tag}: after detection at {:.1} s, err {:.0} > bound {} at {:.1} s ({})", (recs[k].t1 - t0) as f64 / 1e12, r.err, r.bound, (r.t1 - t0) as f64 / 1e12, r.v));
+                    }
+                }
+            }
+        }
+        if recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+            failures.push(format!("{tag}: a counter fault"));
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+        }
+    }
+    seen.sort_by(f64::total_cmp);
+    eprintln!("{}: {} seeds, reported after p50 {:.1} s max {:.1} s, {} failures", if stairs { "staircase" } else { "ramp" }, seeds() * 3, seen.get(seen.len() / 2).copied().unwrap_or(0.0), seen.last().copied().unwrap_or(0.0), failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Alternating changes (promise: *Detection time*, (c)): the rate toggles by δ = 3–20× twice
+/// the widest steady interval bound, and back, every 4–10 periods, 12 times: each toggle
+/// reported within three checks, never a counter fault, and the clock's error within
+/// `bound_ppb` from each report until the next toggle.
+#[test]
+fn alternating_changes_are_each_reported() {
+    let mut failures = Vec::new();
+    for seed in 0..seeds() * 3 {
+        let (w, start, period, desc) = quiet_world(seed, &[0, 2, 5], &[24_000_000, 1_000_000_000]);
+        let mut sim = Sim::new(w, start);
+        let mut s = seed ^ 0xa17;
+        sim.run(20, period, period / 100);
+        let b = widest_steady(&sim.recs) as f64;
+        let delta = logu(&mut s, 3.0, 20.0) * 2.0 * b;
+        let k = unif(&mut s, 4, 10) as usize;
+        let base = sim.w.borrow().ctr.rate_at(sim.w.borrow().t);
+        let tag = format!("seed {seed} ({desc}, δ {delta:.0} ppb every {k} periods)");
+        for i in 0..12 {
+            let at = sim.w.borrow().t + unif(&mut s, 1, period);
+            let rate = if i % 2 == 0 { base + (base as f64 * delta * 1e-9) as i128 } else { base };
+            sim.w.borrow_mut().ctr.set(at, rate, 0);
+            let first = sim.recs.len();
+            sim.run(k, period, period / 100);
+            let recs = &sim.recs[first..];
+            match recs.iter().position(|r| matches!(r.v, Watch::Changed { .. })) {
+                Some(j) if j <= 2 => {
+                    if let Some((x, r)) = worst_excess(&recs[j + 1..]) {
+                        if x > 0.0 {
+                            failures.push(format!("{tag}: toggle {i}: err {:.0} > bound {} ({})", r.err, r.bound, r.v));
+                        }
+                    }
+                }
+                _ => failures.push(format!("{tag}: toggle {i}: {:?}", recs.iter().map(|r| r.v.token()).collect::<Vec<_>>())),
+            }
+        }
+        if sim.recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+            failures.push(format!("{tag}: a counter fault"));
+        }
+        if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
+            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+        }
+    }
+    eprintln!("alternating: {} seeds, {} failures", seeds() * 3, failures.len());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// Hostile arguments: `with_tries` 0 and `u32::MAX` ("1 to 64"), `with_slew_ppb(u64::MAX)`,
+/// a start rate at [`Frequency::MIN_HZ`] for a 5 GHz counter and at [`Frequency::MAX_HZ`]
+/// for a 1 kHz one, a start bound of `u64::MAX`: "no input makes it panic"; the clock never
+/// goes back.
+#[test]
+fn hostile_arguments_never_panic() {
+    for seed in 0..seeds() {
+        for case in 0..5u32 {
+            let mut s = seed ^ u64::from(case);
+            let (chz, f): (u64, Frequency) = match case {
+                0 => (5_000_000_000, Frequency::exact_hz(Frequency::MIN_HZ).unwrap()),
+                1 => (1_000, Frequency::exact_hz(Frequency::MAX_HZ).unwrap()),
+                2 => (1_000_000_000, Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Measured { uncertainty_ppb: u64::MAX }).unwrap()),
+                _ => (1_000_000_000, Frequency::exact_hz(1_000_000_000).unwrap()),
+            };
+            let mut w = World::new(mix(&mut s), u128::from(chz) * 1000, 64, 14_318_180, 64);
+            w.r_delay = (100_000, MS);
+            let tries = [0, u32::MAX, 1, 64, 65][case as usize];
+            let mut sim = Sim::with(w, f, |wd| wd.with_tries(tries).with_slew_ppb(u64::MAX));
+            sim.judge_jumps = false;
+            sim.run(30, 500 * MS, 100 * MS);
+            assert_eq!(sim.back_steps, 0, "seed {seed} case {case}");
+            sim.counts_agree().unwrap();
+        }
+    }
 }
