@@ -1,4 +1,57 @@
-//! HEADER (filled in below once the figures are in).
+//! Round-3 outside attack on [`Watchdog`] (issue 28), written from its rustdoc, the README's
+//! watchdog section and the public API alone (not its function bodies nor the other tests).
+//! Every world is scripted here, so the truth is exact: true time in picoseconds; a counter
+//! and a reference derived from it by piecewise rates (steps, ramps, stops, steps of the
+//! count, narrow widths, phases); every read costs scripted time and latches at a scripted
+//! point (the reference's uniformly inside its read); delayed reads before or after the latch,
+//! SMI stalls, hostile reference values. After every check the test compares the clock's
+//! rate (`Clock::scale().millihz()`) with the counter's rate as the reference counts it
+//! (`bound_ppb`'s own definition), reads `now()` before and after (promise 1; promise 2 as
+//! "no more than the ticks the check took at the slower rate in force + `MARK_GRANULE_NS` +
+//! 20 µs"), and tallies health's counts against the verdicts.
+//!
+//! Seeds: `BARETIME_ADV_SEEDS` (default 12: the file runs in well under a second in release);
+//! the figures below are from `BARETIME_ADV_SEEDS=100` on this host (x86_64, deterministic per
+//! seed). Run: `BARETIME_ADV_SEEDS=100 cargo test --release -p baretime --test
+//! adversary_watchdog3 -- --include-ignored --nocapture` (the findings are the `#[ignore]`d
+//! tests: `-- --ignored`).
+//!
+//! Held (every seed; families × seeds at 100):
+//!
+//! | family | seeds | what held |
+//! | --- | --- | --- |
+//! | constant rates: 1 kHz–5 GHz × HPET, HPET32, ACPI PM, PIT, 32 kHz RTC, 10 MHz; refs off their rate within a stated tolerance; delayed reads ≤ 5 ms; SMIs ≤ 200 ms; P 0.1–4 s, hook jitter ≤ 20 % | 400 (37 839 checks) | 0 (c)/(d), error ≤ `bound_ppb` at every check, 0 steps back, 0 jumps, counts |
+//! | change 3–50× twice the widest steady interval bound (≤ 10 %), in an interval / inside a check's brackets | 400 + 400 | reported ≤ 3 checks after (p50 1.0 s, max 4.2 s at P ≤ 2 s), `bound_ppb` from the check after the report on, no counter fault (at 100 seeds also the verdict's rate within its bound; seed 1155 breaks that, below) |
+//! | change 1.02–1.5× the threshold | 400 | reported ≤ 3 checks after; `bound_ppb` from the check after the report |
+//! | counter stops; forward steps 0.2 P – 1 day | 400 | CounterStopped / CounterJumped ≤ 2 checks, `by_ns` within 1 % + 1 ms, no Changed before |
+//! | references stuck, paused 1–20 s, stepping ±, running back, flapping | 3 000 | no counter fault, no Changed after a one-off, no panic, promises 1–2 |
+//! | narrow counters (32-bit 3–5 GHz, 24-bit 24 MHz, 16-bit 1 MHz) vs HPET / ACPI PM / PIT | 300 | no alarm, bound holds, the change reported ≤ 3 checks |
+//! | periods 0 s, 1 µs, 1 ms, 1 h, 1 d, 30 d mixed, 24 MHz–5 GHz vs 64-bit references | 300 (18 000 checks) | no alarm, bound holds, counts |
+//! | rejected checks under 10–40 % delayed reads | 400 (174 WideBracket) | each leaves the rate and `bound_ppb` as they were |
+//! | refinement: start 0.2–4 ppm off, slew 0 / 0.1 / 1 / 2 ppm | 400 | every steer ≤ slew, none at 0, `steers` ≥ moves, bound at 60 s ≤ 3 × (w/T + step/T) (p50 25 ppb), error within it |
+//! | slow ramps / staircases ±2–300 ppb/s | 300 + 300 | reported (p50 12.8 s / 15.8 s, max 70 s) |
+//! | alternating changes 3–20× threshold every 4–10 P, 12 toggles | 300 | each reported ≤ 3 checks, bound until the next toggle (the family fails from `BARETIME_ADV_SEEDS=149` on: seed 444, below) |
+//! | `with_tries(0 / u32::MAX / 65)`, `with_slew_ppb(u64::MAX)`, start at MIN_HZ / MAX_HZ, bound u64::MAX | 500 | no panic, no step back, counts |
+//!
+//! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
+//!
+//! | test | world | figures |
+//! | --- | --- | --- |
+//! | `a_step_with_a_new_rate_is_changed_at_the_next_check` | 1 GHz vs HPET/10 MHz, forward step 1–100 s and ±0.1 % at once | CounterJumped, then 8 × Unconfirmed, Changed at the 9th check: 200 of 200 seeds ("Changed at the next check") |
+//! | `a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound` | δ 1.02–1.5× threshold; and seed 1155 at 4.7× | Changed at the first (mixed) check with a rate outside its own bound, `bound_ppb` below the error: 5 of 400 (16 of 1 200 at 300 seeds; 8 951 ppb off under 6 409); seed 1155: −59.8 ppm, the clock moved −408 ppb, 59 335 ppb off under 10 676 |
+//! | `alternating_changes_seed_444_is_reported` | ACPI PM vs 24 MHz, P 2 s, ±7.1 ppm toggles every 4 P | one toggle steady at 4 checks, followed by refinement at 1 ppm/check, never Changed (1 of 900 at 300 seeds) |
+//! | `a_steady_ramp_stays_within_the_bound_after_its_report` | linear ramp ±2–300 ppb/s | error > `bound_ppb` after the report: 45 of 300, up to 2.96× |
+//! | `a_staircase_stays_within_the_bound_after_its_report` (doc gap) | same pace in steps every 5 P | 94 of 300, up to 13.3× |
+//! | `a_catch_up_check_on_a_slow_counter_is_not_a_stop` | 1 kHz / 32 kHz vs HPET, one check 0–1 ms after the last | CounterStopped at constant rates: 1 kHz 123 of 133, 32 kHz 62 of 67 (0 s / 1 µs) |
+//! | `extreme_periods_with_slow_counters_never_alarm` | 1 kHz–1 MHz, mixed periods 0 s – 30 d | CounterStopped at constant rates: 207 of 300 |
+//! | `a_garbage_reference_never_faults_an_honest_counter` | random reference values, honest counter | CounterJumped { by_ns: i64::MIN }: 245 of 500 |
+//! | `a_step_back_is_told_by_its_size` | 64-bit counter steps back | `by_ns` = step + one period: 68 of 200 beyond 1 % + 1 ms |
+//! | `a_long_gap_against_a_narrow_reference_is_no_change` (outside the unwrap condition, silent) | 1 GHz vs PIT, one check a week / 30 d later | error > `bound_ppb` by 35–227 ppb, no verdict: 80 of 400 |
+//! | `extreme_periods_against_narrow_references` (same) | PIT / ACPI PM / RTC, mixed periods to 30 d | 129 of 300; PIT: Changed after a day, clock 636 / 1 271 ppb off under 5–51 |
+//!
+//! Not attacked: calls from several threads (`check` takes `&mut self`; the scripted world is
+//! single-threaded), the false-alarm rate of the start's statistical bound (every start here is
+//! honestly bounded), and adversarial latch drift inside brackets.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -111,12 +164,7 @@ impl Track {
 
     /// Unwrapped count at `t`.
     fn raw(&self, t: u64) -> i128 {
-        let jumps: i128 = self
-            .jumps
-            .iter()
-            .filter(|j| j.0 <= t)
-            .map(|j| j.1)
-            .sum();
+        let jumps: i128 = self.jumps.iter().filter(|j| j.0 <= t).map(|j| j.1).sum();
         self.start + self.acc(t).div_euclid(TICK) + jumps
     }
 
@@ -135,9 +183,14 @@ impl Track {
 enum Hostile {
     None,
     /// Random values from `from` on.
-    Garbage { from: u64 },
+    Garbage {
+        from: u64,
+    },
     /// Every other read is the count minus `by` (a torn read, a flapping latch) from `from`.
-    Flap { from: u64, by: u64 },
+    Flap {
+        from: u64,
+        by: u64,
+    },
 }
 
 /// A scripted world: true time in ps; every read costs time; counts latched inside reads.
@@ -274,8 +327,7 @@ impl Reference for SimRef {
 /// One check's record.
 #[derive(Clone, Copy, Debug)]
 struct Rec {
-    /// True time at the check's start and end (ps).
-    t0: u64,
+    /// True time at the check's end (ps).
     t1: u64,
     v: Watch,
     /// |clock's rate − the counter's rate as the reference counts it| (ppb) after the check.
@@ -356,7 +408,6 @@ impl Sim {
         let mhz0 = self.clock.scale().millihz();
         let tb = self.w.borrow().t;
         let before = self.now();
-        let t0 = self.w.borrow().t;
         let v = self.wd.check(&self.clock);
         let t1 = self.w.borrow().t;
         let after = self.now();
@@ -366,11 +417,8 @@ impl Sim {
             let w = self.w.borrow();
             let ticks = w.ctr.raw(ta) - w.ctr.raw(tb);
             let slow = i128::from(mhz0.min(mhz1));
-            let allowed = ticks * PS / slow
-                + i128::from(MARK_GRANULE_NS)
-                + 20_000
-                + 2 * PS / slow
-                + 2;
+            let allowed =
+                ticks * PS / slow + i128::from(MARK_GRANULE_NS) + 20_000 + 2 * PS / slow + 2;
             let moved = i128::from((after - before).as_nanos() as u64);
             self.worst_jump_excess = self.worst_jump_excess.max(moved - allowed);
         }
@@ -378,7 +426,6 @@ impl Sim {
         let err = (mhz1 as f64 - truth).abs() / truth * 1e9;
         let h = self.wd.health();
         self.recs.push(Rec {
-            t0,
             t1,
             v,
             err,
@@ -545,11 +592,17 @@ fn constant_rates_never_alarm_and_the_bound_holds() {
         checks += sim.recs.len();
         let alarms: Vec<_> = sim.recs.iter().filter(|r| is_alarm(&r.v)).collect();
         if let Some(a) = alarms.first() {
-            failures.push(format!("seed {seed} ({desc}): {} alarms, first {a:?}", alarms.len()));
+            failures.push(format!(
+                "seed {seed} ({desc}): {} alarms, first {a:?}",
+                alarms.len()
+            ));
         }
         if let Some((x, r)) = worst_excess(&sim.recs) {
             if x > 0.0 {
-                failures.push(format!("seed {seed} ({desc}): err {:.1} > bound {} ({r:?})", r.err, r.bound));
+                failures.push(format!(
+                    "seed {seed} ({desc}): err {:.1} > bound {} ({r:?})",
+                    r.err, r.bound
+                ));
             }
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
@@ -562,7 +615,11 @@ fn constant_rates_never_alarm_and_the_bound_holds() {
             failures.push(format!("seed {seed}: {e}"));
         }
     }
-    eprintln!("constant rates: {} seeds, {checks} checks, {} failures", seeds() * 4, failures.len());
+    eprintln!(
+        "constant rates: {} seeds, {checks} checks, {} failures",
+        seeds() * 4,
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -579,7 +636,12 @@ fn quiet_world(seed: u64, refs: &[usize], counters: &[u64]) -> (World, Frequency
     let bound = unif(&mut s, 20, 2_000);
     let off = unif(&mut s, 0, 2 * bound) as f64 - bound as f64;
     let start = start_rate(w.truth(), off, bound);
-    (w, start, period, format!("{rname} vs {chz} Hz, P {} ms", period / MS))
+    (
+        w,
+        start,
+        period,
+        format!("{rname} vs {chz} Hz, P {} ms", period / MS),
+    )
 }
 
 /// The widest interval bound (ppb) of the Steady verdicts in `recs`.
@@ -613,7 +675,11 @@ fn change_run(
     place: Place,
     after: usize,
 ) -> (Sim, usize, f64, u64, String) {
-    let (w, start, period, desc) = quiet_world(seed, &[0, 2, 5], &[24_000_000, 1_000_000_000, 3_000_000_000]);
+    let (w, start, period, desc) = quiet_world(
+        seed,
+        &[0, 2, 5],
+        &[24_000_000, 1_000_000_000, 3_000_000_000],
+    );
     let mut sim = Sim::new(w, start);
     let mut s = seed ^ 0xdead_beef;
     sim.run(steady, period, period / 100);
@@ -651,35 +717,62 @@ fn change_run(
 /// (up to 10 %), at a random point of an interval, after 4–60 steady checks, undisturbed.
 #[test]
 fn a_change_well_beyond_the_threshold_is_reported_within_three_periods() {
-    detection_family(3.0, 50.0, Place::Interval, "interval", true);
+    detection_family(
+        0..seeds() * 4,
+        3.0,
+        50.0,
+        Place::Interval,
+        "interval",
+        false,
+    );
 }
 
 /// The same with the change inside the check's brackets (between its counter and
 /// reference reads): the worst moment for the check that straddles it.
 #[test]
 fn a_change_inside_a_checks_bracket_is_reported_within_three_periods() {
-    detection_family(3.0, 50.0, Place::Bracket, "bracket", true);
+    detection_family(0..seeds() * 4, 3.0, 50.0, Place::Bracket, "bracket", false);
 }
 
 /// `at_detection`: also judge the Changed verdict's rate against its bound and `bound_ppb`
 /// at the detecting check (else from the check after it).
-fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bool) {
+fn detection_family(
+    range: std::ops::Range<u64>,
+    lo: f64,
+    hi: f64,
+    place: Place,
+    name: &str,
+    at_detection: bool,
+) {
     let mut failures = Vec::new();
     let mut delays = Vec::new();
-    for seed in 0..seeds() * 4 {
+    let n = range.end - range.start;
+    for seed in range {
         let mut s = seed ^ 0x5151;
         let steady = unif(&mut s, 4, 60) as usize;
         let factor = logu(&mut s, lo, hi);
         let (sim, first, delta, at, desc) = change_run(seed, steady, factor, place, 40);
         let recs = &sim.recs[first..];
-        let found = recs.iter().position(|r| matches!(r.v, Watch::Changed { .. }));
+        let found = recs
+            .iter()
+            .position(|r| matches!(r.v, Watch::Changed { .. }));
         let tag = format!("seed {seed} ({desc}, δ {delta:+.0} ppb, {steady} steady)");
         match found {
             Some(k) if k <= 2 => delays.push((recs[k].t1 - at) as f64 / 1e9),
-            Some(k) => failures.push(format!("{tag}: reported at check {} after it, {:?}", k + 1, &recs[..=k].iter().map(|r| r.v).collect::<Vec<_>>())),
-            None => failures.push(format!("{tag}: never reported: {:?}", recs.iter().take(6).map(|r| r.v).collect::<Vec<_>>())),
+            Some(k) => failures.push(format!(
+                "{tag}: reported at check {} after it, {:?}",
+                k + 1,
+                &recs[..=k].iter().map(|r| r.v).collect::<Vec<_>>()
+            )),
+            None => failures.push(format!(
+                "{tag}: never reported: {:?}",
+                recs.iter().take(6).map(|r| r.v).collect::<Vec<_>>()
+            )),
         }
-        if recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+        if recs
+            .iter()
+            .any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped))
+        {
             failures.push(format!("{tag}: a counter fault for a change under 12.5 %"));
         }
         if let Some(k) = found {
@@ -687,7 +780,10 @@ fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bo
                 let truth = sim.w.borrow().truth();
                 let e = (rate.as_millihz() as f64 - truth).abs() / truth * 1e9;
                 if at_detection && e > rate.accuracy().bound_ppb() as f64 + 1e9 / truth {
-                    failures.push(format!("{tag}: Changed rate {e:.0} ppb off, bound {}", rate.accuracy().bound_ppb()));
+                    failures.push(format!(
+                        "{tag}: Changed rate {e:.0} ppb off, bound {}",
+                        rate.accuracy().bound_ppb()
+                    ));
                 }
                 if recalibrated.is_err() {
                     failures.push(format!("{tag}: not recalibrated: {recalibrated:?}"));
@@ -696,12 +792,18 @@ fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bo
             let from = if at_detection { k } else { k + 1 };
             if let Some((x, r)) = worst_excess(&recs[from..]) {
                 if x > 0.0 {
-                    failures.push(format!("{tag}: after detection err {:.0} > bound {} ({r:?})", r.err, r.bound));
+                    failures.push(format!(
+                        "{tag}: after detection err {:.0} > bound {} ({r:?})",
+                        r.err, r.bound
+                    ));
                 }
             }
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
         if let Err(e) = sim.counts_agree() {
             failures.push(format!("{tag}: {e}"));
@@ -709,8 +811,7 @@ fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bo
     }
     delays.sort_by(f64::total_cmp);
     eprintln!(
-        "detection ({name}, {lo}–{hi}× threshold): {} seeds, {} failures, delay ms p50 {:.0} max {:.0}",
-        seeds() * 4,
+        "detection ({name}, {lo}–{hi}× threshold): {n} seeds, {} failures, delay ms p50 {:.0} max {:.0}",
         failures.len(),
         delays.get(delays.len() / 2).copied().unwrap_or(0.0),
         delays.last().copied().unwrap_or(0.0)
@@ -723,7 +824,7 @@ fn detection_family(lo: f64, hi: f64, place: Place, name: &str, at_detection: bo
 /// detection on, promises 1–2 (the verdict's own rate: see the next test).
 #[test]
 fn a_change_just_beyond_the_threshold_is_reported_within_three_periods() {
-    detection_family(1.02, 1.5, Place::Interval, "edge", false);
+    detection_family(0..seeds() * 4, 1.02, 1.5, Place::Interval, "edge", false);
 }
 
 /// FINDING. [`Watch::Changed`]'s `rate`: "The new rate, measured over the confirming
@@ -736,7 +837,25 @@ fn a_change_just_beyond_the_threshold_is_reported_within_three_periods() {
 #[test]
 #[ignore = "finding: 5 of 400 seeds (BARETIME_ADV_SEEDS=100): e.g. 24 MHz vs HPET, P 250 ms, δ −11.4 ppm: Changed at the first check, rate 8 951 ppb off the new rate under a bound of 6 409; bound_ppb 6 410"]
 fn a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound() {
-    detection_family(1.02, 1.5, Place::Interval, "edge, at detection", true);
+    detection_family(
+        0..seeds() * 4,
+        1.02,
+        1.5,
+        Place::Interval,
+        "edge, at detection",
+        true,
+    );
+    // Far beyond the threshold too (found at BARETIME_ADV_SEEDS=300): ACPI PM vs 1 GHz,
+    // P 250 ms, δ −59.8 ppm (4.7× the threshold) 11 % into an interval: Changed at that
+    // check, the clock moved −408 ppb, its rate 59 335 ppb off under a bound of 10 676.
+    detection_family(
+        1155..1156,
+        3.0,
+        50.0,
+        Place::Interval,
+        "far, seed 1155",
+        true,
+    );
 }
 
 /// A quiet 64-bit world steady for 8–30 checks; returns the sim, the period and the true time
@@ -767,7 +886,7 @@ fn stops_and_forward_steps_of_the_counter_are_told() {
 /// back, or time lost)") is the counter's net move over the interval, the step plus the
 /// period, not the step.
 #[test]
-#[ignore = "finding: a step back of 0.98 s at P 500 ms is by_ns −0.478 s; of 5.85 s at P 1 s, −4.85 s: off by one period (BARETIME_ADV_SEEDS=30: 21 of 60 seeds beyond 1 % + 1 ms, the rest steps ≫ P)"]
+#[ignore = "finding: a step back of 0.98 s at P 500 ms reads by_ns −0.478 s; of 5.85 s at P 1 s, −4.85 s: off by one period (BARETIME_ADV_SEEDS=100: 68 of 200 seeds beyond 1 % + 1 ms; the rest are steps ≫ 100 P)"]
 fn a_step_back_is_told_by_its_size() {
     stops_and_steps(&[2], 1.0);
 }
@@ -812,17 +931,27 @@ fn stops_and_steps(kinds: &[u64], _unused: f64) {
         });
         match fault {
             Some(k) if k <= 1 => {
-                if recs[..k].iter().any(|r| matches!(r.v, Watch::Changed { .. })) {
+                if recs[..k]
+                    .iter()
+                    .any(|r| matches!(r.v, Watch::Changed { .. }))
+                {
                     failures.push(format!("{tag}: Changed before the fault"));
                 }
             }
-            _ => failures.push(format!("{tag}: {:?}", recs.iter().map(|r| r.v).collect::<Vec<_>>())),
+            _ => failures.push(format!(
+                "{tag}: {:?}",
+                recs.iter().map(|r| r.v).collect::<Vec<_>>()
+            )),
         }
         if sim.back_steps > 0 {
             failures.push(format!("{tag}: {} steps back", sim.back_steps));
         }
     }
-    eprintln!("stops and steps {kinds:?}: {} seeds, {} failures", seeds() * 2 * kinds.len() as u64, failures.len());
+    eprintln!(
+        "stops and steps {kinds:?}: {} seeds, {} failures",
+        seeds() * 2 * kinds.len() as u64,
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -835,7 +964,7 @@ fn stops_and_steps(kinds: &[u64], _unused: f64) {
 /// after the jump (2.25–18 s at `P` 0.25–2 s), the clock 1 000 ppm off meanwhile; the
 /// detection time's "at most three periods" is missed too.
 #[test]
-#[ignore = "finding: 1 GHz vs HPET/10 MHz, step 1–100 s with ±0.1 %: CounterJumped, 8 × Unconfirmed, Changed at the 9th check after, in every seed (BARETIME_ADV_SEEDS=30: 60 of 60)"]
+#[ignore = "finding: 1 GHz vs HPET/10 MHz, step 1–100 s with ±0.1 %: CounterJumped, 8 × Unconfirmed, Changed at the 9th check after, in 200 of 200 seeds (BARETIME_ADV_SEEDS=100)"]
 fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
     let mut failures = Vec::new();
     let mut late = Vec::new();
@@ -857,7 +986,9 @@ fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
         sim.check();
         sim.run(60, period, period / 100);
         let vs: Vec<_> = sim.recs[first..].iter().map(|r| r.v).collect();
-        let j = vs.iter().position(|v| matches!(v, Watch::CounterJumped { .. }));
+        let j = vs
+            .iter()
+            .position(|v| matches!(v, Watch::CounterJumped { .. }));
         let c = vs.iter().position(|v| matches!(v, Watch::Changed { .. }));
         match (j, c) {
             (Some(j), Some(c)) if c == j + 1 => {}
@@ -866,7 +997,10 @@ fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
         }
     }
     eprintln!("step + new rate: {} seeds, Changed later than the next check in {} ({late:?}), {} failures", seeds() * 2, late.len(), failures.len());
-    assert!(failures.is_empty() && late.is_empty(), "{failures:#?} late {late:?}");
+    assert!(
+        failures.is_empty() && late.is_empty(),
+        "{failures:#?} late {late:?}"
+    );
 }
 
 /// FINDING (the garbage kind of the family below, alone): a reference that returns random
@@ -876,7 +1010,7 @@ fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
 /// as far (relatively) as the reference's `ΔX` did" — neither happened (the counter and the
 /// hook kept their cadence).
 #[test]
-#[ignore = "finding: garbage reference, honest 64-bit counter at 24 MHz/1 GHz, steady hook: CounterJumped { by_ns: i64::MIN } in 11 of 30 seeds within 60 checks (BARETIME_ADV_SEEDS=30)"]
+#[ignore = "finding: garbage reference, honest 64-bit counter at 24 MHz/1 GHz, steady hook: CounterJumped { by_ns: i64::MIN } within 60 checks in 245 of 500 seeds (BARETIME_ADV_SEEDS=100)"]
 fn a_garbage_reference_never_faults_an_honest_counter() {
     hostile_family(&[6]);
 }
@@ -898,7 +1032,8 @@ fn hostile_family(kinds: &[usize]) {
     let mut failures = Vec::new();
     let mut counts = [0u64; 7];
     for seed in 0..seeds() * 5 * kinds.len() as u64 {
-        let (mut sim, period, desc, mut s) = quiet_sim(seed, &[0, 2, 4, 5], &[24_000_000, 1_000_000_000]);
+        let (mut sim, period, desc, mut s) =
+            quiet_sim(seed, &[0, 2, 4, 5], &[24_000_000, 1_000_000_000]);
         let kind = kinds[(seed % kinds.len() as u64) as usize];
         counts[kind] += 1;
         let t_prev = sim.w.borrow().t;
@@ -915,8 +1050,14 @@ fn hostile_family(kinds: &[usize]) {
                     w.refr.set(at, 0, 0);
                     w.refr.set(at + len, r, 0);
                 }
-                2 => w.refr.jumps.push((at, hz * unif(&mut s, 1, 100_000) as i128 / 1000)),
-                3 => w.refr.jumps.push((at, -(hz * unif(&mut s, 1, 100_000) as i128 / 1000))),
+                2 => w
+                    .refr
+                    .jumps
+                    .push((at, hz * unif(&mut s, 1, 100_000) as i128 / 1000)),
+                3 => w
+                    .refr
+                    .jumps
+                    .push((at, -(hz * unif(&mut s, 1, 100_000) as i128 / 1000))),
                 4 => {
                     let len = unif(&mut s, SEC, 10 * SEC);
                     w.refr.set(at, -r, 0);
@@ -935,20 +1076,32 @@ fn hostile_family(kinds: &[usize]) {
         sim.run(60, period, period / 100);
         let recs = &sim.recs[first..];
         let tag = format!("seed {seed} ({desc}, kind {kind})");
-        if let Some(r) = recs.iter().find(|r| matches!(r.v, Watch::CounterStopped | Watch::CounterJumped { .. })) {
+        if let Some(r) = recs
+            .iter()
+            .find(|r| matches!(r.v, Watch::CounterStopped | Watch::CounterJumped { .. }))
+        {
             failures.push(format!("{tag}: counter fault {:?}", r.v));
         }
         if one_off && recs.iter().any(|r| matches!(r.v, Watch::Changed { .. })) {
-            failures.push(format!("{tag}: Changed after a one-off: {:?}", recs.iter().map(|r| r.v).take(12).collect::<Vec<_>>()));
+            failures.push(format!(
+                "{tag}: Changed after a one-off: {:?}",
+                recs.iter().map(|r| r.v).take(12).collect::<Vec<_>>()
+            ));
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
         if let Err(e) = sim.counts_agree() {
             failures.push(format!("{tag}: {e}"));
         }
     }
-    eprintln!("hostile references: {counts:?} seeds per kind, {} failures", failures.len());
+    eprintln!(
+        "hostile references: {counts:?} seeds per kind, {} failures",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -965,7 +1118,13 @@ fn narrow_counts_wrap_without_alarms_and_changes_are_still_seen() {
     for seed in 0..seeds() * 3 {
         let mut s = seed ^ 0x77;
         let (chz, cbits, ri, plo, phi) = match seed % 3 {
-            0 => (unif(&mut s, 3_000_000_000, 5_000_000_000), 32, 0, 500 * MS, 5 * SEC),
+            0 => (
+                unif(&mut s, 3_000_000_000, 5_000_000_000),
+                32,
+                0,
+                500 * MS,
+                5 * SEC,
+            ),
             1 => (24_000_000, 24, 2, 300 * MS, 2 * SEC),
             _ => (1_000_000, 16, 3, 10 * MS, 25 * MS),
         };
@@ -979,7 +1138,10 @@ fn narrow_counts_wrap_without_alarms_and_changes_are_still_seen() {
         sim.update_every = wrap_ps / 8;
         let period = unif(&mut s, plo, phi);
         sim.run(40, period, period / 100);
-        let tag = format!("seed {seed} ({chz} Hz {cbits}-bit vs ref {ri}, P {} ms)", period / MS);
+        let tag = format!(
+            "seed {seed} ({chz} Hz {cbits}-bit vs ref {ri}, P {} ms)",
+            period / MS
+        );
         if let Some(r) = sim.recs.iter().find(|r| is_alarm(&r.v)) {
             failures.push(format!("{tag}: alarm at constant rates {:?}", r.v));
         }
@@ -1000,45 +1162,57 @@ fn narrow_counts_wrap_without_alarms_and_changes_are_still_seen() {
         sim.run(6, period, period / 100);
         let vs: Vec<_> = sim.recs[first..].iter().map(|r| r.v).collect();
         if !vs[..3].iter().any(|v| matches!(v, Watch::Changed { .. })) {
-            failures.push(format!("{tag}: +{ppb} ppb not reported in three checks: {vs:?}"));
+            failures.push(format!(
+                "{tag}: +{ppb} ppb not reported in three checks: {vs:?}"
+            ));
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
     }
-    eprintln!("narrow counts: {} seeds, {} failures", seeds() * 3, failures.len());
+    eprintln!(
+        "narrow counts: {} seeds, {} failures",
+        seeds() * 3,
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
 /// Calling patterns the docs allow on 64-bit counts: checks back to back (no time between),
 /// 1 µs and 1 ms apart (too short: [`Unjudged::TooShort`]), then an hour, a day and 30 days
-/// apart, mixed at random, counters 1 MHz–5 GHz against the HPET and a 10 MHz reference.
+/// apart, mixed at random, counters 24 MHz–5 GHz against the HPET and a 10 MHz reference.
 /// Promises: no panic, "no check reports (c) or (d)" at constant rates, `bound_ppb` holds,
 /// health's counts, the clock never goes back nor jumps.
 #[test]
 fn extreme_and_irregular_periods_at_constant_rates() {
-    extreme_family(&[0, 5], &COUNTERS[2..], "64-bit references");
+    extreme_family(&[0, 5], &COUNTERS[3..], "64-bit references");
 }
 
-/// FINDING: the same with 1 kHz and 32.768 kHz counters: a check that follows the last
+/// FINDING: the same with 1 kHz, 32.768 kHz and 1 MHz counters: a check that follows the last
 /// closely (0–1 ms; "a hook catching up after a stall", which the docs say "is merged into
 /// the next interval") is [`Watch::CounterStopped`] at constant rates, against "no check
 /// reports (c) or (d) — whatever the reads' delays, jitter and stalls" (the counter moves
 /// less than a tick in 1 ms while the reference moves thousands of steps).
 #[test]
-#[ignore = "finding: 1 kHz / 32.768 kHz counter vs HPET or 10 MHz, checks 0 s / 1 µs / 1 ms after the last among 0.1–5 s ones: CounterStopped at constant rates in 23 of 90 seeds (BARETIME_ADV_SEEDS=30)"]
+#[ignore = "finding: 1 kHz / 32.768 kHz / 1 MHz counter vs HPET or 10 MHz, some checks 0 s / 1 µs / 1 ms after the last among 0.1 s – 30 d ones: CounterStopped at constant rates in 207 of 300 seeds (BARETIME_ADV_SEEDS=100)"]
 fn extreme_periods_with_slow_counters_never_alarm() {
-    extreme_family(&[0, 5], &COUNTERS[..2], "slow counters");
+    extreme_family(&[0, 5], &COUNTERS[..3], "slow counters");
 }
 
-/// FINDING: narrow references, unwrapped against the rate in force (*Widths*: "which holds
-/// while the rate's change over an interval is less than half of that one's wrap"): at
-/// constant rates, with the clock's rate within a few ppb, a 16-bit PIT (55 ms wrap) read a
-/// day or more after the last check is unwrapped a wrap off: [`Watch::Changed`] (a false
-/// alarm), the clock recalibrated 636 ppb (one wrap a day) or 1 271 ppb off under a
-/// `bound_ppb` of 5. Also the slow counters' CounterStopped above.
+/// FINDING (outside the stated condition, but silent): narrow references, unwrapped against
+/// the rate in force (*Widths*: "which holds while the rate's change over an interval is
+/// less than half of that one's wrap"). At constant rates, a 16-bit PIT (55 ms wrap) read a
+/// day or more after the last check, while the clock's rate is still the start's (up to
+/// 2 ppm off: 170 ms a day), is unwrapped a wrap off: [`Watch::Changed`], the clock
+/// recalibrated 636 ppb (one wrap a day) or 1 271 ppb off, then `bound_ppb` of 5–51 below the
+/// error. The docs' condition, read as "the rate in force's error × the interval", is not
+/// met; but the watchdog knows its bound and the gap, and neither refuses the interval nor
+/// widens the bound. Also the slow counters' CounterStopped above.
 #[test]
-#[ignore = "finding: PIT (16-bit) vs 1 MHz–1 GHz, constant rates, a check a day or 30 days after the last: Changed, clock 636–1 271 ppb off under bound_ppb 4–51 (BARETIME_ADV_SEEDS=30: 40 of 90 seeds fail, CounterStopped included)"]
+#[ignore = "finding (outside the stated unwrap condition, but silent): PIT/ACPI PM/RTC vs 1 kHz–5 GHz, constant rates, checks 0 s – 30 d apart: 129 of 300 seeds fail (BARETIME_ADV_SEEDS=100), slow counters' CounterStopped included; PIT: Changed after a 1 d gap, clock 636 or 1 271 ppb off (1 or 2 wraps a day) under bound_ppb 5–51"]
 fn extreme_periods_against_narrow_references() {
     extreme_family(&[2, 3, 4], &COUNTERS, "narrow references");
 }
@@ -1066,21 +1240,35 @@ fn extreme_family(refs: &[usize], counters: &[u64], name: &str) {
         n_checks += sim.recs.len();
         let tag = format!("seed {seed} ({desc})");
         if let Some(r) = sim.recs.iter().find(|r| is_alarm(&r.v)) {
-            failures.push(format!("{tag}: alarm {:?} at {:.0} s", r.v, r.t1 as f64 / 1e12));
+            failures.push(format!(
+                "{tag}: alarm {:?} at {:.0} s",
+                r.v,
+                r.t1 as f64 / 1e12
+            ));
         }
         if let Some((x, r)) = worst_excess(&sim.recs) {
             if x > 0.0 {
-                failures.push(format!("{tag}: err {:.0} > bound {} ({:?})", r.err, r.bound, r.v));
+                failures.push(format!(
+                    "{tag}: err {:.0} > bound {} ({:?})",
+                    r.err, r.bound, r.v
+                ));
             }
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
         if let Err(e) = sim.counts_agree() {
             failures.push(format!("{tag}: {e}"));
         }
     }
-    eprintln!("extreme periods ({name}): {} seeds, {n_checks} checks, {} failures", seeds() * 3, failures.len());
+    eprintln!(
+        "extreme periods ({name}): {} seeds, {n_checks} checks, {} failures",
+        seeds() * 3,
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -1095,14 +1283,20 @@ fn a_rejected_check_changes_nothing() {
     for seed in 0..seeds() * 4 {
         let (mut w, start, period, jit, desc) = constant_world(seed);
         let mut s = seed ^ 0x1d;
-        w.r_delay = (unif(&mut s, 100_000, 400_000), unif(&mut s, 50 * US, 5 * MS));
+        w.r_delay = (
+            unif(&mut s, 100_000, 400_000),
+            unif(&mut s, 50 * US, 5 * MS),
+        );
         let mut sim = Sim::new(w, start);
         sim.run(80, period, jit);
         for pair in sim.recs.windows(2) {
             if let Watch::NoVerdict(Unjudged::WideBracket) = pair[1].v {
                 wide += 1;
                 if pair[1].clock_mhz != pair[0].clock_mhz || pair[1].bound != pair[0].bound {
-                    failures.push(format!("seed {seed} ({desc}): {:?} then {:?}", pair[0], pair[1]));
+                    failures.push(format!(
+                        "seed {seed} ({desc}): {:?} then {:?}",
+                        pair[0], pair[1]
+                    ));
                 }
             }
         }
@@ -1110,7 +1304,11 @@ fn a_rejected_check_changes_nothing() {
             failures.push(format!("seed {seed} ({desc}): an alarm at constant rates"));
         }
     }
-    eprintln!("rejected checks: {} seeds, {wide} wide checks, {} failures", seeds() * 4, failures.len());
+    eprintln!(
+        "rejected checks: {} seeds, {wide} wide checks, {} failures",
+        seeds() * 4,
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -1155,12 +1353,17 @@ fn refinement_is_slew_limited_and_converges() {
         }
         let w = sim.w.borrow();
         let bracket_s = (w.r_cost + w.r_cost / 10 + 2 * (w.c_cost + w.c_jit)) as f64 / 1e12;
-        let r_step = (w.r_cost as f64 / 1e12 * w.ref_stated.as_hz() as f64).ceil().max(1.0);
+        let r_step = (w.r_cost as f64 / 1e12 * w.ref_stated.as_hz() as f64)
+            .ceil()
+            .max(1.0);
         drop(w);
         let at60 = sim.recs.iter().find(|r| r.t1 >= 61 * SEC).unwrap();
         let expect = 3.0 * (bracket_s / 60.0 + r_step / (60.0 * 1e4)) * 1e9;
         figures.push((at60.bound, at60.err));
-        if slew > 0 && at60.bound as f64 > expect + (off.abs() - 60.0 * slew as f64 / (period as f64 / 1e12)).max(0.0) {
+        if slew > 0
+            && at60.bound as f64
+                > expect + (off.abs() - 60.0 * slew as f64 / (period as f64 / 1e12)).max(0.0)
+        {
             failures.push(format!("{tag}: bound at 60 s {} > {expect:.0}", at60.bound));
         }
         if let Some((x, r)) = worst_excess(&sim.recs) {
@@ -1169,8 +1372,14 @@ fn refinement_is_slew_limited_and_converges() {
             }
         }
     }
-    figures.sort_by(|a, b| a.0.cmp(&b.0));
-    eprintln!("refinement: {} seeds, bound at 60 s p50 {:?} max {:?}, {} failures", seeds() * 4, figures.get(figures.len() / 2), figures.last(), failures.len());
+    figures.sort_by_key(|f| f.0);
+    eprintln!(
+        "refinement: {} seeds, bound at 60 s p50 {:?} max {:?}, {} failures",
+        seeds() * 4,
+        figures.get(figures.len() / 2),
+        figures.last(),
+        failures.len()
+    );
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -1182,7 +1391,10 @@ fn one_gap(seed: u64, refs: &[usize], counter: u64, gap: u64) -> (Vec<Watch>, f6
     sim.run(20, 500 * MS, 5 * MS);
     let first = sim.recs.len();
     let before = sim.recs[first - 1];
-    let desc = format!("{desc}; before the gap: err {:.1} ppb, bound {}", before.err, before.bound);
+    let desc = format!(
+        "{desc}; before the gap: err {:.1} ppb, bound {}",
+        before.err, before.bound
+    );
     sim.advance(gap);
     sim.check();
     sim.run(10, 500 * MS, 5 * MS);
@@ -1190,40 +1402,68 @@ fn one_gap(seed: u64, refs: &[usize], counter: u64, gap: u64) -> (Vec<Watch>, f6
     (sim.recs[first..].iter().map(|r| r.v).collect(), x, desc)
 }
 
-/// Minimal form of the slow counters' finding: a 32.768 kHz or 1 kHz counter against the
+/// Minimal form of the slow counters' finding: a 32.768 kHz, 1 kHz or 1 MHz counter against the
 /// HPET, checked every 0.5 s, one check 0 s, 1 µs, 0.1 ms or 1 ms after the last (a hook
 /// catching up): [`Watch::CounterStopped`] at constant rates.
 #[test]
-#[ignore = "finding: 32.768 kHz / 1 kHz vs HPET, P 0.5 s, one check 0–1 ms after the last: CounterStopped in 48 of 48 seeds (BARETIME_ADV_SEEDS=12)"]
+#[ignore = "finding: vs HPET, P 0.5 s, one check soon after the last: CounterStopped at constant rates; 1 kHz at 0 s–1 ms: 123 of 133 seeds; 32.768 kHz at 0 s/1 µs: 62 of 67 (none at 0.1/1 ms); 1 MHz: 0 of 133 (BARETIME_ADV_SEEDS=100)"]
 fn a_catch_up_check_on_a_slow_counter_is_not_a_stop() {
     let mut bad = Vec::new();
     for seed in 0..seeds() * 4 {
-        let counter = [32_768, 1_000][(seed % 2) as usize];
-        let gap = [0, US, 100 * US, MS][((seed / 2) % 4) as usize];
+        let counter = [32_768, 1_000, 1_000_000][(seed % 3) as usize];
+        let gap = [0, US, 100 * US, MS][((seed / 3) % 4) as usize];
         let (vs, _, desc) = one_gap(seed, &[0], counter, gap);
         if vs.iter().any(is_alarm) {
-            bad.push(format!("seed {seed} ({desc}, gap {} µs): {:?}", gap / US, &vs[..2]));
+            bad.push(format!(
+                "seed {seed} ({desc}, gap {} µs): {:?}",
+                gap / US,
+                &vs[..2]
+            ));
         }
     }
-    eprintln!("catch-up check on a slow counter: {} of {} seeds alarm", bad.len(), seeds() * 4);
+    eprintln!(
+        "catch-up check on a slow counter: {} of {} seeds alarm",
+        bad.len(),
+        seeds() * 4
+    );
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
 /// Minimal form of the narrow references' finding: 1 GHz against the 16-bit PIT or the
-/// 24-bit ACPI PM timer, steady at 0.5 s, one check an hour or a day after the last.
+/// 24-bit ACPI PM timer, steady at 0.5 s for 20 checks, one check an hour, a day, a week or
+/// 30 days after the last. Hour and day gaps hold; a week or 30 days against the PIT, with
+/// the clock 41–242 ppb off (`bound_ppb` ~400: the gap × the error passes half the 55 ms
+/// wrap), aliases silently: no verdict, and `bound_ppb` below the error afterwards.
 #[test]
-#[ignore = "finding: 1 GHz vs PIT, constant rates, one check a day after the last: Changed, the clock ~636 ppb off under a bound of a few ppb"]
+#[ignore = "finding (outside the stated unwrap condition, but silent): 1 GHz vs PIT, constant rates, clock 41–242 ppb off (bound ~400), one check a week or 30 days later: err > bound_ppb by 35–227 ppb afterwards, no verdict says so; 80 of 400 seeds (1 h: 0, 1 d: 0, 1 w: 34, 30 d: 46; ACPI PM: 0) (BARETIME_ADV_SEEDS=100)"]
 fn a_long_gap_against_a_narrow_reference_is_no_change() {
     let mut bad = Vec::new();
     for seed in 0..seeds() * 4 {
         let r = [3, 2][(seed % 2) as usize];
-        let gap = [3_600 * SEC, 86_400 * SEC, 7 * 86_400 * SEC, 30 * 86_400 * SEC][((seed / 2) % 4) as usize];
+        let gap = [
+            3_600 * SEC,
+            86_400 * SEC,
+            7 * 86_400 * SEC,
+            30 * 86_400 * SEC,
+        ][((seed / 2) % 4) as usize];
         let (vs, x, desc) = one_gap(seed, &[r], 1_000_000_000, gap);
         if vs.iter().any(is_alarm) || x > 0.0 {
-            bad.push(format!("seed {seed} ({desc}, gap {} s): err − bound {x:.0} ppb, {:?}", gap / SEC, vs.iter().find(|v| is_alarm(v))));
+            bad.push(format!(
+                "seed {seed} ({desc}, gap {} s): err − bound {x:.0} ppb, {:?}",
+                gap / SEC,
+                vs.iter().find(|v| is_alarm(v))
+            ));
         }
     }
-    eprintln!("long gap vs a narrow reference: {} of {} seeds fail", bad.len(), seeds() * 4);
+    let by_gap: Vec<usize> = ["3600 s", "86400 s", "604800 s", "2592000 s"]
+        .iter()
+        .map(|g| {
+            bad.iter()
+                .filter(|b| b.contains(&format!("gap {g}")))
+                .count()
+        })
+        .collect();
+    eprintln!("long gap vs a narrow reference: {} of {} seeds fail (by gap 1 h, 1 d, 1 w, 30 d: {by_gap:?})", bad.len(), seeds() * 4);
     assert!(bad.is_empty(), "{bad:#?}");
 }
 
@@ -1244,7 +1484,7 @@ fn a_slow_ramp_or_staircase_is_seen() {
 /// worst case for a steady ramp ...)". Under a steady linear ramp, after its report, the
 /// clock's error exceeds `bound_ppb` at some check.
 #[test]
-#[ignore = "finding: steady ramp ±2–300 ppb/s, 1–3 GHz vs HPET/10 MHz, P 0.25–2 s: err > bound_ppb after the report in 19 of 150 seeds (BARETIME_ADV_SEEDS=50), up to 2.96× (680 ppb under 230, +224 ppb/s, P 2 s)"]
+#[ignore = "finding: steady ramp ±2–300 ppb/s, 1–3 GHz vs HPET/10 MHz, P 0.25–2 s: err > bound_ppb after the report in 45 of 300 seeds (BARETIME_ADV_SEEDS=100), up to 2.96× (680 ppb under 230, +224 ppb/s, 10 MHz, P 2 s)"]
 fn a_steady_ramp_stays_within_the_bound_after_its_report() {
     ramp_family(false, true);
 }
@@ -1254,7 +1494,7 @@ fn a_steady_ramp_stays_within_the_bound_after_its_report() {
 /// each step is a rate "one rate since" a few samples back: reported as a gap in what
 /// `bound_ppb` promises for a rate that moves in small steps.
 #[test]
-#[ignore = "finding (doc gap): staircase at ±2–300 ppb/s average: err > bound_ppb after the report in 48 of 150 seeds (BARETIME_ADV_SEEDS=50), up to 4.9× (624 ppb under 126)"]
+#[ignore = "finding (doc gap): staircase at ±2–300 ppb/s average: err > bound_ppb after the report in 94 of 300 seeds (BARETIME_ADV_SEEDS=100), up to 13.3× (3 081 ppb under 232, −293 ppb/s, 3 GHz vs 10 MHz, P 2 s)"]
 fn a_staircase_stays_within_the_bound_after_its_report() {
     ramp_family(true, true);
 }
@@ -1262,6 +1502,7 @@ fn a_staircase_stays_within_the_bound_after_its_report() {
 fn ramp_family(stairs: bool, judge_bound: bool) {
     let mut failures = Vec::new();
     let mut seen = Vec::new();
+    let mut worst = 0f64;
     for seed in 0..seeds() * 3 {
         let (w, start, period, desc) = quiet_world(seed, &[0, 5], &[1_000_000_000, 3_000_000_000]);
         let mut sim = Sim::new(w, start);
@@ -1277,7 +1518,8 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
                 for i in 0..(300 * SEC / step_ps) {
                     let at = t0 + i * step_ps;
                     let dt_s = (i * step_ps) as f64 / 1e12;
-                    w.ctr.set(at, r + (r as f64 * slope_ppb * 1e-9 * dt_s) as i128, 0);
+                    w.ctr
+                        .set(at, r + (r as f64 * slope_ppb * 1e-9 * dt_s) as i128, 0);
                 }
             } else {
                 w.ctr.set(t0, r, (r as f64 * slope_ppb * 1e-9) as i128);
@@ -1287,26 +1529,40 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
         sim.run((300 * SEC / period) as usize, period, period / 100);
         let recs = &sim.recs[first..];
         let tag = format!("seed {seed} ({desc}, {slope_ppb:+.1} ppb/s)");
-        match recs.iter().position(|r| matches!(r.v, Watch::Changed { .. })) {
-            None => failures.push(format!("{tag}: never reported in 300 s, err at the end {:.0} bound {}", recs.last().unwrap().err, recs.last().unwrap().bound)),
+        match recs
+            .iter()
+            .position(|r| matches!(r.v, Watch::Changed { .. }))
+        {
+            None => failures.push(format!(
+                "{tag}: never reported in 300 s, err at the end {:.0} bound {}",
+                recs.last().unwrap().err,
+                recs.last().unwrap().bound
+            )),
             Some(k) => {
                 seen.push((recs[k].t1 - t0) as f64 / 1e12);
                 if let Some((x, r)) = worst_excess(&recs[k..]).filter(|_| judge_bound) {
                     if x > 0.0 {
+                        worst = worst.max(r.err / r.bound as f64);
                         failures.push(format!("{tag}: after detection at {:.1} s, err {:.0} > bound {} at {:.1} s ({})", (recs[k].t1 - t0) as f64 / 1e12, r.err, r.bound, (r.t1 - t0) as f64 / 1e12, r.v));
                     }
                 }
             }
         }
-        if recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+        if recs
+            .iter()
+            .any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped))
+        {
             failures.push(format!("{tag}: a counter fault"));
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
     }
     seen.sort_by(f64::total_cmp);
-    eprintln!("{}: {} seeds, reported after p50 {:.1} s max {:.1} s, {} failures", if stairs { "staircase" } else { "ramp" }, seeds() * 3, seen.get(seen.len() / 2).copied().unwrap_or(0.0), seen.last().copied().unwrap_or(0.0), failures.len());
+    eprintln!("{}: {} seeds, reported after p50 {:.1} s max {:.1} s, {} failures, worst err/bound {worst:.2}", if stairs { "staircase" } else { "ramp" }, seeds() * 3, seen.get(seen.len() / 2).copied().unwrap_or(0.0), seen.last().copied().unwrap_or(0.0), failures.len());
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -1316,8 +1572,24 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
 /// `bound_ppb` from each report until the next toggle.
 #[test]
 fn alternating_changes_are_each_reported() {
+    alternating(0..seeds() * 3);
+}
+
+/// FINDING (found at BARETIME_ADV_SEEDS=300, 1 of 900 seeds): *Detection time*, "reported at
+/// the end of the second interval after it at the latest". ACPI PM vs 24 MHz, P 2 s, toggles
+/// of 7.1 ppm every 4 periods: the 8th toggle (back, −7.1 ppm) is steady at all four checks
+/// after it, never [`Watch::Changed`]: refinement follows it at the slew limit (−1 ppm a
+/// check), the clock still 3.4 ppm off 6.8 s after the change.
+#[test]
+#[ignore = "finding: ACPI PM vs 24 MHz, P 2 s, ±7.1 ppm toggles every 4 P (seed 444): a toggle steady for 4 checks, followed at 1 ppm/check, never reported"]
+fn alternating_changes_seed_444_is_reported() {
+    alternating(444..445);
+}
+
+fn alternating(range: std::ops::Range<u64>) {
     let mut failures = Vec::new();
-    for seed in 0..seeds() * 3 {
+    let n = range.end - range.start;
+    for seed in range {
         let (w, start, period, desc) = quiet_world(seed, &[0, 2, 5], &[24_000_000, 1_000_000_000]);
         let mut sim = Sim::new(w, start);
         let mut s = seed ^ 0xa17;
@@ -1329,30 +1601,50 @@ fn alternating_changes_are_each_reported() {
         let tag = format!("seed {seed} ({desc}, δ {delta:.0} ppb every {k} periods)");
         for i in 0..12 {
             let at = sim.w.borrow().t + unif(&mut s, 1, period);
-            let rate = if i % 2 == 0 { base + (base as f64 * delta * 1e-9) as i128 } else { base };
+            let rate = if i % 2 == 0 {
+                base + (base as f64 * delta * 1e-9) as i128
+            } else {
+                base
+            };
             sim.w.borrow_mut().ctr.set(at, rate, 0);
             let first = sim.recs.len();
             sim.run(k, period, period / 100);
             let recs = &sim.recs[first..];
-            match recs.iter().position(|r| matches!(r.v, Watch::Changed { .. })) {
+            match recs
+                .iter()
+                .position(|r| matches!(r.v, Watch::Changed { .. }))
+            {
                 Some(j) if j <= 2 => {
                     if let Some((x, r)) = worst_excess(&recs[j + 1..]) {
                         if x > 0.0 {
-                            failures.push(format!("{tag}: toggle {i}: err {:.0} > bound {} ({})", r.err, r.bound, r.v));
+                            failures.push(format!(
+                                "{tag}: toggle {i}: err {:.0} > bound {} ({})",
+                                r.err, r.bound, r.v
+                            ));
                         }
                     }
                 }
-                _ => failures.push(format!("{tag}: toggle {i}: {:?}", recs.iter().map(|r| r.v.token()).collect::<Vec<_>>())),
+                _ => failures.push(format!(
+                    "{tag}: toggle {i}: {:?}",
+                    recs.iter().map(|r| r.v.token()).collect::<Vec<_>>()
+                )),
             }
         }
-        if sim.recs.iter().any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped)) {
+        if sim
+            .recs
+            .iter()
+            .any(|r| matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped))
+        {
             failures.push(format!("{tag}: a counter fault"));
         }
         if sim.back_steps > 0 || sim.worst_jump_excess > 0 {
-            failures.push(format!("{tag}: {} steps back, jump excess {} ns", sim.back_steps, sim.worst_jump_excess));
+            failures.push(format!(
+                "{tag}: {} steps back, jump excess {} ns",
+                sim.back_steps, sim.worst_jump_excess
+            ));
         }
     }
-    eprintln!("alternating: {} seeds, {} failures", seeds() * 3, failures.len());
+    eprintln!("alternating: {n} seeds, {} failures", failures.len());
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
@@ -1366,9 +1658,22 @@ fn hostile_arguments_never_panic() {
         for case in 0..5u32 {
             let mut s = seed ^ u64::from(case);
             let (chz, f): (u64, Frequency) = match case {
-                0 => (5_000_000_000, Frequency::exact_hz(Frequency::MIN_HZ).unwrap()),
+                0 => (
+                    5_000_000_000,
+                    Frequency::exact_hz(Frequency::MIN_HZ).unwrap(),
+                ),
                 1 => (1_000, Frequency::exact_hz(Frequency::MAX_HZ).unwrap()),
-                2 => (1_000_000_000, Frequency::from_hz(1_000_000_000, Source::User, Accuracy::Measured { uncertainty_ppb: u64::MAX }).unwrap()),
+                2 => (
+                    1_000_000_000,
+                    Frequency::from_hz(
+                        1_000_000_000,
+                        Source::User,
+                        Accuracy::Measured {
+                            uncertainty_ppb: u64::MAX,
+                        },
+                    )
+                    .unwrap(),
+                ),
                 _ => (1_000_000_000, Frequency::exact_hz(1_000_000_000).unwrap()),
             };
             let mut w = World::new(mix(&mut s), u128::from(chz) * 1000, 64, 14_318_180, 64);
