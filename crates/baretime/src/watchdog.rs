@@ -36,6 +36,9 @@ const WIDE_RUN: u32 = 4;
 /// Checks an interval may be extended over while it agrees both with the baseline and with a
 /// pending deviation (too short to tell them apart): then the one-off rule decides.
 const EXTEND_CHECKS: u64 = 8;
+/// A counter is judged stopped only over a span in which, at the rate in force, it must
+/// have moved this many times its reads' uncertainty (both brackets and two steps).
+const STOP_SPAN: u128 = 4;
 /// Reads spent, per check until it is found, on the reference's step (a 1 kHz tick read in
 /// 1 µs moves within 1 000 reads).
 const STEP_READS: u32 = 1 << 14;
@@ -327,8 +330,11 @@ struct Span {
 ///   is not told from a counter that does, and the clock is recalibrated to the counter's
 ///   rate as that reference counts it.
 /// - **(d) [`Watch::CounterStopped`]**: the counter moved less than its bound while the
-///   reference moved 16 steps. **[`Watch::CounterJumped`]**: a 64-bit counter went back,
-///   or the interval is off by more than 12.5 % and the counter's `ΔC` moved from the
+///   reference moved 16 steps, over a span in which, at the rate in force, the counter must
+///   have moved four times that bound (both brackets and two steps): a check soon after the
+///   last on a slow counter (a 1 kHz or 32 kHz tick read 0–1 ms on) cannot tell a stop from
+///   the quantization, and is merged into the next interval ([`Unjudged::TooShort`]).
+///   **[`Watch::CounterJumped`]**: a 64-bit counter went back, or the interval is off by more than 12.5 % and the counter's `ΔC` moved from the
 ///   last judged interval's more than twice as far (relatively) as the reference's `ΔX`
 ///   did: the hook's period held, as the reference counts it, and the counter's did not.
 ///   Both are taken per check: an interval that spans `n` checks (rejected brackets, a
@@ -797,8 +803,20 @@ impl<R: Reference> Watchdog<R> {
             .saturating_add(c_step.saturating_mul(2));
         let r_step = self.ref_step;
         // The counter stood still while the reference moved 16 steps (or 16 ticks, its
-        // step unknown).
-        if dy <= u_y && d_x >= step_or_one(r_step).saturating_mul(16) {
+        // step unknown), over a span in which, at the rate in force, it must have moved
+        // `STOP_SPAN` times its reads' uncertainty: a check soon after the last on a slow
+        // counter (a 1 kHz tick 1 ms on) is too short to tell a stop from the
+        // quantization, and is merged into the next interval (it falls to `TooShort`).
+        let expected_y = mul_div(
+            u128::from(d_x).saturating_mul(2),
+            u128::from(clock_millihz),
+            u128::from(ref_millihz),
+        )
+        .unwrap_or(u128::MAX);
+        if dy <= u_y
+            && d_x >= step_or_one(r_step).saturating_mul(16)
+            && expected_y > u128::from(u_y).saturating_mul(STOP_SPAN)
+        {
             self.restart_at(c0, r, width, here);
             return Watch::CounterStopped;
         }
