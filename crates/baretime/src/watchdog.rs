@@ -106,8 +106,10 @@ pub enum Unjudged {
     /// The reference stepped, went back or stood still part of the interval while the
     /// counter kept its cadence (per check: an interval that spans checks without a
     /// verdict is that many hook periods), or the two disagreed by more than 12.5 % and
-    /// neither kept it: the interval is dropped and measuring starts again from this
-    /// sample.
+    /// neither kept it, or the reference's move cannot be squared with the counter's (more
+    /// ticks due than a 64-bit count holds; a narrow counter read behind where its wraps are
+    /// counted from the reference): the interval is dropped and measuring starts again from
+    /// this sample.
     ReferenceJumped,
     /// Too little elapsed since the last judged check for a bound under 1 %.
     TooShort,
@@ -334,10 +336,15 @@ struct Span {
 ///   have moved four times that bound (both brackets and two steps): a check soon after the
 ///   last on a slow counter (a 1 kHz or 32 kHz tick read 0–1 ms on) cannot tell a stop from
 ///   the quantization, and is merged into the next interval ([`Unjudged::TooShort`]).
-///   **[`Watch::CounterJumped`]**: a 64-bit counter went back, or the interval is off by more than 12.5 % and the counter's `ΔC` moved from the
-///   last judged interval's more than twice as far (relatively) as the reference's `ΔX`
-///   did: the hook's period held, as the reference counts it, and the counter's did not.
-///   Both are taken per check: an interval that spans `n` checks (rejected brackets, a
+///   **[`Watch::CounterJumped`]**: a 64-bit counter went back (by its move back plus the
+///   ticks the interval made due at the rate in force: the step, not the net move), or the
+///   interval is off by more than 12.5 % and the counter's `ΔC` moved from the last judged
+///   interval's more than twice as far (relatively) as the reference's `ΔX` did: the hook's
+///   period held, as the reference counts it, and the counter's did not. Only the
+///   counter's own reads can blame it: a reference read that makes due more ticks than a
+///   64-bit count holds (a garbage value), or a narrow counter that reads behind where its
+///   wraps are counted from the reference's `ΔX`, is [`Unjudged::ReferenceJumped`]. Both
+///   are taken per check: an interval that spans `n` checks (rejected brackets, a
 ///   reference that stood still) is `n` periods long.
 /// - **(a) [`Watch::NoVerdict`]**: a wide bracket; a reference that did not move; a
 ///   deviation beyond 12.5 % where the counter kept its cadence and the reference did not
@@ -744,11 +751,20 @@ impl<R: Reference> Watchdog<R> {
         let counter_first = wrap_ns(cw.mask(), clock_millihz) >= wrap_ns(rw.mask(), ref_millihz);
         let (d_c, d_x) = if counter_first {
             let Some(d_c) = carry(&mut self.seen_c, cw, c0) else {
-                let back = cw.delta(c0, self.seen_c.0);
-                self.restart_at(c0, r, width, last);
-                return Watch::CounterJumped {
-                    by_ns: neg_ns(back, clock_millihz),
+                // The step: where the counter is against where it was due, the reference's
+                // move since the last sample (modulo its wrap) at the rate in force.
+                let moved = match cw.elapsed(last.c0_raw, c0) {
+                    Some(f) => i128::from(f),
+                    None => i128::from(cw.delta(c0, last.c0_raw)).saturating_neg(),
                 };
+                let due = mul_div(
+                    u128::from(rw.delta(last.r_raw, r)),
+                    u128::from(clock_millihz),
+                    u128::from(ref_millihz),
+                )
+                .unwrap_or(u128::MAX);
+                self.restart_at(c0, r, width, last);
+                return self.jumped(step_ns(moved, due, clock_millihz));
             };
             let expected = mul_div(
                 u128::from(d_c),
@@ -757,8 +773,8 @@ impl<R: Reference> Watchdog<R> {
             )
             .unwrap_or(u128::MAX);
             match by_rate(rw, last.r_raw, r, expected) {
-                Some(d_x) => (d_c, d_x),
-                None => {
+                Unwrapped::Forward(d_x) => (d_c, d_x),
+                Unwrapped::Back | Unwrapped::TooFar => {
                     self.restart_at(c0, r, width, last);
                     return Watch::NoVerdict(Unjudged::ReferenceJumped);
                 }
@@ -775,13 +791,26 @@ impl<R: Reference> Watchdog<R> {
             )
             .unwrap_or(u128::MAX);
             match by_rate(cw, last.c0_raw, c0, expected) {
-                Some(d_c) => (d_c, d_x),
-                None => {
+                Unwrapped::Forward(d_c) => (d_c, d_x),
+                // A 64-bit counter behind its last read went back (its own evidence; a
+                // narrow one's wraps are counted from the reference's ΔX, which then cannot
+                // tell its step back from the reference's step), by its move back plus
+                // the ticks the reference's ΔX made due.
+                Unwrapped::Back if cw.mask() == u64::MAX => {
                     let back = cw.delta(c0, last.c0_raw);
                     self.restart_at(c0, r, width, last);
-                    return Watch::CounterJumped {
-                        by_ns: neg_ns(back, clock_millihz),
-                    };
+                    return self.jumped(step_ns(
+                        i128::from(back).saturating_neg(),
+                        expected,
+                        clock_millihz,
+                    ));
+                }
+                // The reference's ΔX makes due more ticks than a 64-bit count holds (a
+                // garbage read), or a narrow counter reads behind: not the counter's
+                // evidence.
+                Unwrapped::Back | Unwrapped::TooFar => {
+                    self.restart_at(c0, r, width, last);
+                    return Watch::NoVerdict(Unjudged::ReferenceJumped);
                 }
             }
         };
@@ -989,6 +1018,11 @@ impl<R: Reference> Watchdog<R> {
             self.bound_ppb = self.bound_ppb.saturating_add(self.drift_ppb);
         }
         Watch::Changed { rate, recalibrated }
+    }
+
+    /// [`Watch::CounterJumped`] by `by_ns`.
+    fn jumped(&mut self, by_ns: i64) -> Watch {
+        Watch::CounterJumped { by_ns }
     }
 
     /// Starts measuring afresh from the sample `(c0, r, width)`, which follows `at`'s
@@ -1388,9 +1422,20 @@ fn step_or_one(step: u64) -> u64 {
     }
 }
 
+/// How a count moved between two reads, unwrapped against the distance expected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unwrapped {
+    /// Forward by this many ticks.
+    Forward(u64),
+    /// Back: a step back explains the reads better than any whole number of wraps.
+    Back,
+    /// Forward by more than 64 bits hold (the expected distance is beyond them).
+    TooFar,
+}
+
 /// The forward distance from `from` to `to` on a count of width `w`, with the whole wraps
-/// that best match `expected`; `None` where a step back explains it better.
-fn by_rate(w: Width, from: u64, to: u64, expected: u128) -> Option<u64> {
+/// that best match `expected`; [`Unwrapped::Back`] where a step back explains it better.
+fn by_rate(w: Width, from: u64, to: u64, expected: u128) -> Unwrapped {
     let d = u128::from(w.delta(from, to));
     let wrap = u128::from(w.mask()).saturating_add(1);
     let wraps = expected
@@ -1401,9 +1446,9 @@ fn by_rate(w: Width, from: u64, to: u64, expected: u128) -> Option<u64> {
     let forward = d.saturating_add(wraps.saturating_mul(wrap));
     let back_miss = wrap.saturating_sub(d).saturating_add(expected);
     if d != 0 && back_miss < forward.abs_diff(expected) {
-        return None;
+        return Unwrapped::Back;
     }
-    u64::try_from(forward).ok()
+    u64::try_from(forward).map_or(Unwrapped::TooFar, Unwrapped::Forward)
 }
 
 /// The rate and worst-case bound between two points (see [`Watchdog`]'s docs), or `None`
@@ -1551,6 +1596,18 @@ fn neg_ns(ticks: u64, millihz: u64) -> i64 {
         .unwrap_or(i64::MIN)
 }
 
+/// A step of the counter in ns at `millihz`: it moved `moved` ticks (negative: back) where
+/// `due` were due (saturated).
+fn step_ns(moved: i128, due: u128, millihz: u64) -> i64 {
+    let by = moved.saturating_sub(i128::try_from(due).unwrap_or(i128::MAX));
+    let ns = i64::try_from(ticks_ns(by.unsigned_abs(), millihz)).unwrap_or(i64::MAX);
+    if by < 0 {
+        ns.saturating_neg()
+    } else {
+        ns
+    }
+}
+
 /// A measured rate, clamped into [`Frequency`]'s range.
 fn measured(millihz: u64, bound_ppb: u64) -> Frequency {
     let accuracy = Accuracy::Measured {
@@ -1615,6 +1672,56 @@ mod tests {
                 let _ = clock.update();
             }
             assert_eq!(wd.health().checks, 50);
+        }
+    }
+
+    /// A 64-bit counter that steps back by more than a period is told by the step, not by
+    /// its net move (the step less the period), whichever side is unwrapped by the rate: a
+    /// 1 MHz counter against a 10 MHz reference (the counter's wrap the longer) and a 1 GHz
+    /// one (the reference's).
+    #[test]
+    fn a_step_back_is_told_by_its_size() {
+        for counter_hz in [1_000_000u64, 1_000_000_000] {
+            // True time in ns; the counter's step (ticks, applied from `t_step` on).
+            let t = Cell::new(1_000_000_000u64);
+            let back = Cell::new(0u64);
+            let counter = FnCounter::new(
+                || {
+                    t.set(t.get() + 100);
+                    (t.get() as u128 * counter_hz as u128 / 1_000_000_000) as u64 + (1 << 40)
+                        - back.get()
+                },
+                64,
+            );
+            let reference = CounterReference::new(
+                FnCounter::new(
+                    || {
+                        t.set(t.get() + 100);
+                        t.get() / 100
+                    },
+                    64,
+                ),
+                Frequency::exact_hz(10_000_000).unwrap(),
+            );
+            let rate = Frequency::exact_hz(counter_hz).unwrap();
+            let clock = Clock::new(&counter, rate);
+            let mut wd = Watchdog::new(reference, rate);
+            for _ in 0..6 {
+                t.set(t.get() + 500_000_000);
+                assert!(!matches!(wd.check(&clock), Watch::CounterJumped { .. }));
+            }
+            // 2 s back, a quarter into the next 0.5 s period.
+            t.set(t.get() + 125_000_000);
+            back.set(2 * counter_hz);
+            t.set(t.get() + 375_000_000);
+            let v = wd.check(&clock);
+            let Watch::CounterJumped { by_ns } = v else {
+                panic!("{counter_hz} Hz: {v}");
+            };
+            assert!(
+                by_ns.abs_diff(-2_000_000_000) < 1_000_000,
+                "{counter_hz} Hz: {v}"
+            );
         }
     }
 

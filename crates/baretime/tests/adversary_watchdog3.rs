@@ -885,8 +885,11 @@ fn stops_and_forward_steps_of_the_counter_are_told() {
 /// [`Watch::Changed`] before it (held) — but `by_ns` ("by this many nanoseconds (negative:
 /// back, or time lost)") is the counter's net move over the interval, the step plus the
 /// period, not the step.
+/// Before the fix (by_ns for a step back adds the ticks the interval made due to the
+/// counter's move back), it failed: "a step back of 0.98 s at P 500 ms reads by_ns −0.478
+/// s; of 5.85 s at P 1 s, −4.85 s: off by one period (BARETIME_ADV_SEEDS=100: 68 of 200
+/// seeds beyond 1 % + 1 ms; the rest are steps ≫ 100 P)".
 #[test]
-#[ignore = "finding: a step back of 0.98 s at P 500 ms reads by_ns −0.478 s; of 5.85 s at P 1 s, −4.85 s: off by one period (BARETIME_ADV_SEEDS=100: 68 of 200 seeds beyond 1 % + 1 ms; the rest are steps ≫ 100 P)"]
 fn a_step_back_is_told_by_its_size() {
     stops_and_steps(&[2], 1.0);
 }
@@ -1009,8 +1012,11 @@ fn a_step_with_a_new_rate_is_changed_at_the_next_check() {
 /// than 12.5 % and the counter's `ΔC` moved from the last judged interval's more than twice
 /// as far (relatively) as the reference's `ΔX` did" — neither happened (the counter and the
 /// hook kept their cadence).
+/// Before the fix (a reference whose ΔX makes due more ticks than a 64-bit count holds is
+/// the reference's fault, not read as the counter going back), it failed: "garbage
+/// reference, honest 64-bit counter at 24 MHz/1 GHz, steady hook: CounterJumped { by_ns:
+/// i64::MIN } within 60 checks in 245 of 500 seeds (BARETIME_ADV_SEEDS=100)".
 #[test]
-#[ignore = "finding: garbage reference, honest 64-bit counter at 24 MHz/1 GHz, steady hook: CounterJumped { by_ns: i64::MIN } within 60 checks in 245 of 500 seeds (BARETIME_ADV_SEEDS=100)"]
 fn a_garbage_reference_never_faults_an_honest_counter() {
     hostile_family(&[6]);
 }
@@ -1198,7 +1204,9 @@ fn extreme_and_irregular_periods_at_constant_rates() {
 /// less than a tick in 1 ms while the reference moves thousands of steps).
 /// Before the fix (a stop judged only where the counter must have moved four times its
 /// reads' uncertainty; and the world's u64-picosecond time kept under its 213-day end), it
-/// failed: "1 kHz / 32.768 kHz / 1 MHz counter vs HPET or 10 MHz, some checks 0 s / 1 µs / 1 ms after the last among 0.1 s – 30 d ones: CounterStopped at constant rates in 207 of 300 seeds (BARETIME_ADV_SEEDS=100)".
+/// failed: "1 kHz / 32.768 kHz / 1 MHz counter vs HPET or 10 MHz, some checks 0 s / 1 µs /
+/// 1 ms after the last among 0.1 s – 30 d ones: CounterStopped at constant rates in 207 of
+/// 300 seeds (BARETIME_ADV_SEEDS=100)".
 #[test]
 fn extreme_periods_with_slow_counters_never_alarm() {
     extreme_family(&[0, 5], &COUNTERS[..3], "slow counters");
@@ -1416,7 +1424,9 @@ fn one_gap(seed: u64, refs: &[usize], counter: u64, gap: u64) -> (Vec<Watch>, f6
 /// HPET, checked every 0.5 s, one check 0 s, 1 µs, 0.1 ms or 1 ms after the last (a hook
 /// catching up): [`Watch::CounterStopped`] at constant rates.
 /// Before the fix (a stop judged only where the counter must have moved four times its
-/// reads' uncertainty), it failed: "vs HPET, P 0.5 s, one check soon after the last: CounterStopped at constant rates; 1 kHz at 0 s–1 ms: 123 of 133 seeds; 32.768 kHz at 0 s/1 µs: 62 of 67 (none at 0.1/1 ms); 1 MHz: 0 of 133 (BARETIME_ADV_SEEDS=100)".
+/// reads' uncertainty), it failed: "vs HPET, P 0.5 s, one check soon after the last:
+/// CounterStopped at constant rates; 1 kHz at 0 s–1 ms: 123 of 133 seeds; 32.768 kHz at 0
+/// s/1 µs: 62 of 67 (none at 0.1/1 ms); 1 MHz: 0 of 133 (BARETIME_ADV_SEEDS=100)".
 #[test]
 fn a_catch_up_check_on_a_slow_counter_is_not_a_stop() {
     let mut bad = Vec::new();
