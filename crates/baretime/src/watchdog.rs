@@ -81,7 +81,10 @@ pub enum Watch {
     /// The clock kept its promises across it (it never goes back), but time read across the
     /// step is off by `by_ns`: the kernel should distrust the counter (Linux marks such a
     /// TSC unstable) and, if it keeps the clock, [`Clock::rebase`] it. A counter that runs
-    /// on at a new rate after a step is [`Watch::Changed`] at the next check.
+    /// on at a new rate after a step is [`Watch::Changed`] at the next check (the next
+    /// judged one: the jump splits the history, and the first interval after it is judged
+    /// afresh against the clock's rate), where the new rate is within 12.5 % of the old;
+    /// beyond, the next is a jump too, and (c) follows when two intervals agree.
     CounterJumped {
         /// The step, in nanoseconds at the rate in force (saturated).
         by_ns: i64,
@@ -319,7 +322,10 @@ struct Span {
 ///   second's rate ([`Clock::recalibrate`]: no jump, no step back), and the window starts
 ///   again after the second. Two intervals cannot tell a new rate from an excursion that
 ///   straddled a check and is over, so [`WatchdogHealth::bound_ppb`] keeps covering the
-///   old rate until the window since proves the new one. A first interval off the baseline
+///   old rate until the window since proves the new one. The one exception to two
+///   intervals: the first judged after [`Watch::CounterJumped`], off the clock's rate by
+///   less than 12.5 %, is (c) at once (the jump split the history: nothing before it can
+///   confirm or refute the rate after). A first interval off the baseline
 ///   is [`Unjudged::Unconfirmed`]; if the next agrees with the baseline, the window starts
 ///   again after the odd interval (a step of one count or the other leaves the window's
 ///   rate wrong otherwise). If the next agrees with both the baseline and the odd interval
@@ -547,6 +553,10 @@ pub struct Watchdog<R: Reference> {
     loose_start: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
+    /// The last verdict was [`Watch::CounterJumped`]: the jump split the history, and the
+    /// next judged interval is judged afresh against the clock (off it within 12.5 %: the
+    /// counter runs on at a new rate, [`Watch::Changed`] at once).
+    after_jump: bool,
     /// The last judged interval (for the cadence rules).
     prev: Option<Span>,
     /// Checks since `last` was taken (each one hook period).
@@ -594,6 +604,7 @@ impl<R: Reference> Watchdog<R> {
             n_knots: 0,
             range: None,
             pending: None,
+            after_jump: false,
             prev: None,
             since: 0,
             seen_c: (0, 0),
@@ -871,6 +882,8 @@ impl<R: Reference> Watchdog<R> {
             ..span
         };
         let tolerance = self.reference.frequency().accuracy().bound_ppb();
+        // The first interval judged after a jump: the jump split the history.
+        let fresh = core::mem::take(&mut self.after_jump);
 
         // The baseline: the window's rate, or the clock's, whichever is known better.
         let clock_base = (clock_millihz, self.bound_ppb);
@@ -935,9 +948,12 @@ impl<R: Reference> Watchdog<R> {
         // counts it) both times: a reference that stood still across a check makes two
         // intervals agree too, with the counter on its cadence.
         let counter_broke = self.prev.is_some_and(|p| counter_broke_cadence(&span, &p));
-        let confirmed = self.pending.is_some_and(|p| {
-            ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
-        }) && (dev <= GROSS_PPB || counter_broke);
+        // Right after a jump, an interval off the clock within 12.5 % is the counter running
+        // on at a new rate: nothing before the jump can confirm or refute it.
+        let confirmed = (fresh && dev <= GROSS_PPB)
+            || (self.pending.is_some_and(|p| {
+                ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
+            }) && (dev <= GROSS_PPB || counter_broke));
         if dev > GROSS_PPB && !confirmed {
             // A jump of one count or the other: the cadence says which.
             let verdict = match self.prev {
@@ -958,10 +974,11 @@ impl<R: Reference> Watchdog<R> {
                 _ => Watch::NoVerdict(Unjudged::ReferenceJumped),
             };
             self.restart_at(c0, r, width, here);
-            // A counter that jumped may run on at a new rate: the next interval confirms it
-            // if it agrees with this one.
+            // A counter that jumped may run on at a new rate: the next interval is judged
+            // afresh (within 12.5 %), or confirms it if it agrees with this one (beyond).
             if matches!(verdict, Watch::CounterJumped { .. }) {
                 self.pending = Some(span);
+                self.after_jump = true;
             }
             return verdict;
         }
@@ -1020,8 +1037,9 @@ impl<R: Reference> Watchdog<R> {
         Watch::Changed { rate, recalibrated }
     }
 
-    /// [`Watch::CounterJumped`] by `by_ns`.
+    /// [`Watch::CounterJumped`] by `by_ns`: the next judged interval is judged afresh.
     fn jumped(&mut self, by_ns: i64) -> Watch {
+        self.after_jump = true;
         Watch::CounterJumped { by_ns }
     }
 
