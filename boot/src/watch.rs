@@ -345,6 +345,7 @@ fn unjudged(why: Unjudged) -> &'static str {
         Unjudged::ReferenceStill => "reference_still",
         Unjudged::ReferenceJumped => "reference_jumped",
         Unjudged::TooShort => "too_short",
+        Unjudged::TooLong => "too_long",
         Unjudged::Unconfirmed => "unconfirmed",
         _ => "no_verdict",
     }
