@@ -240,7 +240,12 @@ pub fn watchdog<T: Counter + Copy, R: Reference>(
         let d = timer.ticks().wrapping_sub(origin);
         let accepted = !matches!(
             verdict,
-            Watch::NoVerdict(Unjudged::WideBracket | Unjudged::TooShort | Unjudged::ReferenceStill)
+            Watch::NoVerdict(
+                Unjudged::WideBracket
+                    | Unjudged::TooShort
+                    | Unjudged::TooLong
+                    | Unjudged::ReferenceStill
+            )
         );
         if matches!(verdict, Watch::NoVerdict(Unjudged::WideBracket)) {
             wide += 1;
