@@ -499,7 +499,12 @@ struct Span {
 /// Otherwise the number of wraps is ambiguous and the check does not pretend to know: it
 /// is [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
 /// measuring starts again from its sample (the window too: the next check at the hook's
-/// period is judged against the clock's rate and `bound_ppb`). Wraps, and the longest
+/// period is judged against the clock's rate and `bound_ppb`: the check right after a
+/// [`Unjudged::TooLong`] one is judged as before this rule where its interval is no longer
+/// than twice the last judged interval per check, since a bound left wide at the hook's
+/// period — after a large change or a fast ramp under a PIT, over 5.5 % at a 0.5 s period,
+/// or a bound set from such a wide one — would otherwise refuse every check and never
+/// shrink). Wraps, and the longest
 /// interval judged with the rate known to 1 ppm (to 100 ppb): a 16-bit PIT (1.193 MHz)
 /// wraps every 54.9 ms: 3.8 h (38 h); a 24-bit ACPI PM timer (3.58 MHz) every 4.69 s:
 /// 13.6 days (136 days); a 32-bit HPET (14.3 MHz) every 300 s: 2.4 years; a 32-bit ACPI
@@ -566,6 +571,9 @@ pub struct Watchdog<R: Reference> {
     /// its first samples may still hold an excursion's end, so the bound is taken over the
     /// spans from its first [`SUFFIXES`] samples, as after a sample left out.
     loose_start: bool,
+    /// The last sample was taken by an [`Unjudged::TooLong`] check (see
+    /// [`Watchdog::wraps_ambiguous`]).
+    refused: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last judged interval (for the cadence rules).
@@ -614,6 +622,7 @@ impl<R: Reference> Watchdog<R> {
             loose_start: false,
             n_knots: 0,
             range: None,
+            refused: false,
             pending: None,
             prev: None,
             since: 0,
@@ -794,7 +803,7 @@ impl<R: Reference> Watchdog<R> {
             )
             .unwrap_or(u128::MAX)
             .saturating_add(u128::from(step_or_one(self.ref_step)).saturating_mul(2));
-            if self.wraps_ambiguous(rw, expected, slack) {
+            if self.wraps_ambiguous(rw, expected, slack, saturate_u64(expected)) {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::TooLong);
             }
@@ -825,7 +834,7 @@ impl<R: Reference> Watchdog<R> {
             .unwrap_or(u128::MAX)
             .saturating_add(u128::from(last.width.saturating_add(width)))
             .saturating_add(u128::from(c_step).saturating_mul(2));
-            if self.wraps_ambiguous(cw, expected, slack) {
+            if self.wraps_ambiguous(cw, expected, slack, d_x) {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::TooLong);
             }
@@ -1035,23 +1044,34 @@ impl<R: Reference> Watchdog<R> {
     }
 
     /// Whether the wraps of a count of width `w` (narrower than 64 bits), unwrapped against
-    /// the clock's rate, are ambiguous over an interval where that rate predicts `expected`
-    /// of its ticks, `slack` of them unknowable (brackets, steps): where the clock's rate's
-    /// claimed error (the bound it was set with) over the interval, plus `slack`, reaches a
-    /// quarter wrap (the other quarter is the room left for a change to be seen unaliased),
-    /// or [`WatchdogHealth::bound_ppb`]'s (which also covers a pending deviation and the old
-    /// rate after a change) reaches half a wrap (see *Widths* on [`Watchdog`]).
-    fn wraps_ambiguous(&self, w: Width, expected: u128, slack: u128) -> bool {
+    /// the clock's rate, are ambiguous over an interval of `dx` reference ticks where that
+    /// rate predicts `expected` of its ticks, `slack` of them unknowable (brackets, steps):
+    /// where the clock's rate's claimed error (the bound it was set with) over the interval,
+    /// plus `slack`, reaches a quarter wrap (the other quarter is the room left for a change
+    /// to be seen unaliased), or [`WatchdogHealth::bound_ppb`]'s (which also covers a pending
+    /// deviation and the old rate after a change) reaches half a wrap (see *Widths* on
+    /// [`Watchdog`]). The check right after such a one is judged as before, without either
+    /// condition, where its interval is no longer than twice the last judged one's per check
+    /// (the hook's period): a bound still too wide at that period (a large change or a fast
+    /// ramp under a PIT) must not leave every check unjudged, and so never shrink.
+    fn wraps_ambiguous(&mut self, w: Width, expected: u128, slack: u128, dx: u64) -> bool {
         if w.mask() == u64::MAX {
             return false;
         }
+        let at_period = self.refused
+            && self
+                .prev
+                .is_some_and(|p| dx <= p.dx.checked_div(p.n).unwrap_or(p.dx).saturating_mul(2));
         let wrap = u128::from(w.mask()).saturating_add(1);
         let off = |ppb: u64| {
             mul_div_ceil(expected, u128::from(ppb), u128::from(PPB))
                 .unwrap_or(u128::MAX)
                 .saturating_add(slack)
         };
-        off(self.claim_ppb) >= wrap / 4 || off(self.bound_ppb) >= wrap / 2
+        let ambiguous =
+            !at_period && (off(self.claim_ppb) >= wrap / 4 || off(self.bound_ppb) >= wrap / 2);
+        self.refused = ambiguous;
+        ambiguous
     }
 
     /// Starts measuring afresh from the sample `(c0, r, width)`, which follows `at`'s

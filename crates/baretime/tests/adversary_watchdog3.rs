@@ -1717,3 +1717,56 @@ fn hostile_arguments_never_panic() {
         }
     }
 }
+
+/// The *Widths* rule's other side: a large change or a fast ramp under the 16-bit PIT at
+/// 0.5 s (two moves of the same sign, the second to 3.5–5.4 % in all, within half a wrap per
+/// period) leaves `bound_ppb` over 5.5 %, so the next check is [`Unjudged::TooLong`]; the one
+/// after is judged at the hook's period, the bound shrinks, and the checks go on being
+/// judged. Before the check after a refusal was judged at the hook's period, every check
+/// from then on was `TooLong` and the bound never shrank (a trace while building the rule).
+#[test]
+fn a_large_change_under_a_pit_is_not_refused_for_good() {
+    let mut bad = Vec::new();
+    for seed in 0..seeds() * 2 {
+        // The world's own period is not used: 0.5 s throughout.
+        let (w, start, _, _) = quiet_world(seed, &[3], &[1_000_000_000]);
+        let mut sim = Sim::new(w, start);
+        sim.run(20, 500 * MS, 5 * MS);
+        let mut s = seed ^ 0x51de;
+        let sign = if mix(&mut s) & 1 == 0 { 1 } else { -1 };
+        let first = unif(&mut s, 15_000_000, 30_000_000) as i128;
+        let second = unif(&mut s, 35_000_000, 54_000_000) as i128;
+        let base = sim.w.borrow().ctr.rate_at(0);
+        for ppb in [first, second] {
+            let t = sim.w.borrow().t + unif(&mut s, 0, 400) * MS;
+            sim.w
+                .borrow_mut()
+                .ctr
+                .set(t, base + base * sign * ppb / 1_000_000_000, 0);
+            sim.run(1, 500 * MS, 5 * MS);
+        }
+        sim.run(40, 500 * MS, 5 * MS);
+        let tail = &sim.recs[sim.recs.len() - 20..];
+        let refused = tail
+            .iter()
+            .filter(|r| matches!(r.v, Watch::NoVerdict(Unjudged::TooLong)))
+            .count();
+        let last = tail[tail.len() - 1];
+        let faults = sim
+            .recs
+            .iter()
+            .filter(|r| matches!(r.v, Watch::CounterStopped | Watch::CounterJumped { .. }))
+            .count();
+        if refused > 0 || last.err > last.bound as f64 || faults > 0 {
+            bad.push(format!(
+                "seed {seed} (1 GHz vs PIT, P 500 ms, {:+} then {:+} ppm): {refused} TooLong in the last 20, \
+                 {faults} counter faults, err {:.0} bound {} at the end",
+                sign * first / 1000,
+                sign * second / 1000,
+                last.err,
+                last.bound
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
