@@ -481,12 +481,12 @@ struct Span {
 /// by the half-range rule ([`Width`]) from sample to sample, rejected samples included (a
 /// read inside a wide bracket is still a good read of its count): check more often than
 /// half its wrap period (a 64-bit counter: any period; a narrow counter: wrap it in
-/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other
-/// (a narrow reference under a 64-bit counter; a narrow counter under a reference that wraps
+/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other (a
+/// narrow reference under a 64-bit counter; a narrow counter under a reference that wraps
 /// less often) is unwrapped against the rate in force: its wraps over the interval are
-/// counted from the other's ticks at the clock's rate. That
-/// holds only while the rate's uncertainty over the interval stays well inside half a wrap,
-/// so a count narrower than 64 bits is unwrapped only where, over the interval,
+/// counted from the other's ticks at the clock's rate. That holds only while the rate's
+/// uncertainty over the interval stays well inside half a wrap, so a count narrower than 64
+/// bits is unwrapped only where, over the interval,
 ///
 /// - the bound the clock's rate was set with (at the start, the one given to
 ///   [`Watchdog::new`] plus the reference's tolerance; then by [`Watch::Changed`] or
@@ -496,28 +496,29 @@ struct Span {
 /// - [`WatchdogHealth::bound_ppb`] times the interval, plus the same, is under *half* a wrap:
 ///   every rate still thought possible counts the same wraps.
 ///
-/// Otherwise the number of wraps is ambiguous and the check does not pretend to know: it
-/// is [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
-/// measuring starts again from its sample (the window too: the next check at the hook's
+/// Otherwise the number of wraps is ambiguous and the check does not pretend to know: it is
+/// [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
+/// measuring starts again from its sample, the window too. The next check at the hook's
 /// period is judged against the clock's rate and `bound_ppb`: the check right after a
-/// [`Unjudged::TooLong`] one is judged as before this rule where its interval is no longer
-/// than twice the last judged interval per check, since a bound left wide at the hook's
-/// period — after a large change or a fast ramp under a PIT, over 5.5 % at a 0.5 s period,
-/// or a bound set from such a wide one — would otherwise refuse every check and never
-/// shrink). Wraps, and the longest
-/// interval judged with the rate known to 1 ppm (to 100 ppb): a 16-bit PIT (1.193 MHz)
-/// wraps every 54.9 ms: 3.8 h (38 h); a 24-bit ACPI PM timer (3.58 MHz) every 4.69 s:
-/// 13.6 days (136 days); a 32-bit HPET (14.3 MHz) every 300 s: 2.4 years; a 32-bit ACPI
-/// PM timer every 1 200 s, a 32-bit 32 kHz RTC every 131 072 s: longer. At the hook's
-/// period the bound must be under 2.7 % for a PIT checked every 0.5 s (a wider start bound
-/// leaves every check [`Unjudged::TooLong`]). A change of the rate inside a judged interval
-/// that moves the count by more than the half wrap left over aliases: a PIT checked every
-/// 0.5 s aliases any change beyond 5 %; judged an hour after the last with the rate known
-/// to 100 ppb, any beyond 7.5 ppm (a change not yet detected, seen by the checks at the
-/// hook's period after it). `tests/adversary_watchdog3.rs`: a 1 GHz counter under the PIT, constant rates, one
-/// check a week or 30 days after the last left the clock 35–227 ppb beyond `bound_ppb`
-/// in 80 of 400 seeds, and a day's gap a false [`Watch::Changed`] 636 or 1 271 ppb off
-/// (a wrap or two a day), before this rule; none since.
+/// `TooLong` one is judged as before this rule where its interval is no longer than twice
+/// the last judged interval per check, since a bound left wide at the hook's period (after
+/// a large change or a fast ramp under a PIT: over 5.5 % at a 0.5 s period) would otherwise
+/// refuse every check and never shrink (`a_large_change_under_a_pit_is_not_refused_for_good`
+/// in `tests/adversary_watchdog3.rs`). Before any interval is judged there is no such
+/// period: a start bound over 2.7 % leaves a PIT checked every 0.5 s `TooLong` for good.
+///
+/// Wraps, and the longest interval judged with the rate known to 1 ppm (to 100 ppb): a
+/// 16-bit PIT (1.193 MHz) wraps every 54.9 ms: 3.8 h (38 h); a 24-bit ACPI PM timer
+/// (3.58 MHz) every 4.69 s: 13.6 days (136 days); a 32-bit HPET (14.3 MHz) every 300 s:
+/// 2.4 years; a 32-bit ACPI PM timer every 1 200 s, a 32-bit 32 kHz RTC every 131 072 s:
+/// longer. A change of the rate inside a judged interval that moves the count by more than
+/// the half wrap left over aliases: a PIT checked every 0.5 s aliases any change beyond
+/// 5 %; judged an hour after the last with the rate known to 100 ppb, any beyond 7.5 ppm (a
+/// change not yet detected, seen by the checks at the hook's period after it).
+/// `tests/adversary_watchdog3.rs`: a 1 GHz counter under the PIT, constant rates, one check
+/// a week or 30 days after the last left the clock 35–227 ppb beyond `bound_ppb` in 80 of
+/// 400 seeds, and a day's gap a false [`Watch::Changed`] 636 or 1 271 ppb off (a wrap or two
+/// a day), before this rule; none since (the gap is `TooLong`).
 ///
 /// Everything is integer arithmetic, saturating or checked: no input makes it panic.
 ///
