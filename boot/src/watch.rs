@@ -240,7 +240,12 @@ pub fn watchdog<T: Counter + Copy, R: Reference>(
         let d = timer.ticks().wrapping_sub(origin);
         let accepted = !matches!(
             verdict,
-            Watch::NoVerdict(Unjudged::WideBracket | Unjudged::TooShort | Unjudged::ReferenceStill)
+            Watch::NoVerdict(
+                Unjudged::WideBracket
+                    | Unjudged::TooShort
+                    | Unjudged::TooLong
+                    | Unjudged::ReferenceStill
+            )
         );
         if matches!(verdict, Watch::NoVerdict(Unjudged::WideBracket)) {
             wide += 1;
@@ -345,6 +350,7 @@ fn unjudged(why: Unjudged) -> &'static str {
         Unjudged::ReferenceStill => "reference_still",
         Unjudged::ReferenceJumped => "reference_jumped",
         Unjudged::TooShort => "too_short",
+        Unjudged::TooLong => "too_long",
         Unjudged::Unconfirmed => "unconfirmed",
         _ => "no_verdict",
     }

@@ -116,6 +116,13 @@ pub enum Unjudged {
     ReferenceJumped,
     /// Too little elapsed since the last judged check for a bound under 1 %.
     TooShort,
+    /// Too much elapsed since the last accepted sample to count a narrow count's wraps from
+    /// the clock's rate: its rate's bound over the interval reaches a quarter wrap (a check
+    /// a day after the last against a 16-bit PIT, 55 ms a wrap, with the rate known to
+    /// 1 ppm: up to 86 ms; see *Widths* on [`Watchdog`]). The interval is dropped, the
+    /// clock's rate and [`WatchdogHealth::bound_ppb`] are left as they were, and measuring
+    /// starts again from this sample: the next check at the hook's period is judged.
+    TooLong,
     /// The rate moved beyond the bounds in this interval: a change is reported only when
     /// the next interval agrees, or is further off on the same side ([`Watch::Changed`]); a
     /// one-off (a reference read that was wrong inside a narrow bracket, a small step of
@@ -493,11 +500,44 @@ struct Span {
 /// by the half-range rule ([`Width`]) from sample to sample, rejected samples included (a
 /// read inside a wide bracket is still a good read of its count): check more often than
 /// half its wrap period (a 64-bit counter: any period; a narrow counter: wrap it in
-/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other
-/// is unwrapped against the rate in force (the reference's wrap: a 24-bit ACPI PM timer
-/// wraps every 4.7 s, a 16-bit PIT every 55 ms), which holds while the rate's change over
-/// an interval is less than half of that one's wrap: a PIT checked every 0.5 s aliases any
-/// change beyond 5 %.
+/// [`crate::ExtendedTimer`], or keep the period well under half the wrap). The other (a
+/// narrow reference under a 64-bit counter; a narrow counter under a reference that wraps
+/// less often) is unwrapped against the rate in force: its wraps over the interval are
+/// counted from the other's ticks at the clock's rate. That holds only while the rate's
+/// uncertainty over the interval stays well inside half a wrap, so a count narrower than 64
+/// bits is unwrapped only where, over the interval,
+///
+/// - the bound the clock's rate was set with (at the start, the one given to
+///   [`Watchdog::new`] plus the reference's tolerance; then by [`Watch::Changed`] or
+///   refinement: [`WatchdogHealth::bound_ppb`] less what a pending deviation or the old rate
+///   after a change adds) times the interval, plus both brackets and both steps, is under a
+///   *quarter* wrap: the other quarter is room for a change to be seen unaliased; and
+/// - [`WatchdogHealth::bound_ppb`] times the interval, plus the same, is under *half* a wrap:
+///   every rate still thought possible counts the same wraps.
+///
+/// Otherwise the number of wraps is ambiguous and the check does not pretend to know: it is
+/// [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
+/// measuring starts again from its sample, the window too. The next check at the hook's
+/// period is judged against the clock's rate and `bound_ppb`: the check right after a
+/// `TooLong` one is judged as before this rule where its interval is no longer than twice
+/// the last judged interval per check, since a bound left wide at the hook's period (after
+/// a large change or a fast ramp under a PIT: over 5.5 % at a 0.5 s period) would otherwise
+/// refuse every check and never shrink (`a_large_change_under_a_pit_is_not_refused_for_good`
+/// in `tests/adversary_watchdog3.rs`). Before any interval is judged there is no such
+/// period: a start bound over 2.7 % leaves a PIT checked every 0.5 s `TooLong` for good.
+///
+/// Wraps, and the longest interval judged with the rate known to 1 ppm (to 100 ppb): a
+/// 16-bit PIT (1.193 MHz) wraps every 54.9 ms: 3.8 h (38 h); a 24-bit ACPI PM timer
+/// (3.58 MHz) every 4.69 s: 13.6 days (136 days); a 32-bit HPET (14.3 MHz) every 300 s:
+/// 2.4 years; a 32-bit ACPI PM timer every 1 200 s, a 32-bit 32 kHz RTC every 131 072 s:
+/// longer. A change of the rate inside a judged interval that moves the count by more than
+/// the half wrap left over aliases: a PIT checked every 0.5 s aliases any change beyond
+/// 5 %; judged an hour after the last with the rate known to 100 ppb, any beyond 7.5 ppm (a
+/// change not yet detected, seen by the checks at the hook's period after it).
+/// `tests/adversary_watchdog3.rs`: a 1 GHz counter under the PIT, constant rates, one check
+/// a week or 30 days after the last left the clock 35–227 ppb beyond `bound_ppb` in 80 of
+/// 400 seeds, and a day's gap a false [`Watch::Changed`] 636 or 1 271 ppb off (a wrap or two
+/// a day), before this rule; none since (the gap is `TooLong`).
 ///
 /// Everything is integer arithmetic, saturating or checked: no input makes it panic.
 ///
@@ -551,6 +591,9 @@ pub struct Watchdog<R: Reference> {
     /// its first samples may still hold an excursion's end, so the bound is taken over the
     /// spans from its first [`SUFFIXES`] samples, as after a sample left out.
     loose_start: bool,
+    /// The last sample was taken by an [`Unjudged::TooLong`] check (see
+    /// [`Watchdog::wraps_ambiguous`]).
+    refused: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The last verdict was [`Watch::CounterJumped`]: the jump split the history, and the
@@ -603,6 +646,7 @@ impl<R: Reference> Watchdog<R> {
             loose_start: false,
             n_knots: 0,
             range: None,
+            refused: false,
             pending: None,
             after_jump: false,
             prev: None,
@@ -783,6 +827,20 @@ impl<R: Reference> Watchdog<R> {
                 u128::from(clock_millihz),
             )
             .unwrap_or(u128::MAX);
+            // What the clock's rate cannot tell apart, in reference ticks: the brackets and
+            // both counts' steps.
+            let slack = mul_div_ceil(
+                u128::from(last.width.saturating_add(width))
+                    .saturating_add(u128::from(c_step).saturating_mul(2)),
+                u128::from(ref_millihz),
+                u128::from(clock_millihz),
+            )
+            .unwrap_or(u128::MAX)
+            .saturating_add(u128::from(step_or_one(self.ref_step)).saturating_mul(2));
+            if self.wraps_ambiguous(rw, expected, slack, saturate_u64(expected)) {
+                self.restart_at(c0, r, width, last);
+                return Watch::NoVerdict(Unjudged::TooLong);
+            }
             match by_rate(rw, last.r_raw, r, expected) {
                 Unwrapped::Forward(d_x) => (d_c, d_x),
                 Unwrapped::Back | Unwrapped::TooFar => {
@@ -801,6 +859,19 @@ impl<R: Reference> Watchdog<R> {
                 u128::from(ref_millihz),
             )
             .unwrap_or(u128::MAX);
+            // What the clock's rate cannot tell apart, in counter ticks.
+            let slack = mul_div_ceil(
+                u128::from(step_or_one(self.ref_step)).saturating_mul(2),
+                u128::from(clock_millihz),
+                u128::from(ref_millihz),
+            )
+            .unwrap_or(u128::MAX)
+            .saturating_add(u128::from(last.width.saturating_add(width)))
+            .saturating_add(u128::from(c_step).saturating_mul(2));
+            if self.wraps_ambiguous(cw, expected, slack, d_x) {
+                self.restart_at(c0, r, width, last);
+                return Watch::NoVerdict(Unjudged::TooLong);
+            }
             match by_rate(cw, last.c0_raw, c0, expected) {
                 Unwrapped::Forward(d_c) => (d_c, d_x),
                 // A 64-bit counter behind its last read went back (its own evidence; a
@@ -1041,6 +1112,37 @@ impl<R: Reference> Watchdog<R> {
     fn jumped(&mut self, by_ns: i64) -> Watch {
         self.after_jump = true;
         Watch::CounterJumped { by_ns }
+    }
+
+    /// Whether the wraps of a count of width `w` (narrower than 64 bits), unwrapped against
+    /// the clock's rate, are ambiguous over an interval of `dx` reference ticks where that
+    /// rate predicts `expected` of its ticks, `slack` of them unknowable (brackets, steps):
+    /// where the clock's rate's claimed error (the bound it was set with) over the interval,
+    /// plus `slack`, reaches a quarter wrap (the other quarter is the room left for a change
+    /// to be seen unaliased), or [`WatchdogHealth::bound_ppb`]'s (which also covers a pending
+    /// deviation and the old rate after a change) reaches half a wrap (see *Widths* on
+    /// [`Watchdog`]). The check right after such a one is judged as before, without either
+    /// condition, where its interval is no longer than twice the last judged one's per check
+    /// (the hook's period): a bound still too wide at that period (a large change or a fast
+    /// ramp under a PIT) must not leave every check unjudged, and so never shrink.
+    fn wraps_ambiguous(&mut self, w: Width, expected: u128, slack: u128, dx: u64) -> bool {
+        if w.mask() == u64::MAX {
+            return false;
+        }
+        let at_period = self.refused
+            && self
+                .prev
+                .is_some_and(|p| dx <= p.dx.checked_div(p.n).unwrap_or(p.dx).saturating_mul(2));
+        let wrap = u128::from(w.mask()).saturating_add(1);
+        let off = |ppb: u64| {
+            mul_div_ceil(expected, u128::from(ppb), u128::from(PPB))
+                .unwrap_or(u128::MAX)
+                .saturating_add(slack)
+        };
+        let ambiguous =
+            !at_period && (off(self.claim_ppb) >= wrap / 4 || off(self.bound_ppb) >= wrap / 2);
+        self.refused = ambiguous;
+        ambiguous
     }
 
     /// Starts measuring afresh from the sample `(c0, r, width)`, which follows `at`'s
