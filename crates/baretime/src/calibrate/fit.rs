@@ -44,14 +44,25 @@
 //! is scaled to `bin_len` samples and rounded, to `1/bin_len` of a tick).
 //!
 //! Where the reference is read more than twice a step (the sampler says so after its
-//! warm-up), a full bin is closed only where both counts have moved since the previous
-//! sample, so the samples that read one reference count (a coarse reference: a 1 kHz tick
-//! read every microsecond) fall in one bin, and a bin holds up to one count's samples more
-//! than `bin_len`. Their rounding is one pattern: a bin cut through it has its
+//! warm-up), a full bin is closed only where the reference's count has moved since the
+//! previous sample, so the samples that read one reference count (a coarse reference: a
+//! 1 kHz tick read every microsecond) fall in one bin, and a bin holds up to one count's
+//! samples more than `bin_len`. Their rounding is one pattern: a bin cut through it has its
 //! mean shifted by a fraction of a step, which the scatter took for noise (issue 27: a 1 kHz
 //! tick's bound was ±14 % for errors of a few ppm; now ±15–24 ppm). For the same reason the
 //! first count's samples are dropped where there were several: the window may have begun
-//! part-way through that count.
+//! part-way through that count. There the sampler also fits the samples where the
+//! reference moved and a slower counter did not, so every reference count is sampled evenly
+//! (see `Engine::counter_still` in `sampler.rs`): the bins used to close where both counts
+//! moved in one sample, which a counter slower than the sampling does only at a phase of
+//! its ticks, and with those samples dropped, a counter nearly in step with the reference
+//! (10 005 Hz against a 1 kHz tick) had its quantization's slow drift taken for a rate
+//! (issue 27: up to 10 times the bound, 77 of 300 runs outside it).
+//!
+//! At the counter's edges the sums also carry the edges to odd counts (their number, `Σx`
+//! and `Σy`): a counter whose ticks alternate long and short puts those edges off the even
+//! ones' line by a constant, which bins of an even number of edges average out of their
+//! means; its bias on the slope is bounded from them (see `parity_bias`).
 //!
 //! # Robustness and the uncertainty
 //!
@@ -140,7 +151,9 @@ pub(crate) const W_LIMIT: u64 = 1 << 32;
 /// See [`X_LIMIT`].
 pub(crate) const N_LIMIT: u64 = 1 << 31;
 
-/// Exact sums over a set of samples: `x`, `y` and the bracket width `w`.
+/// Exact sums over a set of samples: `x`, `y` and the bracket width `w`; and, at the
+/// counter's edges, the count, `Σx` and `Σy` of the samples at an odd count (see
+/// `parity_bias`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Sums {
     pub n: u64,
@@ -149,6 +162,9 @@ pub(crate) struct Sums {
     pub sw: u128,
     pub sxx: u128,
     pub sxy: u128,
+    pub n_odd: u64,
+    pub sx_odd: u128,
+    pub sy_odd: u128,
 }
 
 impl Sums {
@@ -160,9 +176,13 @@ impl Sums {
         sw: 0,
         sxx: 0,
         sxy: 0,
+        n_odd: 0,
+        sx_odd: 0,
+        sy_odd: 0,
     };
 
-    fn add(&mut self, x: u64, y: u64, w: u64) -> Option<()> {
+    /// Adds a sample; `odd` if it is an edge to an odd count.
+    fn add(&mut self, x: u64, y: u64, w: u64, odd: bool) -> Option<()> {
         let (x, y) = (u128::from(x), u128::from(y));
         let one = Sums {
             n: 1,
@@ -171,6 +191,9 @@ impl Sums {
             sw: u128::from(w),
             sxx: x.checked_mul(x)?,
             sxy: x.checked_mul(y)?,
+            n_odd: u64::from(odd),
+            sx_odd: if odd { x } else { 0 },
+            sy_odd: if odd { y } else { 0 },
         };
         *self = self.merge(&one)?;
         Some(())
@@ -184,6 +207,9 @@ impl Sums {
             sw: self.sw.checked_add(o.sw)?,
             sxx: self.sxx.checked_add(o.sxx)?,
             sxy: self.sxy.checked_add(o.sxy)?,
+            n_odd: self.n_odd.checked_add(o.n_odd)?,
+            sx_odd: self.sx_odd.checked_add(o.sx_odd)?,
+            sy_odd: self.sy_odd.checked_add(o.sy_odd)?,
         })
     }
 
@@ -196,6 +222,9 @@ impl Sums {
             sw: self.sw.checked_sub(o.sw)?,
             sxx: self.sxx.checked_sub(o.sxx)?,
             sxy: self.sxy.checked_sub(o.sxy)?,
+            n_odd: self.n_odd.checked_sub(o.n_odd)?,
+            sx_odd: self.sx_odd.checked_sub(o.sx_odd)?,
+            sy_odd: self.sy_odd.checked_sub(o.sy_odd)?,
         })
     }
 
@@ -402,12 +431,12 @@ pub(crate) struct Window {
     bin_len: u64,
     /// The largest `x` pushed (the window's span: it starts at 0).
     x_last: u64,
-    /// The last sample's `(x, y)`: a full bin is closed only where both change (see `push`).
+    /// The last sample's `(x, y)`: a full bin is closed only where `x` changes (see `push`).
     last: (u64, u64),
     /// Whether the window still holds only the samples of its first counts, which a coarse
     /// count may have begun before the window did (see `push`).
     first_count: bool,
-    /// Whether bins close only where both counts move (see `align_to_counts`).
+    /// Whether bins close only where the reference's count moves (see `align_to_counts`).
     align: bool,
     /// `Σw` and `Σw²` of every sample's bracket width, and their count (outlier bins
     /// included: the widths are what the reads did), for the widths' variance.
@@ -460,14 +489,7 @@ impl Window {
     pub(crate) const fn new() -> Self {
         Window {
             bins: Bounded::filled_with(Sums::ZERO),
-            current: Sums {
-                n: 0,
-                sx: 0,
-                sy: 0,
-                sw: 0,
-                sxx: 0,
-                sxy: 0,
-            },
+            current: Sums::ZERO,
             bin_len: 1,
             x_last: 0,
             last: (u64::MAX, u64::MAX),
@@ -491,24 +513,30 @@ impl Window {
     pub(crate) fn push(&mut self, x: u64, y: u64, w: u64) -> Result<bool, ()> {
         // At the counter's edges (see `at_edges`) `y` is the edge's count, in finer units,
         // and the bracket's width says nothing about where the read lies against it.
-        let (y, w) = if self.scale > 1 {
-            (y.checked_mul(self.scale).ok_or(())?, 0)
+        // There `y` is twice the count reached: whether that count is odd says which of a
+        // pair of ticks ended at the edge (see `parity_bias`).
+        let (y, w, odd) = if self.scale > 1 {
+            (y.checked_mul(self.scale).ok_or(())?, 0, y % 4 == 2)
         } else {
-            (y, w)
+            (y, w, false)
         };
         if x > X_LIMIT || y > Y_LIMIT || w > W_LIMIT || self.samples() >= N_LIMIT {
             return Err(());
         }
-        // Aligned (see `align_to_counts`), a full bin is closed where both counts have moved
-        // since the last sample, so that the samples that share a reference count fall in one
+        // Aligned (see `align_to_counts`), a full bin is closed where the reference's count
+        // has moved since the last sample, so that the samples that share a reference count fall in one
         // bin: their rounding is one pattern, whose mean a bin cut through it would shift (a
         // 1 kHz tick read every microsecond: bins cut mid-tick put the bound at ±14 % over an
         // error of a few ppm). A bin then holds up to one count's samples more than `bin_len`,
         // and closes on the sample after it fills.
         if !self.align {
-            return self.push_plain(x, y, w);
+            return self.push_plain(x, y, w, odd);
         }
-        let moved = x != self.last.0 && y != self.last.1;
+        // The reference's count moving is what closes a bin: a counter slower than the
+        // sampling stands still across most steps (the sampler fits those samples too, see
+        // `Engine::counter_still`), and bins that waited for both to move in one sample
+        // closed at a phase of the counter's ticks, not at the reference's step.
+        let moved = x != self.last.0;
         // The first counts' samples are dropped where there were several: the window may have
         // begun part-way through that reference step (or counter tick), and their mean is then
         // off its middle by up to half a step, at the end of the window where it weighs most
@@ -529,14 +557,15 @@ impl Window {
                 self.merge_pairs()?;
             }
         }
-        self.current.add(x, y, w).ok_or(())?;
+        self.current.add(x, y, w, odd).ok_or(())?;
         self.last = (x, y);
         self.x_last = self.x_last.max(x);
         self.add_width(w);
         Ok(closed)
     }
 
-    /// From now on, a full bin is closed only where both counts move, and the first count's
+    /// From now on, a full bin is closed only where the reference's count moves, and the
+    /// first count's
     /// samples are dropped where there were several (see `push`): for a reference read
     /// several times a step. The sampler calls it before the first sample, once the warm-up
     /// has shown how often the reference steps. (Where every sample reads a count of its own
@@ -558,8 +587,8 @@ impl Window {
     }
 
     /// `push` with bins of exactly `bin_len` samples, closed on their last sample.
-    fn push_plain(&mut self, x: u64, y: u64, w: u64) -> Result<bool, ()> {
-        self.current.add(x, y, w).ok_or(())?;
+    fn push_plain(&mut self, x: u64, y: u64, w: u64, odd: bool) -> Result<bool, ()> {
+        self.current.add(x, y, w, odd).ok_or(())?;
         self.last = (x, y);
         self.x_last = self.x_last.max(x);
         self.add_width(w);
@@ -751,6 +780,10 @@ impl Window {
                 ppb = ppb.max(local);
             }
         }
+        // At the counter's edges, the bias of ticks that alternate long and short.
+        if self.scale > 1 {
+            ppb = ppb.checked_add(parity_bias(&kept, &line)?)?;
+        }
         Some(Fit {
             num: line.num,
             den: line.den,
@@ -864,6 +897,49 @@ fn within_bins(all: Bins<'_>, keep: &[bool; BINS + 1], line: &Line, k: u32) -> O
     )?
     .div_ceil(1 << 16);
     (gap_ppb > se).then(|| gap_ppb.saturating_add(se))
+}
+
+/// What ticks of alternating length bias the line's slope by, in ppb of it, over the kept
+/// samples `kept` (at the counter's edges: see `Window::at_edges`), through `line`.
+///
+/// A counter whose prescaler's duty cycle is skewed ticks long, short, long, short: its odd
+/// counts' edges all lie off the even ones' line by one offset `δ` (a fraction of a tick),
+/// which no noise floor describes and which bins of an even number of edges average out of
+/// their means, so the scatter does not show it either. Where the edges kept are not spread
+/// evenly between the two parities over the window (the sampler skips edges, the window
+/// starts and ends where it does) the line takes part of `δ` for a rate: exactly
+/// `δ·C_xp/C_xx`, `C_xp = Σ(x − x̄)(p − p̄)` for `p` 1 at odd counts, 0 at even ones (issue
+/// 27: 1.4–3 kHz counters skewed by 5–45 % against HPET, 19/500 outside their bound, p99
+/// |error|/bound 1.13). `δ` is measured as the odd edges' mean residual less the even
+/// ones'; `C_xp` is known exactly. A counter without skew has `δ` at the noise's level,
+/// and the term is a small part of the bound.
+fn parity_bias(kept: &Sums, line: &Line) -> Option<u128> {
+    let (n, n_odd) = (kept.n, kept.n_odd);
+    let n_even = n.checked_sub(n_odd)?;
+    if n_odd == 0 || n_even == 0 {
+        return Some(0);
+    }
+    let (no, ne, n) = (i128::from(n_odd), i128::from(n_even), i128::from(n));
+    let (sx, sy) = (i128::try_from(kept.sx).ok()?, i128::try_from(kept.sy).ok()?);
+    let (sxo, syo) = (
+        i128::try_from(kept.sx_odd).ok()?,
+        i128::try_from(kept.sy_odd).ok()?,
+    );
+    let (sxe, sye) = (sx.checked_sub(sxo)?, sy.checked_sub(syo)?);
+    // δ·n_o·n_e = (n_e·Σy_o − n_o·Σy_e) − β·(n_e·Σx_o − n_o·Σx_e), in y units (each product
+    // below 2^112 within the window's limits).
+    let dy = ne.checked_mul(syo)?.checked_sub(no.checked_mul(sye)?)?;
+    let dx = ne.checked_mul(sxo)?.checked_sub(no.checked_mul(sxe)?)?;
+    let delta = dy.checked_sub(mul_div_signed(dx, line.num, line.den)?)?;
+    // n·C_xp = n·Σx_o − n_o·Σx.
+    let cxp = n.checked_mul(sxo)?.checked_sub(no.checked_mul(sx)?)?;
+    // |Δβ|/β = |δ|·|C_xp|/(C_xx·β): δ in reference ticks (·n_o·n_e), times |n·C_xp|, over
+    // n_o·n_e·n·C_xx.
+    let delta_x = mul_div_ceil(delta.unsigned_abs(), line.den, line.num)?;
+    let pairs = u128::try_from(no.checked_mul(ne)?).ok()?;
+    let t = mul_div_ceil(delta_x, cxp.unsigned_abs(), pairs)?;
+    let scale = u128::try_from(n).ok()?.checked_mul(line.sxx)?;
+    mul_div_ceil(t, 1_000_000_000, scale)
 }
 
 /// How much the kept bins' mean bracket widths scatter, per sample (`Σ n_b·(w̄_b − w̄)²/(B − 1)`,
@@ -1284,7 +1360,8 @@ mod tests {
         assert_eq!(w.push(0, Y_LIMIT + 1, 0), Err(()));
         assert_eq!(w.push(0, 0, W_LIMIT + 1), Err(()));
         assert_eq!(w.push(X_LIMIT, Y_LIMIT, W_LIMIT), Ok(true));
-        // Aligned to counts, a bin closes on the sample after it fills, where both moved.
+        // Aligned to counts, a bin closes on the sample after it fills, where the reference
+        // moved.
         let mut w = Window::new();
         w.align_to_counts();
         assert_eq!(w.push(5, 5, 0), Ok(false));

@@ -167,8 +167,17 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// few runs whose cadence drifts by about one lattice cell over the window): its p99 is
 /// 0.23. A reference far coarser than the sampling (a 1 kHz tick, a 1 ms clock, a 32 kHz
 /// RTC) is no longer loose: where the warm-up shows more than two samples a reference step,
-/// the window's bins close only where both counts move, so that the samples of one
-/// reference count are never split between bins.
+/// the window's bins close only where the reference's count moves, so that the samples of
+/// one reference count are never split between bins, and the samples where the reference
+/// moved and a slower counter did not are fitted too (never taken as the unwrapping's
+/// anchor), so that every count is sampled evenly: dropped, they left out a share of each
+/// count that follows the counter's phase, which a counter nearly in step with the
+/// reference (10 005 Hz against a 1 kHz tick, 32.768 kHz against 1.024 kHz, p/q × 32 768 Hz
+/// against a 32 kHz RTC) drifts slowly through the window, and the line took that for a rate
+/// (issue 27: 60–80 of 300 runs outside their bound, by up to 10 times). At the counter's
+/// edges, a counter whose ticks alternate long and short (a prescaler's duty skew) has
+/// the bias that puts on the line bounded by the fit's parity term (issue 27: 1.4–3 kHz
+/// counters skewed 5–45 %, 19 of 500 outside, now none).
 ///
 /// On QEMU, where a counter and its reference follow one emulated clock, `cargo xtask
 /// coverage` counts the boots outside their bound: `aarch64-virt` (the generic timer and
@@ -239,8 +248,10 @@ enum Unwrapped {
     Glitch,
     /// The reference has not moved although it should have (coarse, or stuck).
     ReferenceStill,
-    /// The counter has not moved although the reference has (slow, or stuck): here.
-    CounterStill(u64),
+    /// The counter has not moved although the reference has (slow, or stuck): here, and
+    /// whether that step is one the counter's rate explains (within the tolerance of
+    /// [`Unwrapped::At`]).
+    CounterStill(u64, bool),
 }
 
 /// A fit's rate and the measurement's uncertainty (see `Engine::rated`).
@@ -376,6 +387,9 @@ struct Engine {
     read_microtick: u64,
     /// Whether the window takes the counter's edges (see `Window::at_edges`).
     edges: bool,
+    /// Whether the window's bins are aligned to the reference's counts (see
+    /// `Window::align_to_counts`): the reference is read several times a step.
+    aligned: bool,
     /// The previous sample's unwrapped reference count, if it was consistent.
     prev_x: Option<u64>,
     /// The last warm-up sample whose rate was known well enough to end the warm-up on.
@@ -467,6 +481,7 @@ impl Engine {
             pause_rng: 0x2545_f491_4f6c_dd1d,
             read_microtick: 0,
             edges: false,
+            aligned: false,
             ready_at: None,
             prev_x: None,
             last_gap: u64::MAX,
@@ -574,12 +589,11 @@ impl Engine {
                     self.rejected = self.rejected.saturating_add(1);
                     return Ok(Step::Continue);
                 }
-                Unwrapped::CounterStill(x) => {
+                Unwrapped::CounterStill(x, consistent) => {
                     self.note_gap(x);
-                    self.rejected = self.rejected.saturating_add(1);
                     // `dy == 0`: the counter has not moved since the anchor's reads.
                     self.judge_counter(x, false, false)?;
-                    return Ok(Step::Continue);
+                    return self.counter_still(x, y, width, consistent);
                 }
             }
         } else {
@@ -672,6 +686,7 @@ impl Engine {
                 self.warm = true;
                 (self.pause_max, self.read_microtick) = self.pause_reads(x, y);
                 if shares_counts {
+                    self.aligned = true;
                     self.window.align_to_counts();
                 } else if at_edges {
                     self.edges = true;
@@ -697,6 +712,47 @@ impl Engine {
             return Ok(Step::Done);
         }
         if x >= self.max_x {
+            return Ok(Step::Done);
+        }
+        if completed_bin {
+            self.maybe_stop(x);
+        }
+        Ok(if self.met { Step::Done } else { Step::Continue })
+    }
+
+    /// A sample after warm-up whose reference moved since the anchor while the counter did
+    /// not ([`Unwrapped::CounterStill`]), at reference count `x`, its reads summing to `y`,
+    /// its bracket `width` wide; `consistent` if the rate explains the reference's step.
+    ///
+    /// It is never the anchor (a stopped counter would creep along with the reference), and
+    /// outside aligned bins it is not fitted: at the counter's edges only the samples where
+    /// it moved are edges, and elsewhere a counter that moves between every two samples does
+    /// not stand still unless something is wrong. Where the bins are aligned to a coarse
+    /// reference's counts (see `Window::align_to_counts`), a counter slower than the
+    /// sampling stands still in most samples, and those read just after the reference
+    /// stepped are all of this kind until its next tick: dropped, they left out the start of
+    /// every reference count, by a share that follows the phase of the counter's ticks
+    /// against the reference's steps. A counter nearly in step with the reference (10 005 Hz
+    /// against a 1 kHz tick) drifts that phase slowly through the window, and the line took
+    /// the drift for a rate (issue 27: -248 ppm of error under a bound of ±72 ppm). Fitted,
+    /// every reference count is sampled evenly and its samples' rounding averages the same
+    /// in every count.
+    fn counter_still(
+        &mut self,
+        x: u64,
+        y: u64,
+        width: u64,
+        consistent: bool,
+    ) -> Result<Step, CalibrationError> {
+        let narrow = width <= self.min_width.saturating_mul(2).saturating_add(2);
+        if !(self.aligned && consistent && narrow) {
+            self.rejected = self.rejected.saturating_add(1);
+            return Ok(Step::Continue);
+        }
+        self.inconsistent_run = 0;
+        self.max_narrow_width = self.max_narrow_width.max(width);
+        let completed_bin = self.accept(x, y, width)?;
+        if self.met || x >= self.max_x {
             return Ok(Step::Done);
         }
         if completed_bin {
@@ -1075,7 +1131,7 @@ impl Engine {
         if dy == 0 && d != 0 {
             // The reference moved and the counter did not: never chain such a sample, or a
             // stopped counter would creep along with the reference one tolerance at a time.
-            Ok(Unwrapped::CounterStill(x))
+            Ok(Unwrapped::CounterStill(x, forward_miss <= tol))
         } else if d == 0 && wraps != 0 {
             // The very reading of the anchor, a whole number of wraps later by the rate: a
             // narrow reference that stopped, far likelier than one that landed on the same
