@@ -148,7 +148,7 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// | latch anywhere in the read | 0/400 | 0.088 | 0.224 | 0.340 | 0.475 |
 /// | a cadence in step with a 1 MHz counter | 0/400 | 0.051 | 0.134 | 0.225 | 0.997 |
 /// | 2–8 small reference steps (1–5 ticks; a faulty reference) | 0/400 | 0.716 | 0.827 | 0.893 | 0.911 |
-/// | counters of 1–10 kHz | 0/400 | 0.138 | 0.311 | 0.462 | 0.497 |
+/// | counters of 1–10 kHz | 0/400 | 0.138 | 0.310 | 0.462 | 0.496 |
 ///
 /// A counter far coarser than the sampling (where the warm-up shows at least 16 samples a
 /// tick, each reading a reference count of its own: 1–10 kHz against an HPET read every
