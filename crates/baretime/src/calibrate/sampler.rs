@@ -177,7 +177,12 @@ const EDGE_SCALE: u64 = 1 << 16;
 /// (issue 27: 60–80 of 300 runs outside their bound, by up to 10 times). At the counter's
 /// edges, a counter whose ticks alternate long and short (a prescaler's duty skew) has
 /// the bias that puts on the line bounded by the fit's parity term (issue 27: 1.4–3 kHz
-/// counters skewed 5–45 %, 19 of 500 outside, now none).
+/// counters skewed 5–45 %, 19 of 500 outside, now none). A coarse reference is still loose
+/// with a counter slower than its steps, whose tick spans several bins (1–8 kHz against a
+/// 32 kHz RTC: median bound 90 ppm over a median error of 5 ppm; p99 0.24 over 1–100 kHz in
+/// `tests/adversary_calibration5.rs`): each bin's mean is off by where its ends cut the
+/// counter's ticks, which the bin means' scatter counts as independent noise, while that
+/// pattern moves the line less.
 ///
 /// On QEMU, where a counter and its reference follow one emulated clock, `cargo xtask
 /// coverage` counts the boots outside their bound: `aarch64-virt` (the generic timer and
