@@ -21,16 +21,16 @@
 //! | family | seeds | what held |
 //! | --- | --- | --- |
 //! | constant rates: 1 kHz–5 GHz × HPET, HPET32, ACPI PM, PIT, 32 kHz RTC, 10 MHz; refs off their rate within a stated tolerance; delayed reads ≤ 5 ms; SMIs ≤ 200 ms; P 0.1–4 s, hook jitter ≤ 20 % | 400 (37 839 checks) | 0 (c)/(d), error ≤ `bound_ppb` at every check, 0 steps back, 0 jumps, counts |
-//! | change 3–50× twice the widest steady interval bound (≤ 10 %), in an interval / inside a check's brackets | 400 + 400 | reported ≤ 3 checks after (p50 1.0 s, max 4.2 s at P ≤ 2 s), `bound_ppb` from the check after the report on, no counter fault (at 100 seeds also the verdict's rate within its bound; seed 1155 breaks that, below) |
-//! | change 1.02–1.5× the threshold | 400 | reported ≤ 3 checks after; `bound_ppb` from the check after the report |
+//! | change 3–50× twice the widest steady interval bound (≤ 10 %), in an interval / inside a check's brackets | 400 + 400 | reported ≤ 3 checks after (p50 1.0 s, max 4.2 s at P ≤ 2 s), `bound_ppb` from the check after the report on, no counter fault (also the verdict's rate within its bound; seed 1155 broke that, below, fixed) |
+//! | change 1.02–1.5× the threshold | 400 | reported ≤ 3 checks after; the verdict's rate within its bound and `bound_ppb` from the report on (since issue 28's fix, below) |
 //! | counter stops; forward steps 0.2 P – 1 day | 400 | CounterStopped / CounterJumped ≤ 2 checks, `by_ns` within 1 % + 1 ms, no Changed before |
 //! | references stuck, paused 1–20 s, stepping ±, running back, flapping | 3 000 | no counter fault, no Changed after a one-off, no panic, promises 1–2 |
 //! | narrow counters (32-bit 3–5 GHz, 24-bit 24 MHz, 16-bit 1 MHz) vs HPET / ACPI PM / PIT | 300 | no alarm, bound holds, the change reported ≤ 3 checks |
 //! | periods 0 s, 1 µs, 1 ms, 1 h, 1 d, 30 d mixed, 24 MHz–5 GHz vs 64-bit references | 300 (18 000 checks) | no alarm, bound holds, counts |
 //! | rejected checks under 10–40 % delayed reads | 400 (174 WideBracket) | each leaves the rate and `bound_ppb` as they were |
 //! | refinement: start 0.2–4 ppm off, slew 0 / 0.1 / 1 / 2 ppm | 400 | every steer ≤ slew, none at 0, `steers` ≥ moves, bound at 60 s ≤ 3 × (w/T + step/T) (p50 25 ppb), error within it |
-//! | slow ramps / staircases ±2–300 ppb/s | 300 + 300 | reported (p50 12.8 s / 15.8 s, max 70 s) |
-//! | alternating changes 3–20× threshold every 4–10 P, 12 toggles | 300 | each reported ≤ 3 checks, bound until the next toggle (the family fails from `BARETIME_ADV_SEEDS=149` on: seed 444, below) |
+//! | slow ramps / staircases ±2–300 ppb/s | 300 + 300 | reported (p50 14.2 s / 16.8 s, max 72 s / 88 s; 12.8 s / 15.8 s, max 70 s before the fixes below); a steady ramp within `bound_ppb` from its report on (since the fix below) |
+//! | alternating changes 3–20× threshold every 4–10 P, 12 toggles | 300 | each reported ≤ 3 checks, bound until the next toggle (0 of 900 at `BARETIME_ADV_SEEDS=300` since seed 444's fix, below) |
 //! | `with_tries(0 / u32::MAX / 65)`, `with_slew_ppb(u64::MAX)`, start at MIN_HZ / MAX_HZ, bound u64::MAX | 500 | no panic, no step back, counts |
 //!
 //! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
@@ -38,10 +38,10 @@
 //! | test | world | figures |
 //! | --- | --- | --- |
 //! | `a_step_with_a_new_rate_is_changed_at_the_next_check` | 1 GHz vs HPET/10 MHz, forward step 1–100 s and ±0.1 % at once | CounterJumped, then 8 × Unconfirmed, Changed at the 9th check: 200 of 200 seeds ("Changed at the next check") |
-//! | `a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound` | δ 1.02–1.5× threshold; and seed 1155 at 4.7× | Changed at the first (mixed) check with a rate outside its own bound, `bound_ppb` below the error: 5 of 400 (16 of 1 200 at 300 seeds; 8 951 ppb off under 6 409); seed 1155: −59.8 ppm, the clock moved −408 ppb, 59 335 ppb off under 10 676 |
-//! | `alternating_changes_seed_444_is_reported` | ACPI PM vs 24 MHz, P 2 s, ±7.1 ppm toggles every 4 P | one toggle steady at 4 checks, followed by refinement at 1 ppm/check, never Changed (1 of 900 at 300 seeds) |
-//! | `a_steady_ramp_stays_within_the_bound_after_its_report` | linear ramp ±2–300 ppb/s | error > `bound_ppb` after the report: 45 of 300, up to 2.96× |
-//! | `a_staircase_stays_within_the_bound_after_its_report` (doc gap) | same pace in steps every 5 P | 94 of 300, up to 13.3× |
+//! | `a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound` (fixed, now run) | δ 1.02–1.5× threshold; and seed 1155 at 4.7× | Changed at the first (mixed) check with a rate outside its own bound, `bound_ppb` below the error: 5 of 400 (16 of 1 200 at 300 seeds; 8 951 ppb off under 6 409); seed 1155: −59.8 ppm, the clock moved −408 ppb, 59 335 ppb off under 10 676 (now 0 of 400, 0 of 1 200 at 300, seed 1155 held: the report waits for an interval wholly after the change) |
+//! | `alternating_changes_seed_444_is_reported` (fixed, now run) | ACPI PM vs 24 MHz, P 2 s, ±7.1 ppm toggles every 4 P | one toggle steady at 4 checks, followed by refinement at 1 ppm/check, never Changed (1 of 900 at 300 seeds; now reported, 0 of 900: a move back against the pace is a new change) |
+//! | `a_steady_ramp_stays_within_the_bound_after_its_report` (fixed at 100 seeds, now run) | linear ramp ±2–300 ppb/s | error > `bound_ppb` after the report: 45 of 300, up to 2.96× (now 0 of 300; at 300 seeds 2 of 900, up to 1.65×: seeds 710, 865) |
+//! | `a_staircase_stays_within_the_bound_after_its_report` (doc gap, in part fixed) | same pace in steps every 5 P | 94 of 300, up to 13.3× (now, checks whose interval holds a step not judged, as the docs now state: 3 of 300, up to 1.15×; 6 of 900 at 300 seeds, up to 2.06×) |
 //! | `a_catch_up_check_on_a_slow_counter_is_not_a_stop` | 1 kHz / 32 kHz vs HPET, one check 0–1 ms after the last | CounterStopped at constant rates: 1 kHz 123 of 133, 32 kHz 62 of 67 (0 s / 1 µs) |
 //! | `extreme_periods_with_slow_counters_never_alarm` | 1 kHz–1 MHz, mixed periods 0 s – 30 d | CounterStopped at constant rates: 207 of 300 |
 //! | `a_garbage_reference_never_faults_an_honest_counter` | random reference values, honest counter | CounterJumped { by_ns: i64::MIN }: 245 of 500 |
@@ -827,15 +827,16 @@ fn a_change_just_beyond_the_threshold_is_reported_within_three_periods() {
     detection_family(0..seeds() * 4, 1.02, 1.5, Place::Interval, "edge", false);
 }
 
-/// FINDING. [`Watch::Changed`]'s `rate`: "The new rate, measured over the confirming
+/// FINDING (fixed). [`Watch::Changed`]'s `rate`: "The new rate, measured over the confirming
 /// interval, with its bound", and `bound_ppb`: "Between a change and its detection ... it
 /// does not hold" (so from the detection on, it does; "After [`Watch::Changed`] it covers the
-/// old rate too"). A change at 1.02–1.5× the threshold is reported at the first check after
+/// old rate too"). A change at 1.02–1.5× the threshold was reported at the first check after
 /// it (the window's parts, or the window against the clock), and the clock recalibrated to a
-/// rate part of the way there: the verdict's rate lies outside its own bound of the counter's
-/// new rate, and `bound_ppb` right after is below the clock's error.
+/// rate part of the way there: the verdict's rate outside its own bound of the counter's
+/// new rate, and `bound_ppb` right after below the clock's error (5 of 400 seeds). Now such a
+/// report waits for an interval wholly after the change: 0 of 400 (0 of 1 200 at
+/// `BARETIME_ADV_SEEDS=300`), seed 1155 too.
 #[test]
-#[ignore = "finding: 5 of 400 seeds (BARETIME_ADV_SEEDS=100): e.g. 24 MHz vs HPET, P 250 ms, δ −11.4 ppm: Changed at the first check, rate 8 951 ppb off the new rate under a bound of 6 409; bound_ppb 6 410"]
 fn a_change_near_the_threshold_is_reported_with_a_rate_inside_its_bound() {
     detection_family(
         0..seeds() * 4,
@@ -1530,13 +1531,16 @@ fn a_slow_ramp_or_staircase_is_seen() {
     ramp_family(true, false);
 }
 
-/// FINDING. `bound_ppb`: "While the rate keeps moving (a ramp), it adds the lesser of the pace
-/// last seen carried over half the window ... and four times the window's own bound (what a
-/// steady ramp of any pace can have moved while one line still fits the window's samples: a
-/// worst case for a steady ramp ...)". Under a steady linear ramp, after its report, the
-/// clock's error exceeds `bound_ppb` at some check.
+/// FINDING (fixed at `BARETIME_ADV_SEEDS=100`). `bound_ppb`: "While the rate keeps moving (a
+/// ramp), it adds the lesser of the pace last seen carried over half the window ... and four
+/// times the window's own bound (what a steady ramp of any pace can have moved while one
+/// line still fits the window's samples: a worst case for a steady ramp ...)". Under a steady
+/// linear ramp, after its report, the clock's error exceeded `bound_ppb` at some check: 45 of
+/// 300 seeds, up to 2.96× (the pace was dropped at each report of a ramp under an interval's
+/// threshold a period, and the four times were taken over samples one line no longer fit).
+/// Now 0 of 300; at `BARETIME_ADV_SEEDS=300` 2 of 900 remain (seeds 710 and 865: 10 MHz,
+/// P 250 ms, −162 ppb/s, 480 ppb under 294; HPET, P 2 s, −16 ppb/s, 292 under 177).
 #[test]
-#[ignore = "finding: steady ramp ±2–300 ppb/s, 1–3 GHz vs HPET/10 MHz, P 0.25–2 s: err > bound_ppb after the report in 45 of 300 seeds (BARETIME_ADV_SEEDS=100), up to 2.96× (680 ppb under 230, +224 ppb/s, 10 MHz, P 2 s)"]
 fn a_steady_ramp_stays_within_the_bound_after_its_report() {
     ramp_family(false, true);
 }
@@ -1544,9 +1548,12 @@ fn a_steady_ramp_stays_within_the_bound_after_its_report() {
 /// The same for the staircase (steps of a fifth of a period's threshold or less, every 5
 /// periods). Not a steady ramp, so outside the "worst case for a steady ramp" clause, but
 /// each step is a rate "one rate since" a few samples back: reported as a gap in what
-/// `bound_ppb` promises for a rate that moves in small steps.
+/// `bound_ppb` promises for a rate that moves in small steps (94 of 300 seeds, up to 13.3×).
+/// A check whose interval holds a step is not judged: the step is a change not yet seen
+/// there, where `bound_ppb` documents that it does not hold (its rustdoc now says so of a
+/// staircase's steps); every other check after the first report is.
 #[test]
-#[ignore = "finding (doc gap): staircase at ±2–300 ppb/s average: err > bound_ppb after the report in 94 of 300 seeds (BARETIME_ADV_SEEDS=100), up to 13.3× (3 081 ppb under 232, −293 ppb/s, 3 GHz vs 10 MHz, P 2 s)"]
+#[ignore = "finding (doc gap, in part fixed): staircase at ±2–300 ppb/s average, checks straddling a step not judged: err > bound_ppb after the report in 3 of 300 seeds (BARETIME_ADV_SEEDS=100: seeds 13, 156, 203, up to 1.15×; 6 of 900 at 300, up to 2.06×: also 557, 685, 710)"]
 fn a_staircase_stays_within_the_bound_after_its_report() {
     ramp_family(true, true);
 }
@@ -1592,7 +1599,19 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
             )),
             Some(k) => {
                 seen.push((recs[k].t1 - t0) as f64 / 1e12);
-                if let Some((x, r)) = worst_excess(&recs[k..]).filter(|_| judge_bound) {
+                // A staircase's step inside a check's interval is a change not yet seen at
+                // that check (`bound_ppb`: "Between a change and its detection ... it does
+                // not hold"): such checks are not judged; every other one is.
+                let step_ps = 5 * period;
+                let judged: Vec<Rec> = (k..recs.len())
+                    .filter(|&j| {
+                        let from = if j == 0 { t0 } else { recs[j - 1].t1 };
+                        let to = recs[j].t1;
+                        !stairs || (from.max(t0) - t0) / step_ps == (to.max(t0) - t0) / step_ps
+                    })
+                    .map(|j| recs[j])
+                    .collect();
+                if let Some((x, r)) = worst_excess(&judged).filter(|_| judge_bound) {
                     if x > 0.0 {
                         worst = worst.max(r.err / r.bound as f64);
                         failures.push(format!("{tag}: after detection at {:.1} s, err {:.0} > bound {} at {:.1} s ({})", (recs[k].t1 - t0) as f64 / 1e12, r.err, r.bound, (r.t1 - t0) as f64 / 1e12, r.v));
@@ -1627,13 +1646,13 @@ fn alternating_changes_are_each_reported() {
     alternating(0..seeds() * 3);
 }
 
-/// FINDING (found at BARETIME_ADV_SEEDS=300, 1 of 900 seeds): *Detection time*, "reported at
-/// the end of the second interval after it at the latest". ACPI PM vs 24 MHz, P 2 s, toggles
-/// of 7.1 ppm every 4 periods: the 8th toggle (back, −7.1 ppm) is steady at all four checks
-/// after it, never [`Watch::Changed`]: refinement follows it at the slew limit (−1 ppm a
-/// check), the clock still 3.4 ppm off 6.8 s after the change.
+/// FINDING (fixed; found at BARETIME_ADV_SEEDS=300, 1 of 900 seeds): *Detection time*,
+/// "reported at the end of the second interval after it at the latest". ACPI PM vs 24 MHz,
+/// P 2 s, toggles of 7.1 ppm every 4 periods: the 8th toggle (back, −7.1 ppm) was steady at
+/// all four checks after it, never [`Watch::Changed`]: the toggle before had read as a ramp
+/// (it straddled a check), and refinement followed this one as that ramp's next move at the
+/// slew limit (−1 ppm a check). A move the other way is now a new change, reported.
 #[test]
-#[ignore = "finding: ACPI PM vs 24 MHz, P 2 s, ±7.1 ppm toggles every 4 P (seed 444): a toggle steady for 4 checks, followed at 1 ppm/check, never reported"]
 fn alternating_changes_seed_444_is_reported() {
     alternating(444..445);
 }
