@@ -9,8 +9,12 @@
 //!
 //! On this host (64-bit atomics: 64-bit gate words) it is reported: the clock jumps +85.9 s,
 //! and the first update returns `Late` and counts in `health()`. The issue saw it silent on
-//! a Cortex-M4 (32-bit gate words, `WIDE_ATOMICS` false), a path no host test takes: this
-//! test guards the host's path; the 32-bit one needs a run on such a target.
+//! a Cortex-M4 (32-bit gate words, `WIDE_ATOMICS` false). That path is reported too: run on a
+//! target without 64-bit atomics, powerpc-unknown-linux-gnu under qemu-user (2026-12-04,
+//! `CARGO_TARGET_POWERPC_UNKNOWN_LINUX_GNU_LINKER=powerpc-linux-gnu-gcc
+//! CARGO_TARGET_POWERPC_UNKNOWN_LINUX_GNU_RUNNER="qemu-ppc -L /usr/powerpc-linux-gnu" cargo
+//! test --target powerpc-unknown-linux-gnu -p baretime --test wrap_back`), the same jump,
+//! `late_updates: 1` and `Err(Late)`. CI runs it on the host's path only.
 
 use std::cell::Cell;
 
