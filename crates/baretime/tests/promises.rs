@@ -2287,12 +2287,15 @@ fn finding_a_rebase_from_a_counter_reset_into_the_handover_never_goes_back() {
 // after an `update` that had nothing to do (adversary findings, issue 14).
 // ---------------------------------------------------------------------------------------
 
+// The hook exists in debug builds only (`cargo test --release` builds the rest of the file).
+#[cfg(debug_assertions)]
 thread_local! {
     /// What the test hook runs, once, at the protocol point it names (this thread only: the
     /// hook is process-wide, the other tests' threads find nothing here).
     static AT_POINT: RefCell<Option<(baretime::__HookPoint, Nested)>> = const { RefCell::new(None) };
 }
 
+#[cfg(debug_assertions)]
 fn at_point(p: baretime::__HookPoint) {
     let due = AT_POINT.with(|s| {
         let mut s = s.borrow_mut();
@@ -2315,6 +2318,7 @@ fn at_point(p: baretime::__HookPoint) {
 /// timeline started from it: `now()` went back by 32.2 ms (`finding_threads_16bit_back_half_a_wrap`,
 /// seen on threads). The update is late (`Late`), and time stands still at the deadline
 /// until it, never below.
+#[cfg(debug_assertions)]
 #[test]
 fn narrow_a_latch_before_a_stalled_writer_closes_holds() {
     baretime::__test_hook::set(Some(at_point));
@@ -2369,6 +2373,7 @@ fn narrow_a_latch_before_a_stalled_writer_closes_holds() {
 /// handover's time (the start's, 0) below the deadline's that readers had returned (the
 /// interleaving test, 8 bits at 1 MHz: 37 µs back). It helps the close to the deadline and
 /// stands there.
+#[cfg(debug_assertions)]
 #[test]
 fn narrow_a_reading_in_the_handover_of_a_latched_timeline_stands_at_its_end() {
     baretime::__test_hook::set(Some(at_point));
