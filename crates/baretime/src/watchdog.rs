@@ -614,6 +614,12 @@ pub struct Watchdog<R: Reference> {
     /// until the window has grown to eight times `pace_span` without moving again.
     pace_ppb: u64,
     pace_span: u64,
+    /// The sample (reference ticks since the first) at which the rate was last seen to move
+    /// (a change reported, a move of the window's parts, a sample no line fits with the
+    /// window's older ones), and the span it was seen over: until eight times that span has
+    /// passed, the rate may still be moving, at a pace or in steps nothing since has shown
+    /// ([`Watchdog::moving`]). Span 0: none.
+    moved: (u64, u64),
     /// The last change reported: the rate it set (mHz), its sample (reference ticks since
     /// the first) and its way (up: faster). Two changes the same way within eight periods
     /// are a pace.
@@ -688,6 +694,7 @@ impl<R: Reference> Watchdog<R> {
             drift_up: false,
             pace_ppb: 0,
             pace_span: 0,
+            moved: (0, 0),
             last_change: None,
             knots: [zero; KNOTS],
             steps: (1, 1, u64::MAX),
@@ -1138,6 +1145,11 @@ impl<R: Reference> Watchdog<R> {
         self.anchor_at(here, here);
         self.loose_start = true;
         self.drift_ppb = 0;
+        self.note_move(
+            here.x,
+            span.dx
+                .saturating_add(agreed.or(moving).map_or(0, |p| p.dx)),
+        );
         if let Some(p) = agreed {
             // Two intervals that agree within their bounds still allow a ramp of up to
             // their distance plus both bounds between their middles: until the window
@@ -1340,8 +1352,37 @@ impl<R: Reference> Watchdog<R> {
     /// line fits.
     fn moved_ppb(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
         let fitted = *self.live().first().unwrap_or(&self.anchor);
-        self.drift_over(&fitted, ref_millihz, c_step, r_step)
-            .max(self.pace(ref_millihz, c_step, r_step))
+        let seen = self
+            .drift_over(&fitted, ref_millihz, c_step, r_step)
+            .max(self.pace(ref_millihz, c_step, r_step));
+        if !self.moving() {
+            return seen;
+        }
+        // A rate seen moving lately may still move at a pace the window has not shown: a
+        // steady ramp's worst case while one line fits the window's newest samples (none
+        // where they are too few to span anything: the bound is then the last report's).
+        let widest = self.live().iter().map(|k| k.width).max().unwrap_or(0);
+        match ramp_ppb(&fitted, &self.wend, widest, ref_millihz, c_step, r_step) {
+            u64::MAX => seen,
+            ramp => seen.max(ramp),
+        }
+    }
+
+    /// The rate was seen to move at the sample `at`, over `span` reference ticks: it may
+    /// still be moving until eight times `span` has passed (a later end already noted stays).
+    fn note_move(&mut self, at: u64, span: u64) {
+        let end = |(at, span): (u64, u64)| at.saturating_add(span.saturating_mul(8));
+        if self.moved.1 == 0 || end((at, span)) >= end(self.moved) {
+            self.moved = (at, span);
+        }
+    }
+
+    /// Whether the rate was seen to move lately ([`Watchdog::note_move`]): it may still be
+    /// moving, at a steady pace (a ramp) or in steps each under an interval's threshold (a
+    /// staircase), neither of which the samples since need show.
+    fn moving(&self) -> bool {
+        self.moved.1 != 0
+            && self.wend.x.saturating_sub(self.moved.0) < self.moved.1.saturating_mul(8)
     }
 
     /// The window's kept samples, oldest first.
@@ -1458,6 +1499,12 @@ impl<R: Reference> Watchdog<R> {
         }
         self.rerange();
         if self.kinked() {
+            // A sample no line fits with the older ones: the rate moved, over the span one
+            // line still fits.
+            let fitted = self.live().first().map_or(0, |k| p.x.saturating_sub(k.x));
+            if self.moving() {
+                self.note_move(p.x, fitted);
+            }
             let now = clock.scale().millihz().max(1);
             let bound =
                 self.range_bound(now)
@@ -1565,6 +1612,7 @@ impl<R: Reference> Watchdog<R> {
             span(&self.anchor, &self.wend) / 2,
             up,
         );
+        self.note_move(self.wend.x, span(&self.anchor, &self.wend));
         if moving {
             self.anchor_at(self.mid, self.wend);
             self.loose_start = true;
@@ -1657,6 +1705,7 @@ impl<R: Reference> Watchdog<R> {
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
             self.claim_ppb = bound;
+            self.note_move(self.wend.x, self.wend.x.saturating_sub(self.anchor.x));
             self.anchor_at(self.wend, self.wend);
             self.loose_start = true;
             self.drift_ppb = 0;

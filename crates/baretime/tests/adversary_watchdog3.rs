@@ -1562,6 +1562,9 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
     let mut failures = Vec::new();
     let mut seen = Vec::new();
     let mut worst = 0f64;
+    // Every judged check's bound and true error after the report (ppb), for the cost.
+    let mut bounds = Vec::new();
+    let mut errs = Vec::new();
     for seed in 0..seeds() * 3 {
         let (w, start, period, desc) = quiet_world(seed, &[0, 5], &[1_000_000_000, 3_000_000_000]);
         let mut sim = Sim::new(w, start);
@@ -1611,6 +1614,8 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
                     })
                     .map(|j| recs[j])
                     .collect();
+                bounds.extend(judged.iter().map(|r| r.bound));
+                errs.extend(judged.iter().map(|r| r.err));
                 if let Some((x, r)) = worst_excess(&judged).filter(|_| judge_bound) {
                     if x > 0.0 {
                         worst = worst.max(r.err / r.bound as f64);
@@ -1633,7 +1638,9 @@ fn ramp_family(stairs: bool, judge_bound: bool) {
         }
     }
     seen.sort_by(f64::total_cmp);
-    eprintln!("{}: {} seeds, reported after p50 {:.1} s max {:.1} s, {} failures, worst err/bound {worst:.2}", if stairs { "staircase" } else { "ramp" }, seeds() * 3, seen.get(seen.len() / 2).copied().unwrap_or(0.0), seen.last().copied().unwrap_or(0.0), failures.len());
+    bounds.sort_unstable();
+    errs.sort_by(f64::total_cmp);
+    eprintln!("{}: {} seeds, reported after p50 {:.1} s max {:.1} s, {} failures, worst err/bound {worst:.2}; after the report, bound_ppb p50 {} p90 {} max {}, error p50 {:.0} p90 {:.0} ({} checks)", if stairs { "staircase" } else { "ramp" }, seeds() * 3, seen.get(seen.len() / 2).copied().unwrap_or(0.0), seen.last().copied().unwrap_or(0.0), failures.len(), bounds.get(bounds.len() / 2).copied().unwrap_or(0), bounds.get(bounds.len() * 9 / 10).copied().unwrap_or(0), bounds.last().copied().unwrap_or(0), errs.get(errs.len() / 2).copied().unwrap_or(0.0), errs.get(errs.len() * 9 / 10).copied().unwrap_or(0.0), bounds.len());
     assert!(failures.is_empty(), "{failures:#?}");
 }
 
