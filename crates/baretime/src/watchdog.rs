@@ -1068,6 +1068,19 @@ impl<R: Reference> Watchdog<R> {
             if !self.deferred {
                 self.refine(clock, ref_millihz, c_step, r_step, tolerance);
             }
+            // While the rate may still be moving, it may move in steps each under an
+            // interval's threshold (a staircase): a step inside the interval before this one
+            // bends no line through the window's samples beyond their brackets, and only this
+            // interval, wholly after it, bounds the rate now. The bound covers its rate and
+            // its bound.
+            if self.moving() {
+                let now = clock.scale().millihz().max(1);
+                self.bound_ppb = self.bound_ppb.max(
+                    ppb_apart(span.millihz, now)
+                        .saturating_add(span.bound_ppb)
+                        .saturating_add(rounding_ppb(now)),
+                );
+            }
             return Watch::Steady {
                 rate: measured(span.millihz, span.bound_ppb.saturating_add(tolerance)),
             };

@@ -1553,7 +1553,6 @@ fn a_steady_ramp_stays_within_the_bound_after_its_report() {
 /// there, where `bound_ppb` documents that it does not hold (its rustdoc now says so of a
 /// staircase's steps); every other check after the first report is.
 #[test]
-#[ignore = "finding (doc gap, in part fixed): staircase at ±2–300 ppb/s average, checks straddling a step not judged: err > bound_ppb after the report in 3 of 300 seeds (BARETIME_ADV_SEEDS=100: seeds 13, 156, 203, up to 1.15×; 6 of 900 at 300, up to 2.06×: also 557, 685, 710)"]
 fn a_staircase_stays_within_the_bound_after_its_report() {
     ramp_family(true, true);
 }
