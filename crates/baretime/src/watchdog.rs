@@ -196,21 +196,34 @@ pub struct WatchdogHealth {
     /// until the window since proves the new one. Between a change and its detection
     /// (within three periods above an interval's threshold; seconds below it: see
     /// [`Watchdog`]) it does not hold; a change inside the last interval is a change not
-    /// yet seen, and so is each step of a staircase until it is seen. From the detection
-    /// on it does: the report waits for an interval wholly after the change (see (c)).
-    /// While the rate keeps moving (a ramp), it adds the lesser of the pace carried over
-    /// half the window (an extrapolation) and four times the bound of the window's newest
+    /// yet seen (so is a staircase's step there). From the detection on it does: the
+    /// report waits for an interval wholly after the change (see (c)). A rate seen moving
+    /// may go on moving at a pace, or in steps, that nothing since has shown: for eight
+    /// times the span over which a move was last seen (a change reported, the window's
+    /// parts apart; while that lasts, a sample no line fits with the window's older ones
+    /// extends it), the bound adds at least four times the bound of the window's newest
     /// samples that one line fits (what a steady ramp of any pace can have moved while one
-    /// line still fits them: a worst case for a steady ramp, not for an accelerating one).
-    /// The pace carried is the fastest the last move seen allows (the move plus both
-    /// bounds of the rates compared, over the distance of their middles; two intervals
-    /// that confirmed a change, or two changes reported the same way within eight periods,
-    /// count as a move), kept across the reports that restart the window (a ramp under an
-    /// interval's threshold a period is reported again and again, each time from a window
-    /// too short to show its pace) until the window has grown to eight times that
-    /// distance without moving again. After a single step that straddled a check, this is
-    /// also what the bound carries for those eight periods (a step is not told from the
-    /// start of a ramp by two intervals). An unconfirmed interval widens it to at least its own
+    /// line still fits them: a worst case for a steady ramp, not for an accelerating one),
+    /// and is at least the last interval's distance from the clock's rate plus that
+    /// interval's bound (a staircase: a step under an interval's threshold inside the
+    /// interval before bends no line through the window's samples beyond their brackets,
+    /// and only the last interval, wholly after it, bounds the rate now). So a ramp is
+    /// covered from its report on, and each step of a staircase from the check after the
+    /// interval that holds it (`tests/adversary_watchdog3.rs`: ±2–300 ppb/s, steady or in
+    /// steps every five periods, 0 of 900 seeds beyond the bound after the report, where
+    /// 2 and 6 of 900 were, up to 1.65× and 2.06×); the price is a bound at an interval's
+    /// level while the rate moves (there, p50 2 430 ppb after the report, 699 before; the
+    /// clock's error p50 217), and for eight times the span after a change. While a pace is
+    /// known the bound adds the lesser of it carried over half the window (an
+    /// extrapolation) and that ramp term. The pace carried is the fastest the last move
+    /// seen allows (the move plus both bounds of the rates compared, over the distance of
+    /// their middles; two intervals that confirmed a change, or two changes reported the
+    /// same way within eight periods, count as a move), kept across the reports that
+    /// restart the window (a ramp under an interval's threshold a period is reported again
+    /// and again, each time from a window too short to show its pace) until the window has
+    /// grown to eight times that distance without moving again. A single step is not told
+    /// from the start of a ramp or a staircase: after one, the bound carries both for
+    /// those eight spans. An unconfirmed interval widens it to at least its own
     /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
     /// brackets) add no evidence and change nothing: the bound is the one after the last
     /// accepted check, and a rate change in between is a change not yet detected (after
@@ -453,13 +466,16 @@ struct Span {
 /// of a change under an interval's threshold. Further moves the same way while the rate
 /// keeps moving are followed by refinement (the window keeps its recent part),
 /// [`WatchdogHealth::bound_ppb`] carrying the pace seen (at most what a steady ramp can
-/// move while one line fits the window's samples: a change that straddled a check and read
-/// as a ramp leaves a bound of ppm, not the change's size: 1.9 ppm 4 s after +0.1 % in
+/// move while one line fits the window's samples, and at least the last interval's rate and
+/// bound: a staircase's next step: a change that straddled a check and read as a ramp leaves
+/// a bound of ppm, not the change's size: 2.1 ppm 4 s after +0.1 % in
 /// `a_straddling_step_leaves_a_narrow_bound`, 1 050 ppm before issue 28's first fix, 1.6 ppm
-/// before the pace was kept across reports; under QEMU (`cargo xtask qemu watchdog`, each
-/// scenario ending 3 s after a +0.1 % step) `end_bound_ppb` 11 426 on `pc` against the HPET,
-/// 13 984 against the ACPI PM timer and 3 076 on `virt`, where it was 2 665, 3 243 and 2 247
-/// before: the price of covering a ramp that may go on after a change); a move the other way is a new change, (c)
+/// before the pace was kept across reports, 1.9 before the staircase's term; under QEMU
+/// (`cargo xtask qemu watchdog`, each scenario ending 3 s after a +0.1 % step)
+/// `end_bound_ppb` 11 485 on `pc` against the HPET, 14 145 against the ACPI PM timer and
+/// 1 758 on `virt` (11 416, 14 224 and 1 599 on the same host without the staircase's term;
+/// 2 665, 3 243 and 2 247 before the pace was kept): the price of covering a ramp or a
+/// staircase that may go on after a change); a move the other way is a new change, (c)
 /// again (`alternating_changes_seed_444_is_reported` in `tests/adversary_watchdog3.rs`:
 /// ±7.1 ppm toggles, one followed at 1 ppm a check and never reported, before). A step `δ` is seen once the parts' bounds fall under `δ` times the share of
 /// the recent part after the step: seconds for ppm. A ramp of slope `s` (ppb per second)
@@ -614,6 +630,12 @@ pub struct Watchdog<R: Reference> {
     /// until the window has grown to eight times `pace_span` without moving again.
     pace_ppb: u64,
     pace_span: u64,
+    /// The sample (reference ticks since the first) at which the rate was last seen to move
+    /// (a change reported, a move of the window's parts, a sample no line fits with the
+    /// window's older ones), and the span it was seen over: until eight times that span has
+    /// passed, the rate may still be moving, at a pace or in steps nothing since has shown
+    /// ([`Watchdog::moving`]). Span 0: none.
+    moved: (u64, u64),
     /// The last change reported: the rate it set (mHz), its sample (reference ticks since
     /// the first) and its way (up: faster). Two changes the same way within eight periods
     /// are a pace.
@@ -688,6 +710,7 @@ impl<R: Reference> Watchdog<R> {
             drift_up: false,
             pace_ppb: 0,
             pace_span: 0,
+            moved: (0, 0),
             last_change: None,
             knots: [zero; KNOTS],
             steps: (1, 1, u64::MAX),
@@ -1061,6 +1084,19 @@ impl<R: Reference> Watchdog<R> {
             if !self.deferred {
                 self.refine(clock, ref_millihz, c_step, r_step, tolerance);
             }
+            // While the rate may still be moving, it may move in steps each under an
+            // interval's threshold (a staircase): a step inside the interval before this one
+            // bends no line through the window's samples beyond their brackets, and only this
+            // interval, wholly after it, bounds the rate now. The bound covers its rate and
+            // its bound.
+            if self.moving() {
+                let now = clock.scale().millihz().max(1);
+                self.bound_ppb = self.bound_ppb.max(
+                    ppb_apart(span.millihz, now)
+                        .saturating_add(span.bound_ppb)
+                        .saturating_add(rounding_ppb(now)),
+                );
+            }
             return Watch::Steady {
                 rate: measured(span.millihz, span.bound_ppb.saturating_add(tolerance)),
             };
@@ -1138,6 +1174,11 @@ impl<R: Reference> Watchdog<R> {
         self.anchor_at(here, here);
         self.loose_start = true;
         self.drift_ppb = 0;
+        self.note_move(
+            here.x,
+            span.dx
+                .saturating_add(agreed.or(moving).map_or(0, |p| p.dx)),
+        );
         if let Some(p) = agreed {
             // Two intervals that agree within their bounds still allow a ramp of up to
             // their distance plus both bounds between their middles: until the window
@@ -1340,8 +1381,37 @@ impl<R: Reference> Watchdog<R> {
     /// line fits.
     fn moved_ppb(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
         let fitted = *self.live().first().unwrap_or(&self.anchor);
-        self.drift_over(&fitted, ref_millihz, c_step, r_step)
-            .max(self.pace(ref_millihz, c_step, r_step))
+        let seen = self
+            .drift_over(&fitted, ref_millihz, c_step, r_step)
+            .max(self.pace(ref_millihz, c_step, r_step));
+        if !self.moving() {
+            return seen;
+        }
+        // A rate seen moving lately may still move at a pace the window has not shown: a
+        // steady ramp's worst case while one line fits the window's newest samples (none
+        // where they are too few to span anything: the bound is then the last report's).
+        let widest = self.live().iter().map(|k| k.width).max().unwrap_or(0);
+        match ramp_ppb(&fitted, &self.wend, widest, ref_millihz, c_step, r_step) {
+            u64::MAX => seen,
+            ramp => seen.max(ramp),
+        }
+    }
+
+    /// The rate was seen to move at the sample `at`, over `span` reference ticks: it may
+    /// still be moving until eight times `span` has passed (a later end already noted stays).
+    fn note_move(&mut self, at: u64, span: u64) {
+        let end = |(at, span): (u64, u64)| at.saturating_add(span.saturating_mul(8));
+        if self.moved.1 == 0 || end((at, span)) >= end(self.moved) {
+            self.moved = (at, span);
+        }
+    }
+
+    /// Whether the rate was seen to move lately ([`Watchdog::note_move`]): it may still be
+    /// moving, at a steady pace (a ramp) or in steps each under an interval's threshold (a
+    /// staircase), neither of which the samples since need show.
+    fn moving(&self) -> bool {
+        self.moved.1 != 0
+            && self.wend.x.saturating_sub(self.moved.0) < self.moved.1.saturating_mul(8)
     }
 
     /// The window's kept samples, oldest first.
@@ -1458,6 +1528,12 @@ impl<R: Reference> Watchdog<R> {
         }
         self.rerange();
         if self.kinked() {
+            // A sample no line fits with the older ones: the rate moved, over the span one
+            // line still fits.
+            let fitted = self.live().first().map_or(0, |k| p.x.saturating_sub(k.x));
+            if self.moving() {
+                self.note_move(p.x, fitted);
+            }
             let now = clock.scale().millihz().max(1);
             let bound =
                 self.range_bound(now)
@@ -1565,6 +1641,7 @@ impl<R: Reference> Watchdog<R> {
             span(&self.anchor, &self.wend) / 2,
             up,
         );
+        self.note_move(self.wend.x, span(&self.anchor, &self.wend));
         if moving {
             self.anchor_at(self.mid, self.wend);
             self.loose_start = true;
@@ -1657,6 +1734,7 @@ impl<R: Reference> Watchdog<R> {
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             self.bound_ppb = bound;
             self.claim_ppb = bound;
+            self.note_move(self.wend.x, self.wend.x.saturating_sub(self.anchor.x));
             self.anchor_at(self.wend, self.wend);
             self.loose_start = true;
             self.drift_ppb = 0;
