@@ -25,19 +25,20 @@
 //! the docs' threshold, computed here from the widest bracket the world makes — four at
 //! 1.02–2×, plus one per `WideBracket` check).
 //!
-//! Seeds: `BARETIME_ADV_SEEDS` (default 8: the default run takes 0.03 s in a debug build);
+//! Seeds: `BARETIME_ADV_SEEDS` (default 8: the default run takes under 0.1 s in a debug build);
 //! the figures below are from `BARETIME_ADV_SEEDS=100` (and 300 where said), release, on a
 //! 2-vCPU Intel Xeon KVM guest (family 6 model 167): `BARETIME_ADV_SEEDS=100 cargo test
 //! --release -p baretime --features std --test adversary_watchdog4 -- --include-ignored
-//! --nocapture` (1.7 s). `ATK4_TRACE=<seed>` prints a world's checks.
+//! --nocapture` (about 1 s of tests). `ATK4_TRACE=<seed>` prints a world's checks.
 //!
 //! Held (every world; families × worlds at 100 seeds):
 //!
 //! | family | worlds (checks) | what held |
 //! | --- | --- | --- |
-//! | `near_threshold_steps`: steps 0.8–4× the threshold, 24 MHz–3 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.65 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, below) |
+//! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, below) |
 //! | `two_changes_within_one_period`: two steps 0.5–20× the threshold, either sign, in one interval | 800 (32 000) | the net change reported within 3 checks where ≥ 2×, at a check wholly after both; its rate and `bound_ppb` from it on |
 //! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.83 s, max 2.86 s) (at 300: 8 of 2 400 break, below) |
+//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 1 world beyond the bound while the first ramp moved (the open steady-ramp finding), 1 right after a stop, 149 of 395 after a step the ramp went on from (below), and 34 of 395 such steps reported after more than 3 checks (as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
 //! | `a_change_where_the_window_has_no_span`: +0.1 % in the first 0–6 intervals, +0.1 % more 3 checks later | 400 | both reported within 3 checks, every judgement |
 //! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 2 of 200 reversed (first ramp, up to 1.55×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 2 of 200 resumed (the second ramp: below) |
 //! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fifth judged against the floor; no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run; the fourth is judged, below) |
@@ -56,10 +57,12 @@
 //! | `a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval` | seed 4719: 24 MHz vs ACPI PM, P 1 s, +974 ppb, +3 225 more 4.2 s later | `Changed` to a rate 2 135 ppb off under its own bound 478 (the report did not wait for an interval wholly after the second change); 1 of 2 400 at 300 |
 //! | `a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks` | seed 4960: 3 GHz vs pvclock, P 0.25 s, −706 ppb then +3 064 0.7 s later (threshold 1 021) | never (c): followed by 1 ppm steers (`bound_ppb` held); 4370, 4480, 5153 at the fourth check; 4 of 2 400 at 300 |
 //! | `a_ramp_that_resumes_stays_within_the_bound` | a ramp that stops and resumes at its pace 20–100 s later | after the resumed ramp's report the clock is beyond `bound_ppb`: 17 of 600 at 300 seeds (2 of 200 at 100), up to 1.57× (seed 4914: 746 ppb off under 476) |
+//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a steady ramp that goes on after a step against its pace | after the step's report the bound stops carrying the ramp: 149 of 395 worlds beyond it at 100 seeds (474 of 1 214 at 300, up to 3.48×); seed 17162 (1 GHz vs HPET, P 0.5 s, +100 ppb/s, −32 874 ppb at 19.3 s): 436 ppb off under 151 (2.88×) 8 s after; none of them beyond it before the step |
+//! | `a_ramp_that_stops_stays_within_the_bound` | seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s | 0.8–1.3 s after the stop `bound_ppb` falls from 989 to 369 and 271 with the clock 391 ppb off (1.44×) until the next report; 1 of 405 stopped ramps at 100 seeds (and `ramps_that_stop_or_reverse`: 0 of 600 at 300) |
 //! | `a_small_count_step_is_never_a_change` | a rate excursion inside one interval moving the count 0.2–3× an interval's bound | (c) in 44 of 2 500 (0.5×: 2, 0.8×: 17, 1.2×: 25 of ~500 each; none at 0.2× or 3×), the clock moved off the truth within the verdict's bound; `bound_ppb` below the error three samples on in 1 (1.09×); at 300: 129 and 6 of 7 500, up to 1.18× ("a one-off ... a small step of either count never is") |
 //! | `a_clock_started_far_off_under_an_honest_bound_is_no_change` | 1 GHz vs HPET, P 0.5 s, start −300 ppm under 600 ppm, constant rates | `Changed` at check 41 (slew 0) / 53 (1 ppm); +300, ±100–150 ppm hold; with starts 100–200 ppm slow, 51 of 800 worlds of the slew family, every one slow ("False alarms: none") |
 //! | `four_slow_checks_are_rejected_before_the_floor` (docs) | 1 GHz vs HPET, reads 0.6 → 20/50/200 µs | three `WideBracket`, the fourth slow check judged against the floor ("after four checks in a row rejected"; "costs four checks") |
-//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` | seed 2762: 1 GHz vs pvclock, P 1 s, +263 ppb (1.02× the threshold) | `Changed` at the fifth check (steady, steady, 2 × `Unconfirmed`); 1 of 2 700 at 300 |
+//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb (1.02× the threshold) | `Changed` at the fifth check (steady, steady, 2 × `Unconfirmed`); 1 of 2 700 at 300 |
 //!
 //! Not attacked: calls from several threads, statistical (dishonest) start bounds, latch
 //! points that drift inside brackets, accelerating ramps (the docs exclude them), staircases
@@ -944,6 +947,12 @@ fn near_world(seed: u64, factor: f64) -> (Scenario, u64, f64) {
             let (f, bits) = r.pick(&[(24_000_000, 24), (1_000_000_000, 32), (3_000_000_000, 32)]);
             (r.pick(&FINE_REFS), f, bits, 250 * MS)
         }
+        2 => (
+            r.pick(&FINE_REFS),
+            r.pick(&[32_768, 1_000_000, 5_000_000_000]),
+            64,
+            r.pick(&PERIODS),
+        ),
         _ => (r.pick(&FINE_REFS), r.pick(&COUNTERS), 64, r.pick(&PERIODS)),
     };
     let mut sc = Scenario::new(seed, "near_threshold", f, refk, p, 40);
@@ -1945,7 +1954,7 @@ fn a_clock_started_far_off_under_an_honest_bound_is_no_change() {
 /// the docs give a period more than three ("the two are then judged as one interval twice as
 /// long (half the threshold), and the change reported a period later").
 #[test]
-#[ignore = "finding: a change at about the threshold is reported a period later at most (four checks), broken: seed 2762, 1 GHz vs pvclock, P 1 s, +263 ppb (1.02x the threshold) at 9.77 s: Steady, Steady, Unconfirmed, Unconfirmed, Changed at the fifth check (1 of 2 700 at BARETIME_ADV_SEEDS=300)"]
+#[ignore = "finding: a change at about the threshold is reported a period later at most (four checks), broken: seed 2762, 5 GHz vs pvclock, P 1 s, +260 ppb (1.02x the threshold) at 9.77 s: Steady, Steady, Unconfirmed, Unconfirmed, Changed at the fifth check (1 of 2 700 at BARETIME_ADV_SEEDS=300)"]
 fn a_change_at_the_threshold_is_reported_a_period_late_at_most() {
     let (sc, t, d) = near_world(2762, 1.02);
     let run = run(&sc);
@@ -1960,4 +1969,199 @@ fn a_change_at_the_threshold_is_reported_a_period_late_at_most() {
         n.is_some_and(|n| n <= 4),
         "reported at check {n:?} after it"
     );
+}
+
+/// A ramp with a step against its pace 2.5–10× the threshold, during the ramp or after it
+/// stopped: (scenario, run, ramp start, ramp length, step time, whether the ramp stopped, P).
+fn against_world(seed: u64) -> (Scenario, Run, u64, u64, u64, bool, u64) {
+    let mut r = Rng(seed);
+    let refk = r.pick(&FINE_REFS);
+    let f = r.pick(&COUNTERS);
+    let p = r.pick(&[500 * MS, 1_000 * MS]);
+    let mut sc = Scenario::new(seed, "against_pace", f, refk, p, (120 * S / p) as usize);
+    let thr = sc.threshold_ppb(p);
+    let slope = r.sign() * r.pick(&[30.0, 100.0, 300.0, 1_000.0]);
+    let t0 = 10 * S + r.below(5 * S);
+    let d = r.range(10, 30) * S;
+    sc.sched.push((t0, None, slope));
+    sc.events.push(Event {
+        t: t0,
+        excursion_from: None,
+    });
+    let stops = r.below(2) == 0;
+    if stops {
+        sc.sched.push((t0 + d, None, 0.0));
+    }
+    let ts = t0 + d / 2 + if stops { d } else { 0 } + r.below(p);
+    let g = r.pick(&[2.5, 5.0, 10.0]);
+    // The rate at `ts`, in ppb of the start, then the step against the pace.
+    let at = slope * ((ts.min(if stops { t0 + d } else { ts }) - t0) as f64 / 1e12);
+    let step_ppb = -slope.signum() * g * thr;
+    sc.sched.push((
+        ts,
+        Some(1.0 + (at + step_ppb) / 1e9),
+        if stops { 0.0 } else { slope },
+    ));
+    sc.events.push(Event {
+        t: ts,
+        excursion_from: None,
+    });
+    sc.constant = false;
+    sc.label = format!(
+        "against_pace ({f} Hz vs {}, P {} ms, threshold {thr:.0} ppb, {slope} ppb/s from {:.1} s{}, {step_ppb:.0} ppb at {:.3} s)",
+        refk.name,
+        p / MS,
+        t0 as f64 / 1e12,
+        if stops { format!(" for {:.1} s", d as f64 / 1e12) } else { String::new() },
+        ts as f64 / 1e12
+    );
+    let run = run(&sc);
+    (sc, run, t0, d, ts, stops, p)
+}
+
+/// (2) A step against a ramp's pace (during the ramp, or after it stopped), 2.5–10× the
+/// threshold: a move the other way is a new change, reported within three checks; the bound
+/// from the report on while the rate stands.
+#[test]
+fn a_step_against_the_pace() {
+    let mut tally = Tally::new("a_step_against_the_pace");
+    let mut moving_misses = 0;
+    let mut continuing = 0u64;
+    let mut first_ramp_misses = 0u64;
+    let mut stop_misses = Vec::new();
+    let mut late_moving = Vec::new();
+    for s in 0..seeds() * 8 {
+        let seed = 17_000 + s;
+        let (sc, mut run, t0, d, ts, stops, p) = against_world(seed);
+        let mut extra = Vec::new();
+        let n = detected_in(&run, ts);
+        if let Some(n) = n {
+            let k = run.recs.iter().position(|r| r.t > ts).unwrap() + n - 1;
+            tally.detect.push((run.recs[k].t_end - ts) as f64 / 1e12);
+        }
+        if n.map_or(true, |n| n > 3) {
+            let m = format!(
+                "{} seed {seed}: the step reported at check {n:?} after it",
+                sc.label
+            );
+            if stops {
+                extra.push(m);
+            } else {
+                late_moving.push(m);
+            }
+        }
+        continuing += u64::from(!stops);
+        // Misses while the ramp moves before the step are `tests/adversary_watchdog3.rs`'s
+        // open steady-ramp finding; after the step (the ramp going on) they are
+        // `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound`: both counted
+        // apart.
+        let ramp_end = if stops { t0 + d } else { ts };
+        {
+            let before = run.fails.len();
+            let recs = &run.recs;
+            run.fails.retain(|(k, f)| {
+                !(recs[*k].t >= t0 && recs[*k].t < ramp_end && f.contains("> bound_ppb"))
+            });
+            first_ramp_misses += u64::from(run.fails.len() < before);
+        }
+        // Right after a stop (four periods): `a_ramp_that_stops_stays_within_the_bound`.
+        if stops {
+            let before = run.fails.len();
+            let recs = &run.recs;
+            run.fails.retain(|(k, f)| {
+                !(recs[*k].t >= ramp_end
+                    && recs[*k].t < ramp_end + 4 * p
+                    && f.contains("> bound_ppb"))
+            });
+            if run.fails.len() < before {
+                stop_misses.push(seed);
+            }
+        }
+        if !stops {
+            let before = run.fails.len();
+            let recs = &run.recs;
+            run.fails
+                .retain(|(k, f)| !(recs[*k].t >= ts && f.contains("> bound_ppb")));
+            if run.fails.len() < before {
+                moving_misses += 1;
+                if std::env::var("ATK4_MOVING").is_ok() {
+                    let worst = run
+                        .recs
+                        .iter()
+                        .filter(|r| r.judged && r.t >= ts)
+                        .map(|r| (r.err_ppb / r.health.bound_ppb.max(1) as f64, r.t / MS))
+                        .fold((0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+                    let before_step = run
+                        .recs
+                        .iter()
+                        .filter(|r| r.judged && r.t >= t0 && r.t < ts)
+                        .map(|r| r.err_ppb / r.health.bound_ppb.max(1) as f64)
+                        .fold(0.0, f64::max);
+                    println!(
+                        "MOVING {} seed {seed}: worst after the step {:.2}x at {} ms; before it {before_step:.2}x",
+                        sc.label, worst.0, worst.1
+                    );
+                }
+            }
+        }
+        tally.add(&sc, &run, extra);
+    }
+    println!(
+        "a_step_against_the_pace: {} worlds beyond bound_ppb while the ramp moved before the step, {stop_misses:?} within four periods after it stopped; of {continuing} worlds whose ramp goes on after the step, {moving_misses} beyond bound_ppb after it, {} reported late: {:?}",
+        first_ramp_misses,
+        late_moving.len(),
+        late_moving.iter().take(4).collect::<Vec<_>>()
+    );
+    tally.finish();
+}
+
+/// Finding: a ramp that goes on at its pace after a step against it: once the step is
+/// reported, the ramp is followed with a bound that no longer carries its pace, and the clock
+/// falls beyond `bound_ppb` until the ramp is reported again ("While the rate keeps moving (a
+/// ramp), it adds ... a worst case for a steady ramp"; "From the detection on it does").
+/// The seeds are the worst of `a_step_against_the_pace` at `BARETIME_ADV_SEEDS=100`.
+#[test]
+#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a ramp that goes on after a step against its pace: seed 17162, 1 GHz vs HPET, P 0.5 s, +100 ppb/s from 10.3 s, -32 874 ppb (10x the threshold) at 19.30 s, reported at 20.0 s: 436 ppb off under 151 (2.88x) at 28.0 s; 149 of 395 such worlds at BARETIME_ADV_SEEDS=100 (474 of 1 214 at 300, up to 3.48x)"]
+fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
+    let mut bad = Vec::new();
+    for seed in [17162u64, 17103, 17663, 17685, 17040] {
+        let (sc, run, _, _, ts, stops, _) = against_world(seed);
+        assert!(!stops);
+        let worst = run
+            .recs
+            .iter()
+            .filter(|r| r.judged && r.t >= ts)
+            .map(|r| {
+                (
+                    r.err_ppb / r.health.bound_ppb.max(1) as f64,
+                    r.t / MS,
+                    r.err_ppb,
+                    r.health.bound_ppb,
+                )
+            })
+            .fold((0.0, 0, 0.0, 0), |a, b| if b.0 > a.0 { b } else { a });
+        println!(
+            "{} seed {seed}: worst {:.2}x at {} ms: {:.0} ppb off under {}",
+            sc.label, worst.0, worst.1, worst.2, worst.3
+        );
+        if worst.0 > 1.0 {
+            bad.push(seed);
+        }
+    }
+    assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
+}
+
+/// Finding: right after a followed ramp stops, `bound_ppb` falls below the clock's error
+/// until the next report (seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s for 18 s
+/// from 13.2 s).
+#[test]
+#[ignore = "finding: bound_ppb covers a steady ramp from its report on (a stop is no acceleration), broken right after a ramp stops: seed 17739, 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s: 391 ppb off under 369 at 32.0 s and 271 (1.44x) at 32.5 s; 1 of 405 stopped ramps at BARETIME_ADV_SEEDS=100, 1 of 1 186 at 300"]
+fn a_ramp_that_stops_stays_within_the_bound() {
+    let (sc, run, _, _, _, stops, _) = against_world(17739);
+    assert!(stops);
+    for (_, f) in &run.fails {
+        println!("{f}");
+    }
+    let _ = sc;
+    assert!(run.fails.is_empty(), "{} checks broken", run.fails.len());
 }
