@@ -45,6 +45,7 @@
 //! | `irregular_hooks_at_constant_rates`: hooks 0.1–10× P (0.1–1 s), 1 kHz–5 GHz counters, every reference kind (HPET 64/32, ACPI PM 24/32, PIT, 32 kHz RTC, 10 MHz, 1 kHz tick, pvclock), references ±50 ppm off under a stated 100 ppm, starts ≤ 2 ppm off under 3 ppm, 0, 5 or 20 % of reads delayed ≤ 20 µs or 1 ms | 800 (48 000) | no (c) or (d), `bound_ppb` at every check (worst 0.97 of it), promises, counts (2 116 `TooShort`, 24 `WideBracket`) |
 //! | `irregular_hooks_with_a_change`: the same hooks, ±0.01–1 % | 800 (48 000) | reported in every world within 3 accepted intervals + the short ones (p50 1.26 s, max 7.4 s); the bound from the report on |
 //! | `long_gaps_against_narrow_references`: PIT, ACPI PM 24/32, HPET32; rate known to 0.1–10 ppm; one gap 0.5–3× the docs' quarter-wrap limit (≤ 60 days); a ±2 ppm–0.1 % change in a third of the gaps | 800 (29 616) | `TooLong` exactly where the *Widths* conditions say (123), never under a quarter wrap; each leaves the rate and `bound_ppb`; the next check judged; a judged gap (up to 60 days under a 24-bit ACPI PM timer) aliases nothing: `bound_ppb` and no alarm; a change in a judged gap reported within 4 checks (in a `TooLong` one: below) |
+//! | `wild_gaps_against_narrow_references`: hooks 0.1–10 P apart, one in eight up to 10⁵ P (14 h), PIT / ACPI PM 24/32 / HPET32, 24 MHz–3 GHz, rate known to 0.1–10 ppm, constant rates | 800 (48 000) | `TooLong` exactly where *Widths* says (14), no alarm, `bound_ppb` at every check (worst 0.999), promises, counts (at 300: 2 400 worlds, 54 `TooLong`, the same) |
 //! | `a_pit_start_bound_around_2_7_percent` | 4 | start bound 2 % / 2.6 %: judged; 2.9 % / 4 %: `TooLong` at every check (the docs' 2.7 %) |
 //! | `slew_limits_from_far_off`: starts 0.1–100 ppm off under 1–4× that, slews 0, 1, 7, 100, 1 000, 50 000, `u64::MAX` ppb, every reference kind, P 0.25–2 s | 800 (64 000) | every steer within the slew, none at 0, `steers` counts them; `bound_ppb` at every check; no (c) (from about 110 ppm slow: below) |
 //!
@@ -2242,4 +2243,42 @@ fn a_step_of_the_count_is_never_a_change() {
         println!("  {f}");
     }
     assert!(first.is_empty(), "{first:?}");
+}
+
+/// (5) Hooks from 0.1× their period to hours apart against narrow references (PIT, ACPI PM
+/// 24/32, HPET32), the rate known to 0.1–10 ppm, constant rates: `TooLong` exactly where
+/// *Widths* says (judged in `run`), every other gap judged without aliasing: no alarm,
+/// `bound_ppb` at every check.
+#[test]
+fn wild_gaps_against_narrow_references() {
+    let mut tally = Tally::new("wild_gaps_against_narrow_references");
+    for s in 0..seeds() * 8 {
+        let seed = 19_000 + s;
+        let mut r = Rng(seed);
+        let refk = r.pick(&[PIT, ACPI_PM, ACPI_PM32, HPET32]);
+        let f = r.pick(&[24_000_000, 1_000_000_000, 3_000_000_000]);
+        let p = 500 * MS;
+        let mut sc = Scenario::new(seed, "wild_gaps", f, refk, p, 2);
+        sc.start_bound_ppb = r.pick(&[100, 1_000, 10_000]);
+        sc.start_err_ppb = r.sign() * r.unit() * 0.9 * sc.start_bound_ppb as f64;
+        let mut t = S;
+        sc.hooks.clear();
+        for _ in 0..60 {
+            sc.hooks.push(t);
+            // Mostly 0.1–10 periods; one in eight up to 10^5 periods (14 h).
+            let x = if r.below(8) == 0 {
+                10f64.powf(5.0 * r.unit())
+            } else {
+                10f64.powf(-1.0 + 2.0 * r.unit())
+            };
+            t += (p as f64 * x) as u64 + 1;
+        }
+        sc.label = format!(
+            "wild_gaps ({f} Hz vs {}, rate known to {} ppb)",
+            refk.name, sc.start_bound_ppb
+        );
+        let run = run(&sc);
+        tally.add(&sc, &run, Vec::new());
+    }
+    tally.finish();
 }
