@@ -196,6 +196,16 @@ impl Tally {
 fn aarch64_user_tests() -> bool {
     let mut c = cargo();
     c.args(["test", "--target", "aarch64-unknown-linux-gnu"]);
+    // Every test runs here too, the largest sampled ones at a smaller size: a case costs
+    // about 30 times as much under emulation, and the host run above samples them whole.
+    // Whole, this run's tests took 1 235 s on a loaded 2-vCPU machine, about 21 of CI's 55
+    // minutes; the three knobs took 433 s off: adversary_rebase's two sampled sweeps (228 s)
+    // and its 3 000 random cases (97 s) → 56 s, adversary_round4's brute force over 61
+    // widths (146 s) → 33 s, extend's 20 000 schedules (108 s) → 7 s. Interleave's default
+    // is 1 000 schedules, as set here.
+    c.env("PROPTEST_CASES", "256")
+        .env("SWEEP_STRIDE", "4")
+        .env("SCHEDULES", "1000");
     eprintln!("\n==> aarch64-linux tests under qemu-user\n    {c:?}");
     let t = Instant::now();
     let out = match c.output() {
