@@ -658,6 +658,15 @@ pub struct Watchdog<R: Reference> {
     refused: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
+    /// The sample of the last check an interval was extended at ([`EXTEND_CHECKS`]), with
+    /// the checks from `last` to it: where the extended interval turns out off the baseline,
+    /// its newest part (from here) must agree with it for its rate to be one rate.
+    ext_mark: Option<(Point, u64)>,
+    /// `bound_ppb` before the pending deviation (or a run of them) widened it: what the
+    /// baseline's bound is while it waits. A deviation is evidence under test, and must not
+    /// widen the bound that the interval testing it is judged against (the next interval,
+    /// wholly at a new rate, would otherwise agree with both and be extended).
+    unwidened: Option<u64>,
     /// The last steady check saw the window move (its parts, or the window against the
     /// clock) only with its own interval, which may straddle the change: the report waits
     /// for the next interval, wholly after it, to bound the new rate.
@@ -719,6 +728,8 @@ impl<R: Reference> Watchdog<R> {
             range: None,
             refused: false,
             pending: None,
+            unwidened: None,
+            ext_mark: None,
             deferred: false,
             after_jump: false,
             prev: None,
@@ -1028,13 +1039,15 @@ impl<R: Reference> Watchdog<R> {
         // The first interval judged after a jump: the jump split the history.
         let fresh = core::mem::take(&mut self.after_jump);
 
-        // The baseline: the window's rate, or the clock's, whichever is known better.
-        let clock_base = (clock_millihz, self.bound_ppb);
+        // The baseline: the window's rate, or the clock's, whichever is known better. Its
+        // bound is the one from before a pending deviation widened it: the deviation is
+        // what the interval tests, not what it is tested against.
+        let clock_base = (clock_millihz, self.unwidened.unwrap_or(self.bound_ppb));
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
             Some(w)
                 if w.bound_ppb
                     .saturating_add(self.drift(ref_millihz, c_step, r_step))
-                    < self.bound_ppb =>
+                    < clock_base.1 =>
             {
                 (
                     w.millihz,
@@ -1053,9 +1066,11 @@ impl<R: Reference> Watchdog<R> {
                 ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
             }) && span.n < EXTEND_CHECKS
             {
+                self.ext_mark = Some((here, span.n));
                 return Watch::NoVerdict(Unjudged::Unconfirmed);
             }
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
+            self.unwidened = None;
             if self.pending.take().is_some() {
                 self.anchor_at(last, last);
                 self.loose_start = true;
@@ -1141,6 +1156,25 @@ impl<R: Reference> Watchdog<R> {
             }
             return verdict;
         }
+        // An interval extended over `Unconfirmed` checks is one rate only where its newest
+        // part (since the last check it was extended at) agrees with it: where they disagree,
+        // the rate moved inside it (a second change), its rate is a mix, and its newest part,
+        // the nearest to wholly after the move, is the deviation that now waits for the next
+        // interval to confirm it.
+        if let Some((mark, n_mark)) = self.ext_mark {
+            if let Some(tail) = measure(&mark, &here, ref_millihz, c_step, r_step) {
+                if ppb_apart(tail.millihz, span.millihz)
+                    > tail.bound_ppb.saturating_add(span.bound_ppb)
+                {
+                    self.set_last(here);
+                    let tail = Span {
+                        n: span.n.saturating_sub(n_mark).max(1),
+                        ..tail
+                    };
+                    return self.unconfirmed(tail, clock_millihz, (ref_millihz, c_step, r_step));
+                }
+            }
+        }
         self.set_last(here);
         // Two consecutive intervals off the baseline on the same side, the second further
         // off, that disagree with each other: a rate that keeps moving (a ramp, or a step
@@ -1155,18 +1189,11 @@ impl<R: Reference> Watchdog<R> {
                 && ppb_apart(p.millihz, base.0) < dev
         });
         if !confirmed && moving.is_none() {
-            self.pending = Some(span);
-            // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
-            // least that far from it, so its bound must not claim less (the rate may still
-            // be moving: a ramp between its reports).
-            let off = ppb_apart(span.millihz, clock_millihz)
-                .saturating_add(span.bound_ppb)
-                .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
-            self.bound_ppb = self.bound_ppb.max(off);
-            return Watch::NoVerdict(Unjudged::Unconfirmed);
+            return self.unconfirmed(span, clock_millihz, (ref_millihz, c_step, r_step));
         }
         // (c) Changed: recalibrate to the confirming interval's rate.
         let agreed = self.pending.take().filter(|_| confirmed);
+        self.unwidened = None;
         self.deferred = false;
         self.prev = Some(span);
         // The window starts after the confirming intervals: a rate excursion that straddled
@@ -1232,6 +1259,26 @@ impl<R: Reference> Watchdog<R> {
         Watch::Changed { rate, recalibrated }
     }
 
+    /// The interval `span`, off the baseline, waits for the next to confirm it
+    /// ([`Unjudged::Unconfirmed`]).
+    fn unconfirmed(
+        &mut self,
+        span: Span,
+        clock_millihz: u64,
+        (ref_millihz, c_step, r_step): (u64, u64, u64),
+    ) -> Watch {
+        self.pending = Some(span);
+        self.unwidened.get_or_insert(self.bound_ppb);
+        // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
+        // least that far from it, so its bound must not claim less (the rate may still
+        // be moving: a ramp between its reports).
+        let off = ppb_apart(span.millihz, clock_millihz)
+            .saturating_add(span.bound_ppb)
+            .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
+        self.bound_ppb = self.bound_ppb.max(off);
+        Watch::NoVerdict(Unjudged::Unconfirmed)
+    }
+
     /// [`Watch::CounterJumped`] by `by_ns`: the next judged interval is judged afresh.
     fn jumped(&mut self, by_ns: i64) -> Watch {
         self.after_jump = true;
@@ -1281,6 +1328,7 @@ impl<R: Reference> Watchdog<R> {
         self.set_last(p);
         self.anchor_at(p, p);
         self.pending = None;
+        self.unwidened = None;
     }
 
     /// While the rate moves (`drift_ppb` non-zero): how far it can have moved since the
@@ -1746,6 +1794,7 @@ impl<R: Reference> Watchdog<R> {
     fn set_last(&mut self, p: Point) {
         self.last = Some(p);
         self.since = 0;
+        self.ext_mark = None;
         self.seen_c = (p.c0_raw, 0);
         self.seen_r = (p.r_raw, 0);
     }
