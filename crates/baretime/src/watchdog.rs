@@ -132,7 +132,9 @@ pub enum Unjudged {
     /// brackets — not a rate that keeps moving one way (that is followed). Also the interval
     /// after such a deviation where it agrees with both the deviation and the baseline (too
     /// short, or at the threshold, to tell them apart): it is extended to the next check, up
-    /// to eight checks long.
+    /// to eight checks long; and an extended interval off the baseline whose newest part
+    /// (since the last check it was extended at) disagrees with it: the rate moved inside
+    /// it, and that part is the deviation that now waits.
     Unconfirmed,
 }
 
@@ -327,7 +329,11 @@ struct Span {
 /// Each interval is compared with the *baseline*: the rate over refinement's window (from
 /// its anchor to the last steady sample) with its bound, or, before the window has a span,
 /// the clock's rate in force with [`WatchdogHealth::bound_ppb`], whichever bound is the
-/// tighter. So the baseline depends on the starting bound given to [`Watchdog::new`] (a
+/// tighter — `bound_ppb` as it was before a deviation that waits for confirmation widened
+/// it (below): the interval that tests a deviation is not judged against a bound the
+/// deviation itself widened (right after a report or an [`Unjudged::TooLong`] check, with
+/// no window yet, the interval wholly at a new rate then agreed with that bound and with the
+/// deviation, and was extended for eight checks: `tests/adversary_watchdog4.rs`). So the baseline depends on the starting bound given to [`Watchdog::new`] (a
 /// statistical figure): while it is tighter than the window's (a 5 ppb calibration under a
 /// 10 MHz reference; 1 ppm under a 1 kHz tick, for minutes), the clock's rate is the
 /// baseline, and a change under an interval's threshold plus that bound leaves every
@@ -363,7 +369,14 @@ struct Span {
 ///   (a check soon after the last, or a change at an interval's threshold), it refutes
 ///   nothing: it is extended to the next check (also [`Unjudged::Unconfirmed`], up to
 ///   eight checks long), which then decides. At constant rates the extended interval's
-///   worst-case bound and the baseline's contain the same rate, so it never confirms. (c) is also reported when the window's two parts disagree
+///   worst-case bound and the baseline's contain the same rate, so it never confirms. An
+///   extended interval that ends off the baseline is one rate only where its newest part
+///   (since the last check it was extended at) agrees with it within both bounds; where it
+///   does not, the rate moved inside it (a second change), its rate is a mix of two, and
+///   that part, the nearest to wholly after the move, is the deviation that waits for the
+///   next interval instead ([`Unjudged::Unconfirmed`]): a report never sets the extended
+///   interval's mixed rate (`tests/adversary_watchdog4.rs`, seed 4719: a rate 2 135 ppb off
+///   under its own bound of 478, before). (c) is also reported when the window's two parts disagree
 ///   (see *Detection time*), or the window and the clock's rate do (see above); where
 ///   either shows only with the check's own interval, which may straddle the change (its
 ///   rate is the new one only in part, and so would be the rate set and its bound), the
@@ -427,8 +440,24 @@ struct Span {
 /// A change of the counter's rate by `δ` (in ppb) at some point of an interval is reported
 /// at the end of the second interval after it at the latest (at most three periods `P`
 /// after the change when no check is disturbed: the mixed interval, and two that agree;
-/// two when the change falls on a check), provided `δ` exceeds twice an interval's bound:
-/// `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` plus twice the rounding. Every
+/// two when the change falls on a check), provided `δ` exceeds twice the sum of an
+/// interval's bound and the baseline's:
+/// `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r) + 2·b₀` plus twice the rounding,
+/// `q_c` and `q_x` the *learnt* steps (see *The bound*: on a counter or a reference faster
+/// than its reads, the ticks one read takes — a 5 GHz counter read in about 20 ns learns a
+/// step of about 107 ticks, a 1 GHz pvclock one of about 80 ns, which make an interval's
+/// bound between them 212 ppb at `P` = 1 s where steps of one tick would give 109:
+/// `a_change_at_the_threshold_is_reported_a_period_late_at_most` in
+/// `tests/adversary_watchdog4.rs`), `b₀` the baseline's bound: the window's, which
+/// shrinks as it grows (under a tenth of an interval's after ten periods), or, right after a
+/// report or an [`Unjudged::TooLong`] check and until the window has a span, the clock's
+/// [`WatchdogHealth::bound_ppb`], which covers the old rate and a pace that may go on
+/// (after a report of half an interval's threshold by the window's split, 1 GHz against a
+/// pvclock, `P` = 1 s: 401 ppb against an interval's 184: a change of 774 ppb 0.4 s after
+/// that report was followed by refinement, not reported, in
+/// `a_change_right_after_a_report_is_reported_within_three_checks`). Below that a change
+/// may be absorbed by the window as the baseline, and followed by refinement (steered
+/// toward, within `bound_ppb`) or reported by the window's split (see below). Every
 /// disturbed check in between stretches an interval by one period; a read path that stays
 /// slow stretches one by four (then its brackets are the floor, see *One check*), and a
 /// check that follows the last closely (a hook catching up after a stall) is merged into
