@@ -1092,7 +1092,7 @@ impl<R: Reference> Watchdog<R> {
             if self.moving() {
                 let now = clock.scale().millihz().max(1);
                 self.bound_ppb = self.bound_ppb.max(
-                    ppb_apart(span.millihz, now)
+                    ppb_apart(now, span.millihz)
                         .saturating_add(span.bound_ppb)
                         .saturating_add(rounding_ppb(now)),
                 );
@@ -1159,7 +1159,7 @@ impl<R: Reference> Watchdog<R> {
             // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
             // least that far from it, so its bound must not claim less (the rate may still
             // be moving: a ramp between its reports).
-            let off = ppb_apart(span.millihz, clock_millihz)
+            let off = ppb_apart(clock_millihz, span.millihz)
                 .saturating_add(span.bound_ppb)
                 .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
             self.bound_ppb = self.bound_ppb.max(off);
@@ -1563,7 +1563,7 @@ impl<R: Reference> Watchdog<R> {
         };
         for first in self.live().iter().take(spans) {
             if let Some(w) = measure(first, &self.wend, ref_millihz, c_step, r_step) {
-                let d = ppb_apart(millihz, w.millihz).saturating_add(w.bound_ppb);
+                let d = from_measured(ppb_apart(millihz, w.millihz), w.bound_ppb);
                 worst = Some(worst.map_or(d, |v: u64| v.max(d)));
             }
         }
@@ -1702,7 +1702,7 @@ impl<R: Reference> Watchdog<R> {
         let drift = self.drift(ref_millihz, c_step, r_step);
         let off = |end: &Point| {
             measure(&self.anchor, end, ref_millihz, c_step, r_step).filter(|w| {
-                ppb_apart(w.millihz, now) > w.bound_ppb.saturating_add(drift).saturating_add(claim)
+                ppb_apart(now, w.millihz) > w.bound_ppb.saturating_add(drift).saturating_add(claim)
             })
         };
         let w = off(&self.wend)?;
@@ -1771,8 +1771,7 @@ impl<R: Reference> Watchdog<R> {
             ..w
         };
         let bound_at = |this: &Self, millihz: u64| {
-            ppb_apart(millihz, w.millihz)
-                .saturating_add(w.bound_ppb)
+            from_measured(ppb_apart(millihz, w.millihz), w.bound_ppb)
                 .max(this.range_bound(millihz).saturating_add(drift))
         };
         let now = clock.scale().millihz().max(1);
@@ -1954,6 +1953,25 @@ fn ramp_ppb(a: &Point, b: &Point, widest: u64, ref_millihz: u64, c_step: u64, r_
     };
     measure(&wide(a), &wide(b), ref_millihz, c_step, r_step)
         .map_or(u64::MAX, |w| w.bound_ppb.saturating_mul(5))
+}
+
+/// How far (ppb of the counter's rate) a rate `apart` ppb from a measured rate (in ppb of
+/// that rate, [`ppb_apart`]) can be from the counter's rate, the measurement off by at most
+/// `bound` ppb of itself: `(apart + bound) / (1 − bound)`, rounded up. The counter's rate can
+/// be as slow as the measured rate less its bound, and a distance in ppb of a slower rate is
+/// larger (a clock 0.4 % fast against a window known to 40 ppm: 160 ppb more).
+fn from_measured(apart: u64, bound: u64) -> u64 {
+    let d = apart.saturating_add(bound);
+    if bound >= PPB {
+        return u64::MAX;
+    }
+    let more = mul_div_ceil(
+        u128::from(d),
+        u128::from(bound),
+        u128::from(PPB.saturating_sub(bound)),
+    )
+    .unwrap_or(u128::MAX);
+    d.saturating_add(saturate_u64(more))
 }
 
 /// Half a millihertz, in ppb of `millihz`, rounded up.
