@@ -1368,15 +1368,18 @@ fn ramps_that_stop_or_reverse() {
     tally.finish();
 }
 
-/// Finding: a ramp that resumes at its old pace after a pause (or reverses), once reported,
-/// leaves the clock beyond `bound_ppb` while it moves ("`bound_ppb` ... While the rate keeps
+/// Found (fixed since 61b14e0/ee33eb2: the "moving" state carrying a steady ramp's worst
+/// case): a ramp that resumes at its old pace after a pause (or reverses), once reported,
+/// left the clock beyond `bound_ppb` while it moved ("`bound_ppb` ... While the rate keeps
 /// moving (a ramp), it adds ... a worst case for a steady ramp"; "From the detection on it
-/// does"). The seeds are those `ramps_that_stop_or_reverse` finds at
-/// `BARETIME_ADV_SEEDS=300` with a miss in the resumed ramp (17 of 600 worlds; the misses
-/// of the first ramp, 1 of 600 that stop, 3 of 600 that reverse, are
-/// `tests/adversary_watchdog3.rs`'s open steady-ramp finding).
+/// does"). The seeds are those `ramps_that_stop_or_reverse` found at
+/// `BARETIME_ADV_SEEDS=300` with a miss in the resumed ramp: 17 of 600 worlds, up to 1.57×
+/// (seed 4914, 100 MHz vs 32-bit HPET, P 0.5 s, +300 ppb/s for 40.6 s from 14.9 s, again
+/// from 155.5 s: 746 ppb off under 476 at 163.5 s); now 0 of 600 (0 of 200 at 100), the 17
+/// at most 0.60× (4914: 1 420 ppb off under 2 379). The first ramp's misses (0 of 600 that
+/// stop, 1 of 600 that reverse, 1.11×) are `tests/adversary_watchdog3.rs`'s open
+/// steady-ramp finding.
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a ramp that resumes after a pause: seed 4914, 100 MHz vs 32-bit HPET, P 0.5 s, +300 ppb/s for 40.6 s from 14.9 s, again from 155.5 s: 746 ppb off under 476 (1.57x) at 163.5 s; 17 of 600 resumed ramps at BARETIME_ADV_SEEDS=300 (2 of 200 at 100)"]
 fn a_ramp_that_resumes_stays_within_the_bound() {
     let mut bad = Vec::new();
     let resumed = [
@@ -1398,11 +1401,11 @@ fn a_ramp_that_resumes_stays_within_the_bound() {
                 }
             }
         }
+        println!(
+            "seed {seed} variant {variant}: worst {:.2}x at {} ms: {:.0} ppb off under {}",
+            worst.0, worst.1, worst.2, worst.3
+        );
         if worst.0 > 1.0 {
-            println!(
-                "seed {seed} variant {variant}: {:.2}x at {} ms: {:.0} ppb off under {}",
-                worst.0, worst.1, worst.2, worst.3
-            );
             bad.push(seed);
         }
         for (k, f) in &run.fails {
@@ -1418,8 +1421,8 @@ fn a_ramp_that_resumes_stays_within_the_bound() {
 }
 
 /// (4) Reads that slow down for 3, 4, 5, 6 or 12 checks, then speed up again, with a change
-/// before or inside the run, or none: the first four slow checks are `WideBracket` and change
-/// nothing, the fifth is judged against the floor; no alarm at constant rates; the change is
+/// before or inside the run, or none: the first three slow checks are `WideBracket` and change
+/// nothing, the fourth is judged against the floor; no alarm at constant rates; the change is
 /// reported within the three checks the docs give plus one per disturbed check.
 #[test]
 fn wide_runs_with_changes_inside() {
@@ -1468,11 +1471,11 @@ fn wide_runs_with_changes_inside() {
                 ));
             }
         }
-        if n >= 5 {
-            let v = run.recs[j + 4].verdict;
+        if n >= 4 {
+            let v = run.recs[j + 3].verdict;
             if v == Watch::NoVerdict(Unjudged::WideBracket) {
                 extra.push(format!(
-                    "wide_runs seed {seed}: the fifth slow check ({} µs) still WideBracket",
+                    "wide_runs seed {seed}: the fourth slow check ({} µs) still WideBracket",
                     slow / US
                 ));
             }
@@ -1811,20 +1814,39 @@ fn count_step_world(seed: u64) -> (Scenario, u64, u64, f64) {
     (sc, a, a + u, g)
 }
 
-/// Finding: a small step of the counter's count (a rate excursion that ends inside the
-/// interval it began in) under an interval's threshold is reported as (c), and refinement
-/// steers toward it, leaving `bound_ppb` below the clock's error three samples on.
+/// Found (fixed since): a small step of the counter's count (a rate excursion that ends
+/// inside the interval it began in) under an interval's threshold was reported as (c): 44 of
+/// 2 500 worlds at `BARETIME_ADV_SEEDS=100` (0.5×: 2, 0.8×: 17, 1.2×: 25), 129 of 7 500 at
+/// 300 (seed 12005: 3 GHz vs HPET, P 1 s, −1 878 ppb for 524 ms: `Changed` 3 checks after,
+/// the clock moved from 4 to 49 ppb off). A move of the window's parts is now reported only
+/// where no one-off step between two of the window's samples, at a rate the older part
+/// allows on both sides, fits them: 0 of 2 500, 0 of 7 500 at 300. `bound_ppb` below the
+/// error three samples on is counted apart here (a separate promise, still open:
+/// `a_small_count_step_leaves_bound_ppb_above_the_error`): 1 of 2 500 before (1.09×), 0
+/// after; at 300, 6 of 7 500 (1.18×) before, 5 (1.15×) after.
 #[test]
-#[ignore = "finding: a one-off (a small step of either count) never is (c), broken for a counter-rate excursion inside one interval that moves the count 0.5-1.2x an interval bound: Changed in 44 of 2 500 worlds at BARETIME_ADV_SEEDS=100 (seed 12005: 3 GHz vs HPET, P 1 s, -1 878 ppb for 524 ms: Changed 3 checks after, the clock moved from 4 to 49 ppb off), and bound_ppb below the error three samples after it in 1 (seed 13075, 1.09x; 6 of 7 500, up to 1.18x, at 300)"]
 fn a_small_count_step_is_never_a_change() {
     let mut tally = Tally::new("a_small_count_step_is_never_a_change");
     let mut changed = 0;
     let mut missed = 0;
+    let mut worst_miss = 0.0f64;
     let mut by_g: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for s in 0..seeds() * 25 {
         let seed = 12_000 + s;
         let (sc, a, _, g) = count_step_world(seed);
-        let run = run(&sc);
+        let mut run = run(&sc);
+        // `bound_ppb` below the error: the open finding below, counted apart.
+        let before = run.fails.len();
+        run.fails.retain(|(_, f)| !f.contains("> bound_ppb"));
+        if run.fails.len() < before {
+            missed += 1;
+            worst_miss = run
+                .recs
+                .iter()
+                .filter(|r| r.judged && r.health.bound_ppb > 0)
+                .map(|r| r.err_ppb / r.health.bound_ppb as f64)
+                .fold(worst_miss, f64::max);
+        }
         let mut extra = Vec::new();
         let e = by_g.entry(format!("{g}")).or_default();
         e.0 += 1;
@@ -1836,13 +1858,32 @@ fn a_small_count_step_is_never_a_change() {
                 sc.label
             ));
         }
-        if !run.fails.is_empty() {
-            missed += 1;
-        }
         tally.add(&sc, &run, extra);
     }
-    println!("count steps: {changed} reported as (c), {missed} with a judged check beyond bound_ppb; by g (worlds, (c)): {by_g:?}");
+    println!("count steps: {changed} reported as (c), {missed} with a judged check beyond bound_ppb (counted apart, worst {worst_miss:.3}x); by g (worlds, (c)): {by_g:?}");
     tally.finish();
+}
+
+/// Finding: after a small count step (a rate excursion inside one interval) that the
+/// window's samples still fit with one line, refinement steers toward the window's rate,
+/// which the step tilts, and `bound_ppb` (the window's distance and bound) falls below the
+/// clock's error from three samples on ("one whose offset still fits changes no sample by
+/// more than its bracket, and is covered"). Seeds of `a_small_count_step_is_never_a_change`
+/// at `BARETIME_ADV_SEEDS=300` (seed 15964: 3 GHz vs HPET, P 0.5 s, −3 085 ppb for 213 ms at
+/// 16.69 s: a steer in the check right after it moves the clock from 0 to 59 ppb off under
+/// 57, then 54).
+#[test]
+#[ignore = "finding: bound_ppb covers a one-off whose offset still fits one line, broken: seed 15964, 3 GHz vs HPET, P 0.5 s, -3 085 ppb for 213 ms: a steer right after it leaves the clock 59 ppb off under 57 and 54 (1.09x) three samples on; 5 of 7 500 at BARETIME_ADV_SEEDS=300 (up to 1.15x), 0 of 2 500 at 100"]
+fn a_small_count_step_leaves_bound_ppb_above_the_error() {
+    let mut bad = Vec::new();
+    for seed in [15_964u64, 16_079, 16_487, 17_130, 18_483] {
+        let (sc, ..) = count_step_world(seed);
+        let run = run(&sc);
+        if let Some((_, f)) = run.fails.iter().find(|(_, f)| f.contains("> bound_ppb")) {
+            bad.push(f.clone());
+        }
+    }
+    assert!(bad.is_empty(), "{bad:?}");
 }
 
 /// Finding: a change inside a gap that was `TooLong` is reported only after eight
@@ -1887,12 +1928,19 @@ fn a_change_inside_a_too_long_gap_is_reported_within_three_checks() {
     assert!(bad.is_empty(), "{bad:?}");
 }
 
-/// Finding (docs): after three slow checks the fourth is judged, not rejected ("after four
-/// checks in a row rejected, `w_min` becomes the narrowest of their brackets"; "costs four
-/// checks, not every one").
+/// Found (fixed since, in the docs): after three slow checks the fourth was judged, not
+/// rejected, where the docs said "after four checks in a row rejected, `w_min` becomes the
+/// narrowest of their brackets" and "costs four checks, not every one" (this test was
+/// `four_slow_checks_are_rejected_before_the_floor`: 1 GHz vs HPET, reads slowed from 0.6 µs
+/// to 20/50/200 µs at check 10: `WideBracket` at 10–12, `Steady` at 13; 3 `WideBracket` in
+/// every run of 3–12 slow checks, 2 400 in 800 worlds at `BARETIME_ADV_SEEDS=100`). The code
+/// is right (the fourth wide bracket is as honest a sample as any: its width is its
+/// worst-case uncertainty, and the floor carries it; rejecting it too would only cost a
+/// period), the docs were wrong: they now say the fourth wide check in a row is judged
+/// against the narrowest of the four brackets, three rejected. Judged here: three
+/// `WideBracket`, then the fourth judged.
 #[test]
-#[ignore = "finding (docs): after four checks in a row rejected the narrowest becomes the floor (costs four checks), but the fourth slow check is judged: 1 GHz vs HPET, reads slowed from 0.6 us to 20/50/200 us at check 10: WideBracket at 10-12, Steady at 13; 3 WideBracket in every run of 3-12 slow checks (2 400 in 800 at BARETIME_ADV_SEEDS=100)"]
-fn four_slow_checks_are_rejected_before_the_floor() {
+fn the_fourth_slow_check_is_judged_against_the_floor() {
     let mut bad = Vec::new();
     for (i, slow) in [20 * US, 50 * US, 200 * US].into_iter().enumerate() {
         let mut sc = Scenario::new(
@@ -1910,17 +1958,21 @@ fn four_slow_checks_are_rejected_before_the_floor() {
             .map(|r| r.verdict.to_string())
             .collect();
         println!("{} µs reads from check 10 to 15: {v:?}", slow / US);
-        if run.recs[10..14]
+        if run.recs[10..13]
             .iter()
             .any(|r| r.verdict != Watch::NoVerdict(Unjudged::WideBracket))
+            || run.recs[13].verdict == Watch::NoVerdict(Unjudged::WideBracket)
         {
             bad.push(slow / US);
         }
     }
-    assert!(bad.is_empty(), "the fourth slow check judged at {bad:?} µs");
+    assert!(
+        bad.is_empty(),
+        "not three WideBracket then the fourth judged at {bad:?} µs"
+    );
 }
 
-/// Finding: a clock started more than about 100 ppm slow under an honest bound, at constant
+/// Found (fixed since): a clock started more than about 100 ppm slow under an honest bound, at constant
 /// rates, is reported (c) once the window's bound has shrunk ("False alarms: none";
 /// "where they disagree beyond both bounds, the clock's rate is wrong (the counter's rate
 /// changed, or the starting bound did not hold)": it held). Observed, not read: at the
@@ -1930,9 +1982,15 @@ fn four_slow_checks_are_rejected_before_the_floor() {
 /// distance in ppb of the clock's rate against a bound made in ppb of the counter's. In that
 /// convention `bound_ppb` itself misses by 3 ppb in `slew_limits_from_far_off` (seed 10669,
 /// 97 ppm slow, 96 728 > 96 725); every judgement in this file takes ppb of the counter's
-/// rate as the reference counts it.
+/// rate as the reference counts it. Confirmed in the code: the window was compared with the
+/// clock by `|w − clock|` in ppb of the clock's rate against a claim made in ppb of the
+/// window's. Before: `Changed` at check 41 (slew 0) / 53 (1 ppm);
+/// `ATK4_OFFS=200000 BARETIME_ADV_SEEDS=100` `slew_limits_from_far_off`: 51 of 800 worlds
+/// (218 at `ATK4_OFFS=1000000`, 298 at 5 000 000). Every distance of the clock's rate from a
+/// measured one is now in ppb of the measured rate (the counter's, `bound_ppb`'s
+/// convention), and a bound built from one is widened by `1/(1 − its bound)` (the counter's
+/// rate may be that much slower): no `Changed` here; 0 of 800 at each of those offsets.
 #[test]
-#[ignore = "finding: no (c) at constant rates under an honest start bound, broken for a clock started over about 110 ppm slow: 1 GHz vs HPET, P 0.5 s, start -300 ppm under 600 ppm: Changed at check 41 (slew 0) / 53 (slew 1 ppm); starts 100-200 ppm slow under 1-4x their error, slew 0-1 ppm: 51 of 800 worlds at BARETIME_ADV_SEEDS=100, every one slow (ATK4_OFFS=200000)"]
 fn a_clock_started_far_off_under_an_honest_bound_is_no_change() {
     let mut bad = Vec::new();
     for (i, err) in [
@@ -2140,11 +2198,22 @@ fn a_step_against_the_pace() {
 /// falls beyond `bound_ppb` until the ramp is reported again ("While the rate keeps moving (a
 /// ramp), it adds ... a worst case for a steady ramp"; "From the detection on it does").
 /// The seeds are the worst of `a_step_against_the_pace` at `BARETIME_ADV_SEEDS=100`.
+///
+/// Partly fixed by 61b14e0/ee33eb2 (the "moving" state): the first seeds here (17162,
+/// 17103, 17663, 17685, 17040: 2.88× at worst before) now stay within the bound (0.60× at
+/// worst), and the family's misses fell from 149 of 395 worlds to 27 at 100 seeds (474 of
+/// 1 214 to 79 at 300, up to 2.98×). Open still, once the pace carried lapses (eight spans
+/// without a move seen) while a slow ramp goes on: seed 17533 (24 MHz vs ACPI PM, P 1 s,
+/// +30 ppb/s from 15.0 s, −32 254 ppb at 25.99 s, reported at 28.0 s): at 44.0 s the bound
+/// falls from 2 302 to 108 ppb and the clock is 271 ppb off under 108 (2.50×) at 45.0 s. 30
+/// of 395 at 100 and 93 of 1 214 at 300 (up to 2.95×) since the one-off rule of
+/// `a_step_of_the_count_is_never_a_change` (a ramp's first move is reported a little later:
+/// other worlds fall in).
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a ramp that goes on after a step against its pace: seed 17162, 1 GHz vs HPET, P 0.5 s, +100 ppb/s from 10.3 s, -32 874 ppb (10x the threshold) at 19.30 s, reported at 20.0 s: 436 ppb off under 151 (2.88x) at 28.0 s; 149 of 395 such worlds at BARETIME_ADV_SEEDS=100 (474 of 1 214 at 300, up to 3.48x)"]
+#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a slow ramp that goes on after a step against its pace once the pace lapses: seed 17533, 24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, -32 254 ppb at 25.99 s: 271 ppb off under 108 (2.50x) at 45.0 s; 30 of 395 such worlds at BARETIME_ADV_SEEDS=100 (93 of 1 214 at 300, up to 2.95x; 149 and 474, up to 3.48x, before 61b14e0/ee33eb2)"]
 fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
     let mut bad = Vec::new();
-    for seed in [17162u64, 17103, 17663, 17685, 17040] {
+    for seed in [17533u64, 17107, 17489, 17633, 17647] {
         let (sc, run, _, _, ts, stops, _) = against_world(seed);
         assert!(!stops);
         let worst = run
@@ -2171,11 +2240,13 @@ fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
     assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
 }
 
-/// Finding: right after a followed ramp stops, `bound_ppb` falls below the clock's error
-/// until the next report (seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s for 18 s
-/// from 13.2 s).
+/// Found (fixed since 61b14e0/ee33eb2): right after a followed ramp stopped, `bound_ppb` fell
+/// below the clock's error until the next report (seed 17739: 100 MHz vs 32-bit HPET, P 0.5
+/// s, +100 ppb/s from 13.2 s to 31.2 s: 391 ppb off under 369 at 32.0 s and 271, 1.44×, at
+/// 32.5 s; 1 of 405 stopped ramps at `BARETIME_ADV_SEEDS=100`, 1 of 1 186 at 300). Now no
+/// check of it beyond the bound, and `a_step_against_the_pace` counts 0 stopped ramps beyond
+/// it within four periods of the stop at 100 and at 300.
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on (a stop is no acceleration), broken right after a ramp stops: seed 17739, 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s: 391 ppb off under 369 at 32.0 s and 271 (1.44x) at 32.5 s; 1 of 405 stopped ramps at BARETIME_ADV_SEEDS=100, 1 of 1 186 at 300"]
 fn a_ramp_that_stops_stays_within_the_bound() {
     let (sc, run, _, _, _, stops, _) = against_world(17739);
     assert!(stops);
@@ -2188,8 +2259,18 @@ fn a_ramp_that_stops_stays_within_the_bound() {
 
 /// A step of the counter's count (its rate unchanged), 0.2–3 times an interval's bound in
 /// count, after 20–80 steady checks: a one-off, never (c) ("a small step of either count").
+///
+/// Found (fixed since): seed 18041 (1 GHz vs HPET, P 0.5 s, constant rates, the count 657
+/// ticks ahead at 15.85 s) was `Changed` at 17.0 s to +330 ppb (the window's parts apart
+/// by the step spread over the recent part), the clock from 5 to 329 ppb off; 60 of 2 500
+/// worlds at `BARETIME_ADV_SEEDS=100` (0.5×: 3 of 523, 0.8×: 28 of 510, 1.2×: 29 of 501,
+/// none at 0.2× or 3×), 142 of 7 500 at 300. A move of the window's parts that a one-off
+/// step between two samples fits (the samples on each side on lines of one rate the older
+/// part allows) is no longer reported: 0 of 2 500, 0 of 7 500 at 300. `bound_ppb` below the
+/// error three samples on (another promise, printed, not asserted here; see
+/// `a_small_count_step_leaves_bound_ppb_above_the_error`): 1 world at 100 before and after
+/// (seed 18744, 47 ppb off under 44, now 43), 5 → 4 at 300.
 #[test]
-#[ignore = "finding: a one-off (a small step of either count) never is (c), broken for a step of the counter of 0.5-1.2x an interval bound: seed 18041, 1 GHz vs HPET, P 0.5 s, constant rates, the count 657 ticks (657 ns) ahead at 15.85 s: Changed at 17.0 s to +330 ppb, the clock from 5 to 329 ppb off; 60 of 2 500 worlds at BARETIME_ADV_SEEDS=100 (0.5x: 3 of 523, 0.8x: 28 of 510, 1.2x: 29 of 501, none at 0.2x or 3x), and bound_ppb below the error three samples on in 1 (seed 18744, 47 ppb off under 44)"]
 fn a_step_of_the_count_is_never_a_change() {
     let mut by_g: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     let mut first = Vec::new();
