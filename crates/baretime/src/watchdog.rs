@@ -487,8 +487,9 @@ struct Span {
 /// the cost is the span a change's samples need to rule the old rate out: the suite's 1 ppm
 /// detection times below are unchanged, and a ramp's first report comes a little later,
 /// `ramps_that_stop_or_reverse` there p50 4.56 → 4.76 s at 300 seeds). Then the first move
-/// after a quiet window is (c), the clock recalibrated to the recent part's rate, its bound also covering the way to the last interval's rate and
-/// that interval's bound (the recent part can hold the old rate too: under brackets of
+/// after a quiet window is (c), the clock recalibrated to the recent part's rate, its bound
+/// also covering the way to the last interval's rate and that interval's bound (the recent
+/// part can hold the old rate too: under brackets of
 /// 50 µs, a +100 ppm step is under an interval's threshold and seen by the split at once,
 /// 14 ppm of the way), and the window starts afresh after it (its recent part may hold
 /// the rate from before a ramp began). Where the parts disagree only with the check's own
