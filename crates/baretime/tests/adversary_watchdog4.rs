@@ -38,28 +38,28 @@
 //! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, seed 2762: a change under the threshold the learnt steps give, below) |
 //! | `two_changes_within_one_period`: two steps 0.5–20× the threshold, either sign, in one interval | 800 (32 000) | the net change reported within 3 checks where ≥ 2×, at a check wholly after both; its rate and `bound_ppb` from it on |
 //! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.84 s, max 2.27 s; 2.86 s before the fixes below) (at 300: 2 400 worlds, 0 break, p50 0.83 s, max 2.70 s; 8 broke before) |
-//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 1 world beyond the bound while the first ramp moved (the open steady-ramp finding), 1 right after a stop, 149 of 395 after a step the ramp went on from (below), and 29 of 395 such steps reported after more than 3 checks (34 before the fix of `a_change_right_after_a_report_...`, whose mechanism seed 17004 had: a step 0.14 s after a report of the ramp, 9 checks; at 300: 85 of 1 214, 101 before; what is left is under the threshold once it counts the baseline's bound, which carries the ramp's pace) |
+//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 0 worlds beyond the bound while the first ramp moved (the open steady-ramp finding), 0 right after a stop (1 before 61b14e0/ee33eb2; 0 of 2 400 at 300), 30 of 395 after a step the ramp went on from (149 before 61b14e0/ee33eb2, 27 before the one-off rule; at 300: 93 of 1 214, 474 and 79; below), and 41 of 395 such steps reported after more than 3 checks (34 before the one-off rule; as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
 //! | `a_change_where_the_window_has_no_span`: +0.1 % in the first 0–6 intervals, +0.1 % more 3 checks later | 400 | both reported within 3 checks, every judgement |
-//! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 2 of 200 reversed (first ramp, up to 1.55×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 2 of 200 resumed (the second ramp: below) |
-//! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fifth judged against the floor; no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run; the fourth is judged, below) |
+//! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 1 of 200 reversed (first ramp, 1.11×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 0 of 200 resumed (2 before 61b14e0/ee33eb2; at 300: 0, 1 and 0 of 600, the resumed 17 before). Detection p50 4.76 s, max 198 s (4.61 s before the one-off rule: a ramp's first move is reported a little later) |
+//! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fourth judged against the floor (as the docs now say); no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run) |
 //! | `irregular_hooks_at_constant_rates`: hooks 0.1–10× P (0.1–1 s), 1 kHz–5 GHz counters, every reference kind (HPET 64/32, ACPI PM 24/32, PIT, 32 kHz RTC, 10 MHz, 1 kHz tick, pvclock), references ±50 ppm off under a stated 100 ppm, starts ≤ 2 ppm off under 3 ppm, 0, 5 or 20 % of reads delayed ≤ 20 µs or 1 ms | 800 (48 000) | no (c) or (d), `bound_ppb` at every check (worst 0.97 of it), promises, counts (2 116 `TooShort`, 24 `WideBracket`) |
 //! | `irregular_hooks_with_a_change`: the same hooks, ±0.01–1 % | 800 (48 000) | reported in every world within 3 accepted intervals + the short ones (p50 1.26 s, max 7.4 s); the bound from the report on |
 //! | `long_gaps_against_narrow_references`: PIT, ACPI PM 24/32, HPET32; rate known to 0.1–10 ppm; one gap 0.5–3× the docs' quarter-wrap limit (≤ 60 days); a ±2 ppm–0.1 % change in a third of the gaps | 800 (29 616) | `TooLong` exactly where the *Widths* conditions say (123), never under a quarter wrap; each leaves the rate and `bound_ppb`; the next check judged; a judged gap (up to 60 days under a 24-bit ACPI PM timer) aliases nothing: `bound_ppb` and no alarm; a change beyond twice the threshold in a gap reported within 4 checks, in a `TooLong` one too (`ATK4_GAP_DETECT=1`: 142 such changes, 17 in a `TooLong` gap, all late before, below; at 300: 437 and 48) |
 //! | `wild_gaps_against_narrow_references`: hooks 0.1–10 P apart, one in eight up to 10⁵ P (14 h), PIT / ACPI PM 24/32 / HPET32, 24 MHz–3 GHz, rate known to 0.1–10 ppm, constant rates | 800 (48 000) | `TooLong` exactly where *Widths* says (14), no alarm, `bound_ppb` at every check (worst 0.999), promises, counts (at 300: 2 400 worlds, 54 `TooLong`, the same) |
 //! | `a_pit_start_bound_around_2_7_percent` | 4 | start bound 2 % / 2.6 %: judged; 2.9 % / 4 %: `TooLong` at every check (the docs' 2.7 %) |
-//! | `slew_limits_from_far_off`: starts 0.1–100 ppm off under 1–4× that, slews 0, 1, 7, 100, 1 000, 50 000, `u64::MAX` ppb, every reference kind, P 0.25–2 s | 800 (64 000) | every steer within the slew, none at 0, `steers` counts them; `bound_ppb` at every check; no (c) (from about 110 ppm slow: below) |
+//! | `slew_limits_from_far_off`: starts 0.1–100 ppm off under 1–4× that, slews 0, 1, 7, 100, 1 000, 50 000, `u64::MAX` ppb, every reference kind, P 0.25–2 s | 800 (64 000) | every steer within the slew, none at 0, `steers` counts them; `bound_ppb` at every check; no (c). With `ATK4_OFFS=200000`, `1000000`, `5000000` (starts up to 0.5 % off): 0 of 800 each (51, 218 and 298 before: false (c) from about 110 ppm slow, and at 0.4 % fast `bound_ppb` 157 ppb short; `a_clock_started_far_off_...`, fixed since) |
+//! | `a_step_of_the_count_is_never_a_change` (found, fixed since): a step of the counter's count 0.2–3× an interval's bound, rate unchanged, after 20–80 steady checks | 2 500 (250 000) | no (c) (60 before: 0.5×: 3, 0.8×: 28, 1.2×: 29; at 300: 0 of 7 500, 142 before); `bound_ppb` below the error three samples on in 1 (seed 18744, 47 ppb off under 43; 4 of 7 500 at 300, 5 before): below |
+//! | `a_small_count_step_is_never_a_change` (found, fixed since): a rate excursion inside one interval moving the count 0.2–3× an interval's bound | 2 500 (250 000) | no (c) (44 before; at 300: 0 of 7 500, 129 before); `bound_ppb` (counted apart) at every check three samples on (1 before, 1.09×; at 300: 5 of 7 500 up to 1.15×, 6 up to 1.18× before: below) |
+//! | `a_clock_started_far_off_under_an_honest_bound_is_no_change` (found, fixed since) | 12 | starts ±100–300 ppm off under twice that, slew 0 and 1 ppm: no (c) (−300 ppm: check 41 / 53 before) |
+//! | `the_fourth_slow_check_is_judged_against_the_floor` (found in the docs, which were wrong) | 3 | reads 0.6 → 20/50/200 µs: three `WideBracket`, the fourth judged against the floor |
+//! | `a_ramp_that_resumes_stays_within_the_bound`, `a_ramp_that_stops_stays_within_the_bound` (found, fixed since 61b14e0/ee33eb2) | 18 | the 17 resumed ramps that broke at 300 (up to 1.57×) within the bound, at most 0.60×; seed 17739's stop (1.44×) within it |
 //!
 //! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
 //!
 //! | test | world | figures |
 //! | --- | --- | --- |
-//! | `a_ramp_that_resumes_stays_within_the_bound` | a ramp that stops and resumes at its pace 20–100 s later | after the resumed ramp's report the clock is beyond `bound_ppb`: 17 of 600 at 300 seeds (2 of 200 at 100), up to 1.57× (seed 4914: 746 ppb off under 476) |
-//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a steady ramp that goes on after a step against its pace | after the step's report the bound stops carrying the ramp: 149 of 395 worlds beyond it at 100 seeds (474 of 1 214 at 300, up to 3.48×); seed 17162 (1 GHz vs HPET, P 0.5 s, +100 ppb/s, −32 874 ppb at 19.3 s): 436 ppb off under 151 (2.88×) 8 s after; none of them beyond it before the step |
-//! | `a_ramp_that_stops_stays_within_the_bound` | seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s | 0.8–1.3 s after the stop `bound_ppb` falls from 989 to 369 and 271 with the clock 391 ppb off (1.44×) until the next report; 1 of 405 stopped ramps at 100 seeds (and `ramps_that_stop_or_reverse`: 0 of 600 at 300) |
-//! | `a_step_of_the_count_is_never_a_change` | a step of the counter's count (its rate unchanged) of 0.2–3× an interval's bound in count, after 20–80 steady checks | (c) in 60 of 2 500 (0.5×: 3, 0.8×: 28, 1.2×: 29 of ~500 each; none at 0.2× or 3×); seed 18041 (1 GHz vs HPET, P 0.5 s, 657 ns): `Changed` 3 checks on to +330 ppb, the clock from 5 to 329 ppb off (within the verdict's bound); `bound_ppb` missed in 1 (seed 18744, 47 under 44) ("a one-off ... a small step of either count never is") |
-//! | `a_small_count_step_is_never_a_change` | a rate excursion inside one interval moving the count 0.2–3× an interval's bound | (c) in 44 of 2 500 (0.5×: 2, 0.8×: 17, 1.2×: 25 of ~500 each; none at 0.2× or 3×), the clock moved off the truth within the verdict's bound; `bound_ppb` below the error three samples on in 1 (1.09×); at 300: 129 and 6 of 7 500, up to 1.18× ("a one-off ... a small step of either count never is") |
-//! | `a_clock_started_far_off_under_an_honest_bound_is_no_change` | 1 GHz vs HPET, P 0.5 s, start −300 ppm under 600 ppm, constant rates | `Changed` at check 41 (slew 0) / 53 (1 ppm); +300, ±100–150 ppm hold; with starts 100–200 ppm slow, 51 of 800 worlds of the slew family, every one slow ("False alarms: none") |
-//! | `four_slow_checks_are_rejected_before_the_floor` (docs) | 1 GHz vs HPET, reads 0.6 → 20/50/200 µs | three `WideBracket`, the fourth slow check judged against the floor ("after four checks in a row rejected"; "costs four checks") |
+//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a slow steady ramp that goes on after a step against its pace, once the pace carried lapses | seed 17533 (24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, −32 254 ppb at 25.99 s): the bound falls from 2 302 to 108 ppb at 44.0 s, 271 ppb off under 108 (2.50×); 30 of 395 at 100 (93 of 1 214 at 300, up to 2.95×); before 61b14e0/ee33eb2 149 and 474, up to 3.48× (its first seeds, 17162 and four more, within the bound since) |
+//! | `a_small_count_step_leaves_bound_ppb_above_the_error` | a rate excursion inside one interval whose count step the window's samples still fit with one line (a steer toward the tilted window's rate) | seed 15964 (3 GHz vs HPET, P 0.5 s, −3 085 ppb for 213 ms): 59 ppb off under 57 and 54 three and four samples on; 5 of 7 500 at 300 (up to 1.15×), 0 of 2 500 at 100 ("one whose offset still fits ... is covered", now qualified in the docs) |
 //!
 //! Fixed since (each test un-ignored, asserting what the docs now say; before → after, at
 //! `BARETIME_ADV_SEEDS=100` unless said):
@@ -1414,15 +1414,18 @@ fn ramps_that_stop_or_reverse() {
     tally.finish();
 }
 
-/// Finding: a ramp that resumes at its old pace after a pause (or reverses), once reported,
-/// leaves the clock beyond `bound_ppb` while it moves ("`bound_ppb` ... While the rate keeps
+/// Found (fixed since 61b14e0/ee33eb2: the "moving" state carrying a steady ramp's worst
+/// case): a ramp that resumes at its old pace after a pause (or reverses), once reported,
+/// left the clock beyond `bound_ppb` while it moved ("`bound_ppb` ... While the rate keeps
 /// moving (a ramp), it adds ... a worst case for a steady ramp"; "From the detection on it
-/// does"). The seeds are those `ramps_that_stop_or_reverse` finds at
-/// `BARETIME_ADV_SEEDS=300` with a miss in the resumed ramp (17 of 600 worlds; the misses
-/// of the first ramp, 1 of 600 that stop, 3 of 600 that reverse, are
-/// `tests/adversary_watchdog3.rs`'s open steady-ramp finding).
+/// does"). The seeds are those `ramps_that_stop_or_reverse` found at
+/// `BARETIME_ADV_SEEDS=300` with a miss in the resumed ramp: 17 of 600 worlds, up to 1.57×
+/// (seed 4914, 100 MHz vs 32-bit HPET, P 0.5 s, +300 ppb/s for 40.6 s from 14.9 s, again
+/// from 155.5 s: 746 ppb off under 476 at 163.5 s); now 0 of 600 (0 of 200 at 100), the 17
+/// at most 0.60× (4914: 1 420 ppb off under 2 379). The first ramp's misses (0 of 600 that
+/// stop, 1 of 600 that reverse, 1.11×) are `tests/adversary_watchdog3.rs`'s open
+/// steady-ramp finding.
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a ramp that resumes after a pause: seed 4914, 100 MHz vs 32-bit HPET, P 0.5 s, +300 ppb/s for 40.6 s from 14.9 s, again from 155.5 s: 746 ppb off under 476 (1.57x) at 163.5 s; 17 of 600 resumed ramps at BARETIME_ADV_SEEDS=300 (2 of 200 at 100)"]
 fn a_ramp_that_resumes_stays_within_the_bound() {
     let mut bad = Vec::new();
     let resumed = [
@@ -1444,11 +1447,11 @@ fn a_ramp_that_resumes_stays_within_the_bound() {
                 }
             }
         }
+        println!(
+            "seed {seed} variant {variant}: worst {:.2}x at {} ms: {:.0} ppb off under {}",
+            worst.0, worst.1, worst.2, worst.3
+        );
         if worst.0 > 1.0 {
-            println!(
-                "seed {seed} variant {variant}: {:.2}x at {} ms: {:.0} ppb off under {}",
-                worst.0, worst.1, worst.2, worst.3
-            );
             bad.push(seed);
         }
         for (k, f) in &run.fails {
@@ -1464,8 +1467,8 @@ fn a_ramp_that_resumes_stays_within_the_bound() {
 }
 
 /// (4) Reads that slow down for 3, 4, 5, 6 or 12 checks, then speed up again, with a change
-/// before or inside the run, or none: the first four slow checks are `WideBracket` and change
-/// nothing, the fifth is judged against the floor; no alarm at constant rates; the change is
+/// before or inside the run, or none: the first three slow checks are `WideBracket` and change
+/// nothing, the fourth is judged against the floor; no alarm at constant rates; the change is
 /// reported within the three checks the docs give plus one per disturbed check.
 #[test]
 fn wide_runs_with_changes_inside() {
@@ -1514,11 +1517,11 @@ fn wide_runs_with_changes_inside() {
                 ));
             }
         }
-        if n >= 5 {
-            let v = run.recs[j + 4].verdict;
+        if n >= 4 {
+            let v = run.recs[j + 3].verdict;
             if v == Watch::NoVerdict(Unjudged::WideBracket) {
                 extra.push(format!(
-                    "wide_runs seed {seed}: the fifth slow check ({} µs) still WideBracket",
+                    "wide_runs seed {seed}: the fourth slow check ({} µs) still WideBracket",
                     slow / US
                 ));
             }
@@ -1857,20 +1860,39 @@ fn count_step_world(seed: u64) -> (Scenario, u64, u64, f64) {
     (sc, a, a + u, g)
 }
 
-/// Finding: a small step of the counter's count (a rate excursion that ends inside the
-/// interval it began in) under an interval's threshold is reported as (c), and refinement
-/// steers toward it, leaving `bound_ppb` below the clock's error three samples on.
+/// Found (fixed since): a small step of the counter's count (a rate excursion that ends
+/// inside the interval it began in) under an interval's threshold was reported as (c): 44 of
+/// 2 500 worlds at `BARETIME_ADV_SEEDS=100` (0.5×: 2, 0.8×: 17, 1.2×: 25), 129 of 7 500 at
+/// 300 (seed 12005: 3 GHz vs HPET, P 1 s, −1 878 ppb for 524 ms: `Changed` 3 checks after,
+/// the clock moved from 4 to 49 ppb off). A move of the window's parts is now reported only
+/// where no one-off step between two of the window's samples, at a rate the older part
+/// allows on both sides, fits them: 0 of 2 500, 0 of 7 500 at 300. `bound_ppb` below the
+/// error three samples on is counted apart here (a separate promise, still open:
+/// `a_small_count_step_leaves_bound_ppb_above_the_error`): 1 of 2 500 before (1.09×), 0
+/// after; at 300, 6 of 7 500 (1.18×) before, 5 (1.15×) after.
 #[test]
-#[ignore = "finding: a one-off (a small step of either count) never is (c), broken for a counter-rate excursion inside one interval that moves the count 0.5-1.2x an interval bound: Changed in 44 of 2 500 worlds at BARETIME_ADV_SEEDS=100 (seed 12005: 3 GHz vs HPET, P 1 s, -1 878 ppb for 524 ms: Changed 3 checks after, the clock moved from 4 to 49 ppb off), and bound_ppb below the error three samples after it in 1 (seed 13075, 1.09x; 6 of 7 500, up to 1.18x, at 300)"]
 fn a_small_count_step_is_never_a_change() {
     let mut tally = Tally::new("a_small_count_step_is_never_a_change");
     let mut changed = 0;
     let mut missed = 0;
+    let mut worst_miss = 0.0f64;
     let mut by_g: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     for s in 0..seeds() * 25 {
         let seed = 12_000 + s;
         let (sc, a, _, g) = count_step_world(seed);
-        let run = run(&sc);
+        let mut run = run(&sc);
+        // `bound_ppb` below the error: the open finding below, counted apart.
+        let before = run.fails.len();
+        run.fails.retain(|(_, f)| !f.contains("> bound_ppb"));
+        if run.fails.len() < before {
+            missed += 1;
+            worst_miss = run
+                .recs
+                .iter()
+                .filter(|r| r.judged && r.health.bound_ppb > 0)
+                .map(|r| r.err_ppb / r.health.bound_ppb as f64)
+                .fold(worst_miss, f64::max);
+        }
         let mut extra = Vec::new();
         let e = by_g.entry(format!("{g}")).or_default();
         e.0 += 1;
@@ -1882,13 +1904,32 @@ fn a_small_count_step_is_never_a_change() {
                 sc.label
             ));
         }
-        if !run.fails.is_empty() {
-            missed += 1;
-        }
         tally.add(&sc, &run, extra);
     }
-    println!("count steps: {changed} reported as (c), {missed} with a judged check beyond bound_ppb; by g (worlds, (c)): {by_g:?}");
+    println!("count steps: {changed} reported as (c), {missed} with a judged check beyond bound_ppb (counted apart, worst {worst_miss:.3}x); by g (worlds, (c)): {by_g:?}");
     tally.finish();
+}
+
+/// Finding: after a small count step (a rate excursion inside one interval) that the
+/// window's samples still fit with one line, refinement steers toward the window's rate,
+/// which the step tilts, and `bound_ppb` (the window's distance and bound) falls below the
+/// clock's error from three samples on ("one whose offset still fits changes no sample by
+/// more than its bracket, and is covered"). Seeds of `a_small_count_step_is_never_a_change`
+/// at `BARETIME_ADV_SEEDS=300` (seed 15964: 3 GHz vs HPET, P 0.5 s, −3 085 ppb for 213 ms at
+/// 16.69 s: a steer in the check right after it moves the clock from 0 to 59 ppb off under
+/// 57, then 54).
+#[test]
+#[ignore = "finding: bound_ppb covers a one-off whose offset still fits one line, broken: seed 15964, 3 GHz vs HPET, P 0.5 s, -3 085 ppb for 213 ms: a steer right after it leaves the clock 59 ppb off under 57 and 54 (1.09x) three samples on; 5 of 7 500 at BARETIME_ADV_SEEDS=300 (up to 1.15x), 0 of 2 500 at 100"]
+fn a_small_count_step_leaves_bound_ppb_above_the_error() {
+    let mut bad = Vec::new();
+    for seed in [15_964u64, 16_079, 16_487, 17_130, 18_483] {
+        let (sc, ..) = count_step_world(seed);
+        let run = run(&sc);
+        if let Some((_, f)) = run.fails.iter().find(|(_, f)| f.contains("> bound_ppb")) {
+            bad.push(f.clone());
+        }
+    }
+    assert!(bad.is_empty(), "{bad:?}");
 }
 
 /// Found (fixed since): a change inside a gap that was `TooLong` was reported only after
@@ -1939,12 +1980,19 @@ fn a_change_inside_a_too_long_gap_is_reported_within_three_checks() {
     assert!(bad.is_empty(), "{bad:?}");
 }
 
-/// Finding (docs): after three slow checks the fourth is judged, not rejected ("after four
-/// checks in a row rejected, `w_min` becomes the narrowest of their brackets"; "costs four
-/// checks, not every one").
+/// Found (fixed since, in the docs): after three slow checks the fourth was judged, not
+/// rejected, where the docs said "after four checks in a row rejected, `w_min` becomes the
+/// narrowest of their brackets" and "costs four checks, not every one" (this test was
+/// `four_slow_checks_are_rejected_before_the_floor`: 1 GHz vs HPET, reads slowed from 0.6 µs
+/// to 20/50/200 µs at check 10: `WideBracket` at 10–12, `Steady` at 13; 3 `WideBracket` in
+/// every run of 3–12 slow checks, 2 400 in 800 worlds at `BARETIME_ADV_SEEDS=100`). The code
+/// is right (the fourth wide bracket is as honest a sample as any: its width is its
+/// worst-case uncertainty, and the floor carries it; rejecting it too would only cost a
+/// period), the docs were wrong: they now say the fourth wide check in a row is judged
+/// against the narrowest of the four brackets, three rejected. Judged here: three
+/// `WideBracket`, then the fourth judged.
 #[test]
-#[ignore = "finding (docs): after four checks in a row rejected the narrowest becomes the floor (costs four checks), but the fourth slow check is judged: 1 GHz vs HPET, reads slowed from 0.6 us to 20/50/200 us at check 10: WideBracket at 10-12, Steady at 13; 3 WideBracket in every run of 3-12 slow checks (2 400 in 800 at BARETIME_ADV_SEEDS=100)"]
-fn four_slow_checks_are_rejected_before_the_floor() {
+fn the_fourth_slow_check_is_judged_against_the_floor() {
     let mut bad = Vec::new();
     for (i, slow) in [20 * US, 50 * US, 200 * US].into_iter().enumerate() {
         let mut sc = Scenario::new(
@@ -1962,17 +2010,21 @@ fn four_slow_checks_are_rejected_before_the_floor() {
             .map(|r| r.verdict.to_string())
             .collect();
         println!("{} µs reads from check 10 to 15: {v:?}", slow / US);
-        if run.recs[10..14]
+        if run.recs[10..13]
             .iter()
             .any(|r| r.verdict != Watch::NoVerdict(Unjudged::WideBracket))
+            || run.recs[13].verdict == Watch::NoVerdict(Unjudged::WideBracket)
         {
             bad.push(slow / US);
         }
     }
-    assert!(bad.is_empty(), "the fourth slow check judged at {bad:?} µs");
+    assert!(
+        bad.is_empty(),
+        "not three WideBracket then the fourth judged at {bad:?} µs"
+    );
 }
 
-/// Finding: a clock started more than about 100 ppm slow under an honest bound, at constant
+/// Found (fixed since): a clock started more than about 100 ppm slow under an honest bound, at constant
 /// rates, is reported (c) once the window's bound has shrunk ("False alarms: none";
 /// "where they disagree beyond both bounds, the clock's rate is wrong (the counter's rate
 /// changed, or the starting bound did not hold)": it held). Observed, not read: at the
@@ -1982,9 +2034,15 @@ fn four_slow_checks_are_rejected_before_the_floor() {
 /// distance in ppb of the clock's rate against a bound made in ppb of the counter's. In that
 /// convention `bound_ppb` itself misses by 3 ppb in `slew_limits_from_far_off` (seed 10669,
 /// 97 ppm slow, 96 728 > 96 725); every judgement in this file takes ppb of the counter's
-/// rate as the reference counts it.
+/// rate as the reference counts it. Confirmed in the code: the window was compared with the
+/// clock by `|w − clock|` in ppb of the clock's rate against a claim made in ppb of the
+/// window's. Before: `Changed` at check 41 (slew 0) / 53 (1 ppm);
+/// `ATK4_OFFS=200000 BARETIME_ADV_SEEDS=100` `slew_limits_from_far_off`: 51 of 800 worlds
+/// (218 at `ATK4_OFFS=1000000`, 298 at 5 000 000). Every distance of the clock's rate from a
+/// measured one is now in ppb of the measured rate (the counter's, `bound_ppb`'s
+/// convention), and a bound built from one is widened by `1/(1 − its bound)` (the counter's
+/// rate may be that much slower): no `Changed` here; 0 of 800 at each of those offsets.
 #[test]
-#[ignore = "finding: no (c) at constant rates under an honest start bound, broken for a clock started over about 110 ppm slow: 1 GHz vs HPET, P 0.5 s, start -300 ppm under 600 ppm: Changed at check 41 (slew 0) / 53 (slew 1 ppm); starts 100-200 ppm slow under 1-4x their error, slew 0-1 ppm: 51 of 800 worlds at BARETIME_ADV_SEEDS=100, every one slow (ATK4_OFFS=200000)"]
 fn a_clock_started_far_off_under_an_honest_bound_is_no_change() {
     let mut bad = Vec::new();
     for (i, err) in [
@@ -2218,11 +2276,22 @@ fn a_step_against_the_pace() {
 /// falls beyond `bound_ppb` until the ramp is reported again ("While the rate keeps moving (a
 /// ramp), it adds ... a worst case for a steady ramp"; "From the detection on it does").
 /// The seeds are the worst of `a_step_against_the_pace` at `BARETIME_ADV_SEEDS=100`.
+///
+/// Partly fixed by 61b14e0/ee33eb2 (the "moving" state): the first seeds here (17162,
+/// 17103, 17663, 17685, 17040: 2.88× at worst before) now stay within the bound (0.60× at
+/// worst), and the family's misses fell from 149 of 395 worlds to 27 at 100 seeds (474 of
+/// 1 214 to 79 at 300, up to 2.98×). Open still, once the pace carried lapses (eight spans
+/// without a move seen) while a slow ramp goes on: seed 17533 (24 MHz vs ACPI PM, P 1 s,
+/// +30 ppb/s from 15.0 s, −32 254 ppb at 25.99 s, reported at 28.0 s): at 44.0 s the bound
+/// falls from 2 302 to 108 ppb and the clock is 271 ppb off under 108 (2.50×) at 45.0 s. 30
+/// of 395 at 100 and 93 of 1 214 at 300 (up to 2.95×) since the one-off rule of
+/// `a_step_of_the_count_is_never_a_change` (a ramp's first move is reported a little later:
+/// other worlds fall in).
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a ramp that goes on after a step against its pace: seed 17162, 1 GHz vs HPET, P 0.5 s, +100 ppb/s from 10.3 s, -32 874 ppb (10x the threshold) at 19.30 s, reported at 20.0 s: 436 ppb off under 151 (2.88x) at 28.0 s; 149 of 395 such worlds at BARETIME_ADV_SEEDS=100 (474 of 1 214 at 300, up to 3.48x)"]
+#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a slow ramp that goes on after a step against its pace once the pace lapses: seed 17533, 24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, -32 254 ppb at 25.99 s: 271 ppb off under 108 (2.50x) at 45.0 s; 30 of 395 such worlds at BARETIME_ADV_SEEDS=100 (93 of 1 214 at 300, up to 2.95x; 149 and 474, up to 3.48x, before 61b14e0/ee33eb2)"]
 fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
     let mut bad = Vec::new();
-    for seed in [17162u64, 17103, 17663, 17685, 17040] {
+    for seed in [17533u64, 17107, 17489, 17633, 17647] {
         let (sc, run, _, _, ts, stops, _) = against_world(seed);
         assert!(!stops);
         let worst = run
@@ -2249,11 +2318,13 @@ fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
     assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
 }
 
-/// Finding: right after a followed ramp stops, `bound_ppb` falls below the clock's error
-/// until the next report (seed 17739: 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s for 18 s
-/// from 13.2 s).
+/// Found (fixed since 61b14e0/ee33eb2): right after a followed ramp stopped, `bound_ppb` fell
+/// below the clock's error until the next report (seed 17739: 100 MHz vs 32-bit HPET, P 0.5
+/// s, +100 ppb/s from 13.2 s to 31.2 s: 391 ppb off under 369 at 32.0 s and 271, 1.44×, at
+/// 32.5 s; 1 of 405 stopped ramps at `BARETIME_ADV_SEEDS=100`, 1 of 1 186 at 300). Now no
+/// check of it beyond the bound, and `a_step_against_the_pace` counts 0 stopped ramps beyond
+/// it within four periods of the stop at 100 and at 300.
 #[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on (a stop is no acceleration), broken right after a ramp stops: seed 17739, 100 MHz vs 32-bit HPET, P 0.5 s, +100 ppb/s from 13.2 s to 31.2 s: 391 ppb off under 369 at 32.0 s and 271 (1.44x) at 32.5 s; 1 of 405 stopped ramps at BARETIME_ADV_SEEDS=100, 1 of 1 186 at 300"]
 fn a_ramp_that_stops_stays_within_the_bound() {
     let (sc, run, _, _, _, stops, _) = against_world(17739);
     assert!(stops);
@@ -2266,8 +2337,18 @@ fn a_ramp_that_stops_stays_within_the_bound() {
 
 /// A step of the counter's count (its rate unchanged), 0.2–3 times an interval's bound in
 /// count, after 20–80 steady checks: a one-off, never (c) ("a small step of either count").
+///
+/// Found (fixed since): seed 18041 (1 GHz vs HPET, P 0.5 s, constant rates, the count 657
+/// ticks ahead at 15.85 s) was `Changed` at 17.0 s to +330 ppb (the window's parts apart
+/// by the step spread over the recent part), the clock from 5 to 329 ppb off; 60 of 2 500
+/// worlds at `BARETIME_ADV_SEEDS=100` (0.5×: 3 of 523, 0.8×: 28 of 510, 1.2×: 29 of 501,
+/// none at 0.2× or 3×), 142 of 7 500 at 300. A move of the window's parts that a one-off
+/// step between two samples fits (the samples on each side on lines of one rate the older
+/// part allows) is no longer reported: 0 of 2 500, 0 of 7 500 at 300. `bound_ppb` below the
+/// error three samples on (another promise, printed, not asserted here; see
+/// `a_small_count_step_leaves_bound_ppb_above_the_error`): 1 world at 100 before and after
+/// (seed 18744, 47 ppb off under 44, now 43), 5 → 4 at 300.
 #[test]
-#[ignore = "finding: a one-off (a small step of either count) never is (c), broken for a step of the counter of 0.5-1.2x an interval bound: seed 18041, 1 GHz vs HPET, P 0.5 s, constant rates, the count 657 ticks (657 ns) ahead at 15.85 s: Changed at 17.0 s to +330 ppb, the clock from 5 to 329 ppb off; 60 of 2 500 worlds at BARETIME_ADV_SEEDS=100 (0.5x: 3 of 523, 0.8x: 28 of 510, 1.2x: 29 of 501, none at 0.2x or 3x), and bound_ppb below the error three samples on in 1 (seed 18744, 47 ppb off under 44)"]
 fn a_step_of_the_count_is_never_a_change() {
     let mut by_g: std::collections::BTreeMap<String, (u64, u64)> = Default::default();
     let mut first = Vec::new();
