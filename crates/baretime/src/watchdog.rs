@@ -697,6 +697,10 @@ pub struct Watchdog<R: Reference> {
     /// passed, the rate may still be moving, at a pace or in steps nothing since has shown
     /// ([`Watchdog::moving`]). Span 0: none.
     moved: (u64, u64),
+    /// The sample (reference ticks since the first) at which a sample no line fit with the
+    /// window's older ones was last seen, and the span one line still fitted then (0:
+    /// none): a move too, from the next move seen on ([`Watchdog::note_move`]).
+    kink: (u64, u64),
     /// The last change reported: the rate it set (mHz), its sample (reference ticks since
     /// the first) and its way (up: faster). Two changes the same way within eight periods
     /// are a pace.
@@ -781,6 +785,7 @@ impl<R: Reference> Watchdog<R> {
             pace_ppb: 0,
             pace_span: 0,
             moved: (0, 0),
+            kink: (0, 0),
             last_change: None,
             knots: [zero; KNOTS],
             steps: (1, 1, u64::MAX),
@@ -1510,8 +1515,10 @@ impl<R: Reference> Watchdog<R> {
     /// still be moving until eight times `span` has passed (a later end already noted stays).
     fn note_move(&mut self, at: u64, span: u64) {
         let end = |(at, span): (u64, u64)| at.saturating_add(span.saturating_mul(8));
-        if self.moved.1 == 0 || end((at, span)) >= end(self.moved) {
-            self.moved = (at, span);
+        for (at, span) in [(at, span), self.kink] {
+            if span != 0 && (self.moved.1 == 0 || end((at, span)) >= end(self.moved)) {
+                self.moved = (at, span);
+            }
         }
     }
 
@@ -1640,6 +1647,7 @@ impl<R: Reference> Watchdog<R> {
             // A sample no line fits with the older ones: the rate moved, over the span one
             // line still fits.
             let fitted = self.live().first().map_or(0, |k| p.x.saturating_sub(k.x));
+            self.kink = (p.x, fitted);
             if self.moving() {
                 self.note_move(p.x, fitted);
             }
