@@ -35,10 +35,10 @@
 //!
 //! | family | worlds (checks) | what held |
 //! | --- | --- | --- |
-//! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2×; each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 1 of 2 700 at the fifth check, seed 2762: a change under the threshold the learnt steps give, below) |
+//! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2× the threshold of the *learnt* steps (the docs' *Detection time*, from the verdicts: twice the widest bound a steady verdict carried in the ten checks before the change, the baseline's bound left out, stricter than the docs; the worlds are drawn against a one-tick threshold, and 667 of 900 are held to a limit, 1 988 of 2 700 at 300); each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 0 of 2 700 late; 1 before the limit followed the learnt steps, seed 2762: a change under the threshold they give, below) |
 //! | `two_changes_within_one_period`: two steps 0.5–20× the threshold, either sign, in one interval | 800 (32 000) | the net change reported within 3 checks where ≥ 2×, at a check wholly after both; its rate and `bound_ppb` from it on |
 //! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.84 s, max 2.27 s; 2.86 s before the fixes below) (at 300: 2 400 worlds, 0 break, p50 0.83 s, max 2.70 s; 8 broke before) |
-//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 0 worlds beyond the bound while the first ramp moved (the open steady-ramp finding), 0 right after a stop (1 before 61b14e0/ee33eb2; 0 of 2 400 at 300), 30 of 395 after a step the ramp went on from (149 before 61b14e0/ee33eb2, 27 before the one-off rule; at 300: 93 of 1 214, 474 and 79; below), and 41 of 395 such steps reported after more than 3 checks (34 before the one-off rule; as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
+//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 0 worlds beyond the bound while the first ramp moved (the open steady-ramp finding), 0 right after a stop (1 before 61b14e0/ee33eb2; 0 of 2 400 at 300), 7 of 395 after a step the ramp went on from, each a ramp whose bend never showed before the step (30 before 6f45abf, 149 before 61b14e0/ee33eb2, 27 before the one-off rule; at 300: 29 of 1 214, 93, 474 and 79; below), and 33 of 395 such steps reported after more than 3 checks (33 before 6f45abf) (34 before the one-off rule; as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
 //! | `a_change_where_the_window_has_no_span`: +0.1 % in the first 0–6 intervals, +0.1 % more 3 checks later | 400 | both reported within 3 checks, every judgement |
 //! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 1 of 200 reversed (first ramp, 1.11×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 0 of 200 resumed (2 before 61b14e0/ee33eb2; at 300: 0, 1 and 0 of 600, the resumed 17 before). Detection p50 4.76 s, max 198 s (4.61 s before the one-off rule: a ramp's first move is reported a little later) |
 //! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fourth judged against the floor (as the docs now say); no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run) |
@@ -58,7 +58,7 @@
 //!
 //! | test | world | figures |
 //! | --- | --- | --- |
-//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a slow steady ramp that goes on after a step against its pace, once the pace carried lapses | seed 17533 (24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, −32 254 ppb at 25.99 s): the bound falls from 2 302 to 108 ppb at 44.0 s, 271 ppb off under 108 (2.50×); 30 of 395 at 100 (93 of 1 214 at 300, up to 2.95×); before 61b14e0/ee33eb2 149 and 474, up to 3.48× (its first seeds, 17162 and four more, within the bound since) |
+//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend never showed before a step against its pace, and that goes on after it: once the eight spans the step's report carries lapse, nothing seen says it moves | seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s from 12.5 s, +15 394 ppb at 20.21 s): the bound falls to 124–130 ppb at 39–42 s, 292 ppb off under 130 (2.25×); 7 of 395 at 100 (29 of 1 214 at 300, up to 2.53×), all at −30 or +30 ppb/s; 30 and 93 (up to 2.95×) before 6f45abf, whose ramps seen before the step are `a_ramp_seen_before_a_step_against_it_stays_within_the_bound` |
 //! | `a_small_count_step_leaves_bound_ppb_above_the_error` | a rate excursion inside one interval whose count step the window's samples still fit with one line (a steer toward the tilted window's rate) | seed 15964 (3 GHz vs HPET, P 0.5 s, −3 085 ppb for 213 ms): 59 ppb off under 57 and 54 three and four samples on; 5 of 7 500 at 300 (up to 1.15×), 0 of 2 500 at 100 ("one whose offset still fits ... is covered", now qualified in the docs) |
 //!
 //! Fixed since (each test un-ignored, asserting what the docs now say; before → after, at
@@ -70,7 +70,8 @@
 //! | `a_change_inside_a_too_long_gap_is_reported_within_three_checks` | the same mechanism after `TooLong`: PIT, 1 GHz, 1 ppm, 41 200 s gap with +0.1 % | the 11th check after the gap (8 `Unconfirmed`) → the 3rd; in `long_gaps` 17 of 17 `TooLong` gaps late → 0 (48 of 48 in time at 300) |
 //! | `a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval` | seed 4719: 24 MHz vs ACPI PM, P 1 s, +974 ppb, +3 225 more 4.2 s later | `Changed` to a rate 2 135 ppb off under its own bound 478 → `Unconfirmed`, then `Changed` a check later 511 ppb off, within its bound; 1 of 2 400 at 300 → 0 |
 //! | `a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks` | seed 4960: 3 GHz vs pvclock, P 0.25 s, −706 ppb then +3 064 0.7 s later (threshold 1 021); 4370, 4480, 5153 | 4960 never (c) (already reported at the third check at this round's merge); 4370, 4480, 5153 at the fourth check → the second; 4 of 2 400 at 300 → 0 |
-//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` (docs) | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb ("1.02×" a threshold of one-tick steps) | the fifth check, unchanged: the learnt steps (a read's 107 ticks and 80 ns) make the intervals' bounds 207–222 ppb, so +260 is 0.59× the threshold, a change the split reports; the docs now say what a learnt step is on fast counters (`near_threshold_steps` at 300 still counts it, with its one-tick threshold) |
+//! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` (docs) | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb ("1.02×" a threshold of one-tick steps) | the fifth check, unchanged: the learnt steps (a read's 107 ticks and 80 ns) make the intervals' bounds 207–222 ppb, so +260 is 0.59× the threshold, a change the split reports; the docs now say what a learnt step is on fast counters (`near_threshold_steps` now holds a world to a detection limit by the threshold of the learnt steps, as the docs say: at 300 this world is under it, 0 of 2 700 late; it counted it late against its one-tick threshold before) |
+//! | `a_ramp_seen_before_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend showed before a step against its pace (a sample no line fit with the window's older ones), going on after it; seeds 17533, 17489, 17633, 17647 | 2.50×, 2.20×, 2.18×, 2.16× (the bound falling from the ramp's term to the window's once the step's eight spans lapse) → 0.35×, 0.29×, 0.37×, 0.36×: such a sample is a move seen from the next move on (6f45abf); `a_step_against_the_pace`: 30 of 395 → 7 (93 of 1 214 → 29 at 300) |
 //!
 //! Not attacked: calls from several threads, statistical (dishonest) start bounds, latch
 //! points that drift inside brackets, accelerating ramps (the docs exclude them), staircases
@@ -999,11 +1000,17 @@ fn near_world(seed: u64, factor: f64) -> (Scenario, u64, f64) {
 
 /// (1) A change near the threshold: reported once an interval wholly after it bounds the new
 /// rate; from the report on, `bound_ppb` and the verdict's rate hold. Detection: within three
-/// periods above twice an interval's bound, a period later at about the threshold.
+/// periods above twice an interval's bound, a period later at about the threshold — the
+/// bound of the *learnt* steps (*Detection time*: on a counter or a reference faster than
+/// its reads, a read's ticks), taken from the steady verdicts before the change; the world's
+/// nominal factor is against one-tick steps (before, the limits followed it, and seed 2762,
+/// "1.02×" but 0.59× the learnt threshold, was late at 300 seeds).
 #[test]
 fn near_threshold_steps() {
     let mut tally = Tally::new("near_threshold_steps");
     let factors = [0.8, 0.95, 1.02, 1.1, 1.3, 1.5, 2.0, 2.5, 4.0];
+    // Worlds whose change is at least 1.02 times the learnt threshold, by nominal factor.
+    let mut judged_by: std::collections::BTreeMap<String, u64> = Default::default();
     for s in 0..seeds() {
         for (i, &factor) in factors.iter().enumerate() {
             let seed = 1_000 + s * 16 + i as u64;
@@ -1022,24 +1029,51 @@ fn near_threshold_steps() {
                     ));
                 }
             }
-            let limit = if factor >= 2.0 {
-                Some(3)
-            } else if factor >= 1.02 {
-                Some(4)
-            } else {
-                None
+            // The docs' threshold (*Detection time*) is twice the sum of an interval's bound
+            // and the baseline's, from the *learnt* steps (on a counter or a reference faster
+            // than its reads, a read's ticks): taken from the verdicts, as twice the widest
+            // bound a steady verdict carried in the ten checks before the change (less the
+            // reference's stated tolerance), the baseline's bound left out (stricter than the
+            // docs). The nominal `factor` is against the one-tick threshold the world was
+            // drawn with.
+            let k0 = run
+                .recs
+                .iter()
+                .position(|r| r.t > t)
+                .unwrap_or(run.recs.len());
+            let before = &run.recs[k0.saturating_sub(10)..k0];
+            let b_i = before
+                .iter()
+                .filter_map(|r| match r.verdict {
+                    Watch::Steady { rate } => {
+                        Some(rate.accuracy().bound_ppb().saturating_sub(sc.ref_tol_ppb))
+                    }
+                    _ => None,
+                })
+                .max();
+            let learnt = b_i.map(|b_i| d.abs() / (2.0 * b_i as f64));
+            let limit = match learnt {
+                Some(x) if x >= 2.0 => Some(3),
+                Some(x) if x >= 1.02 => Some(4),
+                _ => None,
             };
             if let Some(l) = limit {
                 if n.map_or(true, |n| n > l) {
                     extra.push(format!(
-                        "{} seed {seed}: {d:.0} ppb ({factor}× threshold, {} ref) reported at check {n:?} after it, limit {l}",
-                        sc.label, sc.refk.name
+                        "{} seed {seed}: {d:.0} ppb ({factor}× the one-tick threshold, {:.2}× the learnt one, {} ref) reported at check {n:?} after it, limit {l}",
+                        sc.label,
+                        learnt.unwrap_or(0.0),
+                        sc.refk.name
                     ));
                 }
+            }
+            if limit.is_some() {
+                *judged_by.entry(format!("{factor}")).or_default() += 1;
             }
             tally.add(&sc, &run, extra);
         }
     }
+    println!("near_threshold_steps: worlds held to a detection limit (at least 1.02× the learnt threshold), by nominal factor: {judged_by:?}");
     tally.finish();
 }
 
@@ -2271,27 +2305,10 @@ fn a_step_against_the_pace() {
     tally.finish();
 }
 
-/// Finding: a ramp that goes on at its pace after a step against it: once the step is
-/// reported, the ramp is followed with a bound that no longer carries its pace, and the clock
-/// falls beyond `bound_ppb` until the ramp is reported again ("While the rate keeps moving (a
-/// ramp), it adds ... a worst case for a steady ramp"; "From the detection on it does").
-/// The seeds are the worst of `a_step_against_the_pace` at `BARETIME_ADV_SEEDS=100`.
-///
-/// Partly fixed by 61b14e0/ee33eb2 (the "moving" state): the first seeds here (17162,
-/// 17103, 17663, 17685, 17040: 2.88× at worst before) now stay within the bound (0.60× at
-/// worst), and the family's misses fell from 149 of 395 worlds to 27 at 100 seeds (474 of
-/// 1 214 to 79 at 300, up to 2.98×). Open still, once the pace carried lapses (eight spans
-/// without a move seen) while a slow ramp goes on: seed 17533 (24 MHz vs ACPI PM, P 1 s,
-/// +30 ppb/s from 15.0 s, −32 254 ppb at 25.99 s, reported at 28.0 s): at 44.0 s the bound
-/// falls from 2 302 to 108 ppb and the clock is 271 ppb off under 108 (2.50×) at 45.0 s. 30
-/// of 395 at 100 and 93 of 1 214 at 300 (up to 2.95×) since the one-off rule of
-/// `a_step_of_the_count_is_never_a_change` (a ramp's first move is reported a little later:
-/// other worlds fall in).
-#[test]
-#[ignore = "finding: bound_ppb covers a steady ramp from its report on, broken for a slow ramp that goes on after a step against its pace once the pace lapses: seed 17533, 24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, -32 254 ppb at 25.99 s: 271 ppb off under 108 (2.50x) at 45.0 s; 30 of 395 such worlds at BARETIME_ADV_SEEDS=100 (93 of 1 214 at 300, up to 2.95x; 149 and 474, up to 3.48x, before 61b14e0/ee33eb2)"]
-fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
+/// The worst check after the step `ts` of each world: (error / bound, ms, error, bound).
+fn worst_after_step(seeds: &[u64]) -> Vec<u64> {
     let mut bad = Vec::new();
-    for seed in [17533u64, 17107, 17489, 17633, 17647] {
+    for &seed in seeds {
         let (sc, run, _, _, ts, stops, _) = against_world(seed);
         assert!(!stops);
         let worst = run
@@ -2315,6 +2332,45 @@ fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
             bad.push(seed);
         }
     }
+    bad
+}
+
+/// Found (fixed since 6f45abf): a slow ramp whose bend showed before a step against its pace
+/// (a sample no line fit with the window's older ones) and that goes on after it: once the
+/// eight spans the step's report carries lapsed, the bound fell from the ramp's term to the
+/// window's, below the clock's error, until the ramp was reported again ("a ramp is covered
+/// from its report on"; "a rate seen moving may go on moving at a pace ... that nothing since
+/// has shown"). Seed 17533 (24 MHz vs ACPI PM, P 1 s, +30 ppb/s from 15.0 s, −32 254 ppb at
+/// 25.99 s, reported at 28.0 s): at 44.0 s the bound fell from 2 302 to 108 ppb, the clock
+/// 271 ppb off under 108 (2.50×) at 45.0 s; 17489, 17633, 17647: 2.20×, 2.18×, 2.16×. The
+/// ramp's bend had shown before the step (here at 23.0 s) but counted as a move only while
+/// one was already seen. Such a sample is now a move seen from the next move on (the step's
+/// report), over the span one line still fitted then: 0.35×, 0.29×, 0.37×, 0.36× at worst.
+/// In `a_step_against_the_pace`, 30 of 395 worlds beyond the bound after the step → 7 (93
+/// of 1 214 → 29 at `BARETIME_ADV_SEEDS=300`, worst 2.95× → 2.53×): each a ramp whose bend
+/// never showed before the step (the finding below).
+#[test]
+fn a_ramp_seen_before_a_step_against_it_stays_within_the_bound() {
+    let bad = worst_after_step(&[17533, 17489, 17633, 17647]);
+    assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
+}
+
+/// Finding: a slow ramp whose bend never showed before a step against its pace, and that goes
+/// on after it: the step's report carries a ramp's worst case for eight times the span it was
+/// seen over ("A single step is not told from the start of a ramp ... after one, the bound
+/// carries both for those eight spans"); after that nothing seen says the rate moves, the
+/// bound falls to the window's, and the clock falls beyond it until the ramp's bend shows
+/// (its report, or a sample no line fits). The seeds are the worst of `a_step_against_the_pace`
+/// at `BARETIME_ADV_SEEDS=100` since 6f45abf: seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s
+/// from 12.5 s, +15 394 ppb at 20.21 s, reported at 22.0 s): 292 ppb off under 130 (2.25×)
+/// at 42.0 s. 7 of 395 at 100 and 29 of 1 214 at 300 (up to 2.53×), every one at ±30 ppb/s
+/// against an ACPI PM timer or a 32-bit HPET. Partly fixed twice: 61b14e0/ee33eb2 (the
+/// "moving" state; 149 → 27 of 395) and 6f45abf (a ramp seen before the step:
+/// `a_ramp_seen_before_a_step_against_it_stays_within_the_bound`; 30 → 7).
+#[test]
+#[ignore = "finding: bound_ppb after a step against a slow ramp whose bend never showed, once the step's eight spans lapse: seed 17107, 100 MHz vs ACPI PM, P 1 s, -30 ppb/s from 12.5 s, +15 394 ppb at 20.21 s: 292 ppb off under 130 (2.25x) at 42.0 s; 7 of 395 such worlds at BARETIME_ADV_SEEDS=100 (29 of 1 214 at 300, up to 2.53x)"]
+fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
+    let bad = worst_after_step(&[17107, 17423, 17161, 17351, 17366]);
     assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
 }
 
