@@ -1,0 +1,1128 @@
+//! Round-5 outside attack on [`Watchdog`] (issue 28): HEADER FILLED IN BELOW.
+
+use baretime::{
+    Accuracy, Clock, Counter, Frequency, Reference, Source, Unjudged, Watch, Watchdog,
+    WatchdogHealth,
+};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+/// Picoseconds in a second.
+const PS: u64 = 1_000_000_000_000;
+
+fn seeds() -> u64 {
+    std::env::var("BARETIME_ADV_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+}
+
+// ---------------------------------------------------------------------------------------
+// The scripted world.
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn range(&mut self, lo: f64, hi: f64) -> f64 {
+        lo + (hi - lo) * self.unit()
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn sign(&mut self) -> f64 {
+        if self.next() & 1 == 0 {
+            1.0
+        } else {
+            -1.0
+        }
+    }
+}
+
+/// A piece of a count's rate: from `at` (ps), `hz` plus `slope` Hz per second.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    at: u64,
+    hz: f64,
+    slope: f64,
+}
+
+/// A count: the integral of piecewise rates, plus steps of the count.
+#[derive(Clone, Debug)]
+struct Track {
+    pieces: Vec<Piece>,
+    steps: Vec<(u64, f64)>,
+}
+
+impl Track {
+    fn constant(hz: f64) -> Track {
+        Track {
+            pieces: vec![Piece {
+                at: 0,
+                hz,
+                slope: 0.0,
+            }],
+            steps: Vec::new(),
+        }
+    }
+    fn count(&self, t: u64) -> f64 {
+        let mut acc = 0.0;
+        for (i, p) in self.pieces.iter().enumerate() {
+            if p.at >= t {
+                break;
+            }
+            let end = self.pieces.get(i + 1).map_or(t, |q| q.at.min(t));
+            let dt = (end - p.at) as f64 / PS as f64;
+            acc += p.hz * dt + 0.5 * p.slope * dt * dt;
+        }
+        for &(at, d) in &self.steps {
+            if at <= t {
+                acc += d;
+            }
+        }
+        acc
+    }
+    fn rate(&self, t: u64) -> f64 {
+        let p = self
+            .pieces
+            .iter()
+            .rev()
+            .find(|p| p.at <= t)
+            .unwrap_or(&self.pieces[0]);
+        p.hz + p.slope * (t.saturating_sub(p.at)) as f64 / PS as f64
+    }
+    /// A step of the rate by `rel` at `at` (after every piece so far).
+    fn rate_step(&mut self, at: u64, rel: f64) {
+        let hz = self.rate(at) * (1.0 + rel);
+        self.pieces.push(Piece { at, hz, slope: 0.0 });
+    }
+    /// A ramp by `rel` of the rate over `dur` ps from `at`, then constant.
+    fn ramp(&mut self, at: u64, dur: u64, rel: f64) {
+        let hz = self.rate(at);
+        let slope = hz * rel / (dur as f64 / PS as f64);
+        self.pieces.push(Piece { at, hz, slope });
+        self.pieces.push(Piece {
+            at: at + dur,
+            hz: hz * (1.0 + rel),
+            slope: 0.0,
+        });
+    }
+}
+
+struct World {
+    t: u64,
+    rng: Rng,
+    ctr: Track,
+    c_bits: u32,
+    /// A counter read's cost (ps), jitter up to `c_jit`.
+    c_cost: u64,
+    c_jit: u64,
+    rf: Track,
+    r_bits: u32,
+    r_cost: u64,
+    r_jit: u64,
+    /// Share of reference reads delayed by up to `delay_max` ps (before or after the latch).
+    delay_p: f64,
+    delay_max: u64,
+    /// Times at which the counter's rate changed (steps; ramps' starts and ends).
+    changes: Vec<u64>,
+    /// Times at which a count stepped (counter or reference).
+    count_steps: Vec<u64>,
+}
+
+impl World {
+    fn mask(v: f64, bits: u32) -> u64 {
+        let v = v.max(0.0).floor() as u64;
+        if bits >= 64 {
+            v
+        } else {
+            v & ((1u64 << bits) - 1)
+        }
+    }
+    fn read_counter(&mut self) -> u64 {
+        let cost = self.c_cost + self.rng.below(self.c_jit + 1);
+        let latch = self.t + cost / 2;
+        self.t += cost;
+        Self::mask(self.ctr.count(latch), self.c_bits)
+    }
+    fn read_reference(&mut self) -> u64 {
+        let cost = self.r_cost + self.rng.below(self.r_jit + 1);
+        let mut before = self.rng.below(cost + 1);
+        let mut after = cost - before;
+        if self.rng.unit() < self.delay_p {
+            let d = self.rng.below(self.delay_max + 1);
+            if self.rng.next() & 1 == 0 {
+                before += d;
+            } else {
+                after += d;
+            }
+        }
+        self.t += before;
+        let v = Self::mask(self.rf.count(self.t), self.r_bits);
+        self.t += after;
+        v
+    }
+    /// The counter's rate as the reference counts it, in mHz of the reference's stated rate.
+    fn truth_mhz(&self, t: u64, stated_hz: f64) -> f64 {
+        self.ctr.rate(t) * stated_hz / self.rf.rate(t) * 1000.0
+    }
+    fn rate_step(&mut self, at: u64, rel: f64) {
+        self.ctr.rate_step(at, rel);
+        self.changes.push(at);
+    }
+    fn ramp(&mut self, at: u64, dur: u64, rel: f64) {
+        self.ctr.ramp(at, dur, rel);
+        self.changes.push(at);
+        self.changes.push(at + dur);
+    }
+    fn counter_step(&mut self, at: u64, ticks: f64) {
+        self.ctr.steps.push((at, ticks));
+        self.count_steps.push(at);
+    }
+    fn reference_step(&mut self, at: u64, ticks: f64) {
+        self.rf.steps.push((at, ticks));
+        self.count_steps.push(at);
+    }
+}
+
+type Shared = Rc<RefCell<World>>;
+
+struct Ctr(Shared, u32);
+
+impl Counter for Ctr {
+    fn ticks(&self) -> u64 {
+        self.0.borrow_mut().read_counter()
+    }
+    fn bits(&self) -> u32 {
+        self.1
+    }
+}
+
+struct Refr(Shared, u32, Frequency);
+
+impl Reference for Refr {
+    fn read(&mut self) -> u64 {
+        self.0.borrow_mut().read_reference()
+    }
+    fn bits(&self) -> u32 {
+        self.1
+    }
+    fn frequency(&self) -> Frequency {
+        self.2
+    }
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+}
+
+/// A pair of a counter and a reference, as a kernel meets them.
+#[derive(Clone, Copy, Debug)]
+struct Kind {
+    name: &'static str,
+    c_hz: f64,
+    c_bits: u32,
+    c_cost: u64,
+    r_hz: u64,
+    r_bits: u32,
+    r_cost: u64,
+}
+
+const KINDS: [Kind; 5] = [
+    Kind {
+        name: "1GHz/HPET",
+        c_hz: 1.0e9,
+        c_bits: 64,
+        c_cost: 20_000,
+        r_hz: 14_318_180,
+        r_bits: 64,
+        r_cost: 1_000_000,
+    },
+    Kind {
+        name: "3GHz/10MHz",
+        c_hz: 3.0e9,
+        c_bits: 64,
+        c_cost: 25_000,
+        r_hz: 10_000_000,
+        r_bits: 64,
+        r_cost: 200_000,
+    },
+    Kind {
+        name: "24MHz/ACPI24",
+        c_hz: 24.0e6,
+        c_bits: 64,
+        c_cost: 40_000,
+        r_hz: 3_579_545,
+        r_bits: 24,
+        r_cost: 1_000_000,
+    },
+    Kind {
+        name: "1GHz/pvclock",
+        c_hz: 1.0e9,
+        c_bits: 64,
+        c_cost: 20_000,
+        r_hz: 1_000_000_000,
+        r_bits: 64,
+        r_cost: 80_000,
+    },
+    Kind {
+        name: "2.4GHz/HPET32",
+        c_hz: 2.4e9,
+        c_bits: 64,
+        c_cost: 20_000,
+        r_hz: 14_318_180,
+        r_bits: 32,
+        r_cost: 600_000,
+    },
+];
+
+impl Kind {
+    /// About an interval's bound (ppb) at period `p` s: brackets, the learnt steps.
+    fn interval_ppb(&self, p: f64) -> f64 {
+        let w = (2 * self.c_cost + self.r_cost) as f64 / PS as f64;
+        let qc = (1.0 / self.c_hz).max(self.c_cost as f64 / PS as f64);
+        let qx = (1.0 / self.r_hz as f64).max(self.r_cost as f64 / PS as f64);
+        (w + 2.0 * qc + 2.0 * qx) / p * 1e9
+    }
+}
+
+struct Setup {
+    kind: Kind,
+    period: u64,
+    checks: usize,
+    /// The clock's start: off the truth by this (ppb), stated with this bound.
+    start_off_ppb: f64,
+    start_bound_ppb: u64,
+    slew: Option<u64>,
+    delay_p: f64,
+    delay_max: u64,
+    /// Hook jitter, as a share of the period.
+    jitter: f64,
+}
+
+fn world(seed: u64, s: &Setup) -> Shared {
+    let k = s.kind;
+    Rc::new(RefCell::new(World {
+        t: 0,
+        rng: Rng(seed.wrapping_mul(0x2545_f491_4f6c_dd1d) ^ 0x5eed),
+        ctr: Track::constant(k.c_hz),
+        c_bits: k.c_bits,
+        c_cost: k.c_cost,
+        c_jit: k.c_cost / 2,
+        rf: Track::constant(k.r_hz as f64),
+        r_bits: k.r_bits,
+        r_cost: k.r_cost,
+        r_jit: k.r_cost / 4,
+        delay_p: s.delay_p,
+        delay_max: s.delay_max,
+        changes: Vec::new(),
+        count_steps: Vec::new(),
+    }))
+}
+
+/// One check, as seen from outside.
+#[derive(Clone, Copy, Debug)]
+struct Rec {
+    /// True time when the check began and ended (ps).
+    t0: u64,
+    t1: u64,
+    v: Watch,
+    h: WatchdogHealth,
+    clock_mhz: u64,
+    truth_mhz: f64,
+    /// The clock's error (ppb of the truth).
+    err: f64,
+}
+
+impl Rec {
+    fn accepted(&self) -> bool {
+        !matches!(
+            self.v,
+            Watch::NoVerdict(Unjudged::WideBracket)
+                | Watch::NoVerdict(Unjudged::TooShort)
+                | Watch::NoVerdict(Unjudged::ReferenceStill)
+        )
+    }
+    fn changed(&self) -> bool {
+        matches!(self.v, Watch::Changed { .. })
+    }
+}
+
+struct Outcome {
+    recs: Vec<Rec>,
+    /// Broken invariants (promises, counts, slew, rejected checks).
+    inv: Vec<String>,
+}
+
+/// Runs `s` in `w`; `on_check` may add events after each check (at or after the world's time).
+fn run(s: &Setup, w: &Shared, mut on_check: impl FnMut(&[Rec], &mut World)) -> Outcome {
+    let k = s.kind;
+    let stated = Frequency::exact_hz(k.r_hz).unwrap();
+    let stated_hz = k.r_hz as f64;
+    let truth0 = w.borrow().truth_mhz(0, stated_hz);
+    let start = Frequency::from_millihz(
+        (truth0 * (1.0 + s.start_off_ppb * 1e-9)).round() as u64,
+        Source::Calibrated,
+        Accuracy::Measured {
+            uncertainty_ppb: s.start_bound_ppb,
+        },
+    )
+    .unwrap();
+    let clock = Clock::new(Ctr(w.clone(), k.c_bits), start);
+    let mut wd = Watchdog::new(Refr(w.clone(), k.r_bits, stated), start);
+    if let Some(sl) = s.slew {
+        wd = wd.with_slew_ppb(sl);
+    }
+    let mut recs: Vec<Rec> = Vec::with_capacity(s.checks);
+    let mut inv = Vec::new();
+    let mut prev_h = wd.health();
+    let mut jr = Rng(s.period ^ 0x77);
+    for i in 0..s.checks {
+        let hook = (i as u64 + 1) * s.period;
+        let jit = (jr.range(-s.jitter, s.jitter) * s.period as f64) as i64;
+        let hook = hook.saturating_add_signed(jit);
+        {
+            let mut g = w.borrow_mut();
+            if g.t < hook {
+                g.t = hook;
+            }
+        }
+        let before = clock.scale().millihz();
+        let n0 = clock.now();
+        let t0 = w.borrow().t;
+        let v = wd.check(&clock);
+        let t1 = w.borrow().t;
+        let n1 = clock.now();
+        let h = wd.health();
+        let after = clock.scale().millihz();
+        let truth = w.borrow().truth_mhz(t1, stated_hz);
+        let err = (after as f64 - truth) / truth * 1e9;
+        if n1 < n0 {
+            inv.push(format!("check {i}: now() went back"));
+        }
+        // Counts.
+        let d = |a: u64, b: u64| a.wrapping_sub(b);
+        let exp = match v {
+            Watch::NoVerdict(_) => (1, 0, 0, 0),
+            Watch::Steady { .. } => (0, 1, 0, 0),
+            Watch::Changed { .. } => (0, 0, 1, 0),
+            _ => (0, 0, 0, 1),
+        };
+        let got = (
+            d(h.no_verdict, prev_h.no_verdict),
+            d(h.steady, prev_h.steady),
+            d(h.changed, prev_h.changed),
+            d(h.counter_faults, prev_h.counter_faults),
+        );
+        if h.checks != i as u64 + 1 || got != exp {
+            inv.push(format!("check {i}: counts {got:?} for {v}"));
+        }
+        // The rate moves only by (c) or by a steer within the slew, counted.
+        let steers = d(h.steers, prev_h.steers);
+        if !matches!(v, Watch::Changed { .. }) {
+            if after != before {
+                let moved = (after as f64 - before as f64).abs() / before as f64 * 1e9;
+                let slew = s.slew.unwrap_or(1_000) as f64;
+                if steers != 1 || moved > slew + 2e12 / before as f64 + 1.0 {
+                    inv.push(format!(
+                        "check {i}: rate moved {moved:.1} ppb at {v}, steers +{steers}"
+                    ));
+                }
+            } else if steers != 0 {
+                inv.push(format!("check {i}: steers +{steers} with no move ({v})"));
+            }
+        } else if steers != 0 {
+            inv.push(format!("check {i}: steers +{steers} at a (c)"));
+        }
+        if matches!(
+            v,
+            Watch::NoVerdict(Unjudged::WideBracket) | Watch::NoVerdict(Unjudged::TooLong)
+        ) && (after != before || h.bound_ppb != prev_h.bound_ppb)
+        {
+            inv.push(format!("check {i}: {v} moved the rate or the bound"));
+        }
+        prev_h = h;
+        recs.push(Rec {
+            t0,
+            t1,
+            v,
+            h,
+            clock_mhz: after,
+            truth_mhz: truth,
+            err,
+        });
+        on_check(&recs, &mut w.borrow_mut());
+    }
+    Outcome { recs, inv }
+}
+
+// ---------------------------------------------------------------------------------------
+// Judgements, from the docs' sentences.
+
+/// Slack for the rounding to millihertz (ppb), plus 2 ppb.
+fn slack(mhz: f64) -> f64 {
+    2.0 + 2.0e12 / mhz
+}
+
+/// The distance (ppb of `rate`) of `clock` from a measured `rate` with bound `b`, widened by
+/// `1/(1 − b)`: *the clock's distance from a measured rate ... widened by 1/(1 − its bound)*.
+fn distance(clock_mhz: u64, rate: &Frequency) -> (f64, f64) {
+    let r = rate.as_millihz() as f64;
+    let b = rate.accuracy().bound_ppb() as f64;
+    let d = (clock_mhz as f64 - r).abs() / r * 1e9 / (1.0 - b * 1e-9);
+    (d, b)
+}
+
+/// The sample time (ps) where the interval judged at `j` starts: the last accepted check
+/// before it.
+fn interval_start(recs: &[Rec], j: usize) -> Option<u64> {
+    (0..j).rev().find(|&i| recs[i].accepted()).map(|i| recs[i].t0)
+}
+
+/// `bound_ppb` at every check where every change has been seen: no change at all yet, or a
+/// `Changed` at a check whose interval starts after the last change (and the truth has not
+/// moved since, no ramp under way). Returns (judged, worst ratio, first break).
+fn judge_bound(o: &Outcome, w: &World) -> (u64, f64, Option<(usize, f64, u64)>) {
+    let mut judged = 0;
+    let mut worst: f64 = 0.0;
+    let mut first = None;
+    for (k, r) in o.recs.iter().enumerate() {
+        let last_change = w.changes.iter().copied().filter(|&c| c <= r.t1).max();
+        let ok = match last_change {
+            None => true,
+            Some(tc) => {
+                // No ramp under way: the rate now equals the rate just after tc.
+                let still = (w.ctr.rate(r.t1) - w.ctr.rate(tc + 1)).abs() < 1e-12 * w.ctr.rate(tc);
+                still
+                    && (0..=k).any(|j| {
+                        o.recs[j].changed()
+                            && o.recs[j].t0 > tc
+                            && interval_start(&o.recs, j).is_some_and(|s| s > tc)
+                    })
+            }
+        };
+        // Count steps: judged only before the first and three accepted samples after the last.
+        let steps_ok = match w.count_steps.iter().copied().filter(|&c| c <= r.t1).max() {
+            None => true,
+            Some(ts) => o.recs[..=k].iter().filter(|q| q.t0 > ts && q.accepted()).count() >= 3,
+        };
+        if !(ok && steps_ok) {
+            continue;
+        }
+        judged += 1;
+        let ratio = r.err.abs() / (r.h.bound_ppb as f64 + slack(r.truth_mhz));
+        worst = worst.max(ratio);
+        if ratio > 1.0 && first.is_none() {
+            first = Some((k, r.err, r.h.bound_ppb));
+        }
+    }
+    (judged, worst, first)
+}
+
+/// A `Changed`'s rate within its own bound where the truth was one rate over its interval.
+fn judge_changed_rates(o: &Outcome, w: &World) -> Vec<String> {
+    let mut bad = Vec::new();
+    for (j, r) in o.recs.iter().enumerate() {
+        if let Watch::Changed { rate, .. } = r.v {
+            let Some(s) = interval_start(&o.recs, j) else {
+                continue;
+            };
+            if w.changes.iter().any(|&c| c >= s && c <= r.t1) {
+                continue;
+            }
+            let truth = r.truth_mhz;
+            let b = rate.accuracy().bound_ppb() as f64;
+            let off = (rate.as_millihz() as f64 - truth).abs() / truth * 1e9;
+            if off > b / (1.0 - b * 1e-9) + slack(truth) {
+                bad.push(format!(
+                    "check {j}: Changed to a rate {off:.0} ppb off under its own {b:.0}"
+                ));
+            }
+        }
+    }
+    bad
+}
+
+/// *For eight times the span over which a move was last seen (a change reported ...) the
+/// bound ... is at least the last interval's distance from the clock's rate plus that
+/// interval's bound*: judged at the first two checks after each `Changed` where they are
+/// `Steady` (a span is at least a period). Returns (judged, worst ratio floor/bound, first).
+fn judge_moving_floor(o: &Outcome) -> (u64, f64, Option<String>) {
+    let mut judged = 0;
+    let mut worst: f64 = 0.0;
+    let mut first = None;
+    for (j, r) in o.recs.iter().enumerate() {
+        if !r.changed() {
+            continue;
+        }
+        for k in j + 1..(j + 3).min(o.recs.len()) {
+            let q = &o.recs[k];
+            let Watch::Steady { rate } = q.v else { break };
+            let (d, b) = distance(q.clock_mhz, &rate);
+            let floor = d + b;
+            judged += 1;
+            let ratio = floor / (q.h.bound_ppb as f64 + slack(q.truth_mhz));
+            worst = worst.max(ratio);
+            if ratio > 1.0 && first.is_none() {
+                first = Some(format!(
+                    "check {k} ({} after the report at {j}): bound {} under distance {d:.0} + interval bound {b:.0}",
+                    k - j,
+                    q.h.bound_ppb
+                ));
+            }
+        }
+    }
+    (judged, worst, first)
+}
+
+/// Pure Steady verdicts' interval bounds, the widest.
+fn widest_interval(recs: &[Rec]) -> f64 {
+    recs.iter()
+        .filter_map(|r| match r.v {
+            Watch::Steady { rate } => Some(rate.accuracy().bound_ppb() as f64),
+            _ => None,
+        })
+        .fold(0.0, f64::max)
+}
+
+/// The docs' detection rule for a step `delta` (ppb) at `tc`: *reported at the end of the
+/// second interval after it at the latest ... provided δ exceeds twice the sum of an
+/// interval's bound and the baseline's*, `b₀` ≤ `bound_ppb` before the change. Returns
+/// `None` when the change is under the docs' threshold (×`margin`), else `Some(late by)`
+/// (0: in time) and the threshold.
+fn judge_detection(o: &Outcome, tc: u64, delta: f64, margin: f64) -> Option<(i64, f64, usize)> {
+    let kc = o.recs.iter().position(|r| r.t1 > tc)?;
+    if kc == 0 {
+        return None;
+    }
+    let prev = &o.recs[kc - 1];
+    if matches!(prev.v, Watch::NoVerdict(Unjudged::Unconfirmed)) || !prev.accepted() {
+        return None;
+    }
+    let mut b0 = prev.h.bound_ppb as f64;
+    if matches!(o.recs[kc].v, Watch::Steady { .. }) {
+        b0 = b0.max(o.recs[kc].h.bound_ppb as f64);
+    }
+    let widest = widest_interval(&o.recs[..kc.min(o.recs.len())]);
+    if widest == 0.0 {
+        return None;
+    }
+    let thr = 2.0 * (widest + b0) + 4.0;
+    if delta.abs() <= margin * thr {
+        return None;
+    }
+    // Deadline: two intervals after the mixed one, one more per disturbed check.
+    let mut deadline = kc + 2;
+    let mut k = kc;
+    while k <= deadline && k < o.recs.len() {
+        if !o.recs[k].accepted() {
+            deadline += 1;
+        }
+        k += 1;
+    }
+    let rep = (kc..o.recs.len()).find(|&k| o.recs[k].changed());
+    let late = match rep {
+        Some(k) => k as i64 - deadline as i64,
+        None => i64::MAX,
+    };
+    Some((late, thr, kc))
+}
+
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+fn period_of(r: &mut Rng) -> u64 {
+    [PS / 4, PS / 2, PS][r.below(3) as usize]
+}
+
+fn base_setup(r: &mut Rng, checks: usize) -> Setup {
+    let kind = KINDS[r.below(KINDS.len() as u64) as usize];
+    let b = r.range(100.0, 400.0);
+    Setup {
+        kind,
+        period: period_of(r),
+        checks,
+        start_off_ppb: r.range(-0.4, 0.4) * b,
+        start_bound_ppb: b as u64,
+        slew: None,
+        delay_p: 0.02,
+        delay_max: 30_000_000,
+        jitter: 0.01,
+    }
+}
+
+/// What a family found, per world.
+#[derive(Default)]
+struct Tally {
+    worlds: u64,
+    checks: u64,
+    inv: Vec<(u64, String)>,
+    bound_judged: u64,
+    bound_worst: f64,
+    bound_breaks: Vec<(u64, String)>,
+    own_rate: Vec<(u64, String)>,
+    floor_judged: u64,
+    floor_worst: f64,
+    floor_breaks: Vec<(u64, String)>,
+    det_judged: u64,
+    det_late: Vec<(u64, String)>,
+    det_s: Vec<f64>,
+    false_c: Vec<(u64, String)>,
+    faults: Vec<(u64, String)>,
+    note: Vec<(u64, String)>,
+}
+
+impl Tally {
+    fn common(&mut self, seed: u64, o: &Outcome, w: &World) {
+        self.worlds += 1;
+        self.checks += o.recs.len() as u64;
+        for s in &o.inv {
+            self.inv.push((seed, s.clone()));
+        }
+        let (j, worst, first) = judge_bound(o, w);
+        self.bound_judged += j;
+        self.bound_worst = self.bound_worst.max(worst);
+        if let Some((k, e, b)) = first {
+            self.bound_breaks.push((
+                seed,
+                format!("check {k}: error {e:.0} ppb over bound_ppb {b} ({worst:.2}x)"),
+            ));
+        }
+        for s in judge_changed_rates(o, w) {
+            self.own_rate.push((seed, s));
+        }
+        let (j, worst, first) = judge_moving_floor(o);
+        self.floor_judged += j;
+        self.floor_worst = self.floor_worst.max(worst);
+        if let Some(s) = first {
+            self.floor_breaks.push((seed, format!("{s} ({worst:.3}x)")));
+        }
+        for (k, r) in o.recs.iter().enumerate() {
+            if matches!(r.v, Watch::CounterJumped { .. } | Watch::CounterStopped) {
+                self.faults.push((seed, format!("check {k}: {}", r.v)));
+                break;
+            }
+        }
+    }
+    fn print(&self, name: &str) {
+        let show = |v: &Vec<(u64, String)>| -> String {
+            v.iter()
+                .take(4)
+                .map(|(s, m)| format!("[seed {s}] {m}"))
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        let mut det = self.det_s.clone();
+        println!(
+            "{name}: {} worlds, {} checks; invariants broken {} {}; bound judged {} (worst {:.3}) broken in {} {}; own rate broken {} {}; moving floor judged {} (worst {:.3}) broken in {} {}; detection judged {} late {} {} (p50 {:.2} s, max {:.2} s); false (c) {} {}; faults {} {}; notes {} {}",
+            self.worlds,
+            self.checks,
+            self.inv.len(),
+            show(&self.inv),
+            self.bound_judged,
+            self.bound_worst,
+            self.bound_breaks.len(),
+            show(&self.bound_breaks),
+            self.own_rate.len(),
+            show(&self.own_rate),
+            self.floor_judged,
+            self.floor_worst,
+            self.floor_breaks.len(),
+            show(&self.floor_breaks),
+            self.det_judged,
+            self.det_late.len(),
+            show(&self.det_late),
+            pct(&mut det, 0.5),
+            pct(&mut det, 1.0),
+            self.false_c.len(),
+            show(&self.false_c),
+            self.faults.len(),
+            show(&self.faults),
+            self.note.len(),
+            show(&self.note),
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 1: a change right after a report, judged against the docs' own threshold.
+
+/// How the first event of a `after_a_report` world is made.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum First {
+    /// A change under the threshold: reported by the window's split.
+    Small,
+    /// A change beyond it: two intervals that agree.
+    Large,
+    /// A step of the counter's count beyond the threshold (a one-off that waits).
+    CountStep,
+}
+
+/// Returns the world's outcome and the second change (time, ppb), if made.
+fn after_a_report_world(seed: u64) -> (Setup, Shared, Outcome, First, Option<(u64, f64)>) {
+    let mut r = Rng(seed ^ 0xa5a5);
+    let s = base_setup(&mut r, 70);
+    let w = world(seed, &s);
+    let thr = 2.0 * s.kind.interval_ppb(s.period as f64 / PS as f64);
+    let first = [First::Small, First::Large, First::CountStep][r.below(3) as usize];
+    let at = (10 + r.below(10)) * s.period + (r.unit() * s.period as f64) as u64;
+    let sign = r.sign();
+    match first {
+        First::Small => w.borrow_mut().rate_step(at, sign * r.range(0.3, 0.8) * thr * 1e-9),
+        First::Large => w.borrow_mut().rate_step(at, sign * r.range(2.0, 6.0) * thr * 1e-9),
+        First::CountStep => {
+            let ticks = sign * r.range(1.0, 3.0) * thr * 1e-9 * s.period as f64 / PS as f64
+                * s.kind.c_hz;
+            w.borrow_mut().counter_step(at, ticks);
+        }
+    }
+    let gap = r.range(0.05, 4.0);
+    let size = r.sign() * r.range(0.5, 8.0) * thr;
+    let mut second: Option<(u64, f64)> = None;
+    let period = s.period;
+    let o = run(&s, &w, |recs, g| {
+        if second.is_some() {
+            return;
+        }
+        let last = recs.last().unwrap();
+        let trigger = match first {
+            First::CountStep => last.t0 > at && recs.len() > 1 && {
+                // Right after the one-off's interval: the deviation waits now.
+                matches!(last.v, Watch::NoVerdict(Unjudged::Unconfirmed))
+            },
+            _ => last.t0 > at && last.changed(),
+        };
+        if trigger {
+            let tc = g.t + (gap * period as f64) as u64;
+            g.rate_step(tc, size * 1e-9);
+            second = Some((tc, size));
+        }
+    });
+    (s, w, o, first, second)
+}
+
+fn after_a_report(n: u64, base: u64) -> Tally {
+    let mut t = Tally::default();
+    for seed in base..base + n {
+        let (s, w, o, first, second) = after_a_report_world(seed);
+        let g = w.borrow();
+        t.common(seed, &o, &g);
+        if let Some((tc, d)) = second {
+            if let Some((late, thr, kc)) = judge_detection(&o, tc, d, 1.1) {
+                t.det_judged += 1;
+                // "About the threshold" (up to 2x): a period later allowed, as the docs say.
+                let allow = if d.abs() < 2.0 * thr { 1 } else { 0 };
+                if late > allow {
+                    t.det_late.push((
+                        seed,
+                        format!(
+                            "{} {:?} P {} ms: second change {d:.0} ppb ({:.2}x the docs' threshold {thr:.0}) at check {kc}: {}",
+                            s.kind.name,
+                            first,
+                            s.period / 1_000_000_000,
+                            d.abs() / thr,
+                            if late == i64::MAX { "never reported".to_string() } else { format!("{} checks late", late) }
+                        ),
+                    ));
+                } else if let Some(k) = (kc..o.recs.len()).find(|&k| o.recs[k].changed()) {
+                    t.det_s.push((o.recs[k].t1 - tc) as f64 / PS as f64);
+                }
+            }
+        }
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 2: sequences of count steps, each under an interval's threshold.
+
+/// How the steps of a `count_steps` world fall.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Steps {
+    /// One step, during a check's reads (at a sample).
+    OneAtASample,
+    /// Two steps the same way in consecutive intervals.
+    TwoConsecutive,
+    /// Two to four steps, 2–10 periods apart, the same way or alternating.
+    Spaced,
+}
+
+/// The widest `Steady` interval bound of the world `seed` with `s`, run without events for
+/// `checks` checks: the interval bound its steps are sized against.
+fn quiet_interval_bound(seed: u64, s: &Setup, checks: usize) -> f64 {
+    let quiet = Setup { checks, ..*s };
+    let w = world(seed, &quiet);
+    widest_interval(&run(&quiet, &w, |_, _| {}).recs)
+}
+
+fn count_steps_world(seed: u64, only: Option<Steps>) -> (Setup, Shared, Outcome, Steps, String) {
+    let mut r = Rng(seed ^ 0x5151);
+    let mut s = base_setup(&mut r, 110);
+    s.jitter = 0.0;
+    s.delay_p = 0.0;
+    let p = s.period as f64 / PS as f64;
+    let drawn = [Steps::OneAtASample, Steps::TwoConsecutive, Steps::Spaced][r.below(3) as usize];
+    let kind = only.unwrap_or(drawn);
+    let on_ref = r.below(3) == 0;
+    let sign = r.sign();
+    let mut at_check = 20 + r.below(30);
+    let bound = quiet_interval_bound(seed, &s, at_check as usize);
+    let w = world(seed, &s);
+    let reads = 4 * (2 * s.kind.c_cost + s.kind.r_cost);
+    let (n, same) = match kind {
+        Steps::OneAtASample => (1, true),
+        Steps::TwoConsecutive => (2, true),
+        Steps::Spaced => (2 + r.below(3), r.below(2) == 0),
+    };
+    let mut desc = format!(
+        "{} P {} ms, {:?} {}x {} on the {}:",
+        s.kind.name,
+        s.period / 1_000_000_000,
+        kind,
+        n,
+        if same { "same-sign" } else { "alternating" },
+        if on_ref { "reference" } else { "counter" }
+    );
+    for i in 0..n {
+        let sg = if same || i % 2 == 0 { sign } else { -sign };
+        let size = r.range(0.3, 1.8);
+        let hook = (at_check + 1) * s.period;
+        let at = if kind == Steps::OneAtASample {
+            hook + r.below(reads)
+        } else {
+            hook + (r.unit() * s.period as f64) as u64
+        };
+        let rel = sg * size * bound * 1e-9 * p;
+        if on_ref {
+            w.borrow_mut().reference_step(at, rel * s.kind.r_hz as f64);
+        } else {
+            w.borrow_mut().counter_step(at, rel * s.kind.c_hz);
+        }
+        desc += &format!(" {:+.2}x at {:.6} s", sg * size, at as f64 / PS as f64);
+        at_check += match kind {
+            Steps::Spaced => 2 + r.below(9),
+            _ => 1,
+        };
+    }
+    let desc = format!("{desc} (x the quiet widest interval bound {bound:.0} ppb)");
+    let o = run(&s, &w, |_, _| {});
+    trace(seed, &o);
+    (s, w, o, kind, desc)
+}
+
+fn count_steps(n: u64, base: u64, only: Option<Steps>) -> [Tally; 3] {
+    let mut t: [Tally; 3] = Default::default();
+    for seed in base..base + n {
+        let (_s, w, o, kind, desc) = count_steps_world(seed, only);
+        let t = &mut t[kind as usize];
+        let g = w.borrow();
+        t.common(seed, &o, &g);
+        if let Some(k) = o.recs.iter().position(|r| r.changed()) {
+            let r = &o.recs[k];
+            t.false_c.push((
+                seed,
+                format!(
+                    "{desc}: {} at check {k} ({:.3} s), clock {:.0} ppb off after (bound_ppb {})",
+                    r.v,
+                    r.t1 as f64 / PS as f64,
+                    r.err,
+                    r.h.bound_ppb
+                ),
+            ));
+        }
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 3: real changes under the threshold that a one-off could mimic.
+
+fn slow_change_world(seed: u64) -> (Setup, Shared, Outcome, u64, f64, String) {
+    let mut r = Rng(seed ^ 0x3c3c);
+    let mut s = base_setup(&mut r, 200);
+    s.jitter = 0.0;
+    let w = world(seed, &s);
+    let p = s.period as f64 / PS as f64;
+    let thr = 2.0 * s.kind.interval_ppb(p);
+    let d = r.sign() * r.range(0.15, 0.9) * thr;
+    let at_check = 20 + r.below(30);
+    let hook = (at_check + 1) * s.period;
+    let reads = 4 * (2 * s.kind.c_cost + s.kind.r_cost);
+    let how = r.below(3);
+    let desc;
+    let tc;
+    if how == 0 {
+        tc = hook + r.below(reads);
+        w.borrow_mut().rate_step(tc, d * 1e-9);
+        desc = format!("step {d:.0} ppb at a sample ({:.6} s)", tc as f64 / PS as f64);
+    } else if how == 1 {
+        tc = hook + (r.unit() * s.period as f64) as u64;
+        w.borrow_mut().rate_step(tc, d * 1e-9);
+        desc = format!("step {d:.0} ppb at {:.6} s", tc as f64 / PS as f64);
+    } else {
+        tc = hook + (r.unit() * s.period as f64) as u64;
+        let dur = (r.range(0.5, 3.0) * s.period as f64) as u64;
+        w.borrow_mut().ramp(tc, dur, d * 1e-9);
+        desc = format!(
+            "ramp to {d:.0} ppb over {:.2} s from {:.6} s",
+            dur as f64 / PS as f64,
+            tc as f64 / PS as f64
+        );
+    }
+    let desc = format!(
+        "{} P {} ms, threshold ~{thr:.0}: {desc}",
+        s.kind.name,
+        s.period / 1_000_000_000
+    );
+    let o = run(&s, &w, |_, _| {});
+    (s, w, o, tc, d, desc)
+}
+
+fn slow_changes(n: u64, base: u64) -> Tally {
+    let mut t = Tally::default();
+    for seed in base..base + n {
+        let (_s, w, o, tc, _d, desc) = slow_change_world(seed);
+        let g = w.borrow();
+        t.common(seed, &o, &g);
+        match o.recs.iter().position(|r| r.changed() && r.t1 > tc) {
+            Some(k) => t.det_s.push((o.recs[k].t1 - tc) as f64 / PS as f64),
+            None => t.note.push((seed, format!("{desc}: never reported"))),
+        }
+        if let Some(k) = o.recs.iter().position(|r| r.changed() && r.t1 <= tc) {
+            t.false_c.push((seed, format!("{desc}: {} at check {k} before it", o.recs[k].v)));
+        }
+    }
+    t
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 4: starts far off under an honest bound; refinement's slew.
+
+fn far_off_world(seed: u64) -> (Setup, Shared, Outcome) {
+    let mut r = Rng(seed ^ 0x9e9e);
+    let mut s = base_setup(&mut r, 120);
+    let off = r.sign() * [2e6, 1e7, 3e7, 8e7][r.below(4) as usize] * r.range(0.5, 1.0);
+    s.start_off_ppb = off;
+    s.start_bound_ppb = (off.abs() * r.range(1.02, 1.5)) as u64;
+    s.slew = Some([0, 1_000, 100_000, u64::MAX][r.below(4) as usize]);
+    let w = world(seed, &s);
+    let o = run(&s, &w, |_, _| {});
+    trace(seed, &o);
+    (s, w, o)
+}
+
+fn far_off(n: u64, base: u64) -> Tally {
+    let mut t = Tally::default();
+    for seed in base..base + n {
+        let (s, w, o) = far_off_world(seed);
+        let g = w.borrow();
+        t.common(seed, &o, &g);
+        if let Some(k) = o.recs.iter().position(|r| r.changed()) {
+            t.false_c.push((
+                seed,
+                format!(
+                    "{} start {:.0} ppb off under {}: {} at check {k}",
+                    s.kind.name, s.start_off_ppb, s.start_bound_ppb, o.recs[k].v
+                ),
+            ));
+        }
+        if s.slew == Some(u64::MAX) {
+            // Refinement converges within about w/T (and the steps over T).
+            let last = o.recs.last().unwrap();
+            let tt = last.t1 as f64 / PS as f64;
+            let w_s = (2 * s.kind.c_cost + s.kind.r_cost) as f64 / PS as f64;
+            let q = (1.0 / s.kind.c_hz).max(s.kind.c_cost as f64 / PS as f64)
+                + (1.0 / s.kind.r_hz as f64).max(s.kind.r_cost as f64 / PS as f64);
+            let lim = 4.0 * (w_s + 2.0 * q) / tt * 1e9 + slack(last.truth_mhz);
+            if last.err.abs() > lim {
+                t.note.push((
+                    seed,
+                    format!(
+                        "{} slew MAX: error {:.0} ppb after {tt:.0} s, over 4 (w + 2q)/T = {lim:.0}",
+                        s.kind.name, last.err
+                    ),
+                ));
+            }
+        }
+    }
+    t
+}
+
+fn assert_held(t: &Tally, parts: &[&str]) {
+    for p in parts {
+        let v = match *p {
+            "inv" => &t.inv,
+            "bound" => &t.bound_breaks,
+            "own" => &t.own_rate,
+            "floor" => &t.floor_breaks,
+            "det" => &t.det_late,
+            "false" => &t.false_c,
+            "faults" => &t.faults,
+            "note" => &t.note,
+            _ => unreachable!(),
+        };
+        assert!(v.is_empty(), "{p}: {} broke, first {:?}", v.len(), v.first());
+    }
+}
+
+#[test]
+fn explore_after_a_report() {
+    let t = after_a_report(seeds() * 4, 1_000);
+    t.print("after_a_report");
+}
+
+#[test]
+fn explore_count_steps() {
+    let t = count_steps(seeds() * 6, 2_000, None);
+    for (t, name) in t.iter().zip(["one step at a sample", "two consecutive", "spaced"]) {
+        t.print(name);
+    }
+}
+
+#[test]
+fn explore_slow_changes() {
+    let t = slow_changes(seeds() * 4, 3_000);
+    t.print("slow_changes");
+}
+
+#[test]
+fn explore_far_off() {
+    let t = far_off(seeds() * 4, 4_000);
+    t.print("far_off");
+    let _ = assert_held;
+}
+
+/// `ATK5_TRACE=<seed>` prints a world's checks.
+fn trace(seed: u64, o: &Outcome) {
+    if std::env::var("ATK5_TRACE")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        != Some(seed)
+    {
+        return;
+    }
+    for (k, r) in o.recs.iter().enumerate() {
+        println!(
+            "{k:4} {:10.6} s {:<40} bound {:7} err {:9.1} window {}",
+            r.t1 as f64 / PS as f64,
+            format!("{}", r.v),
+            r.h.bound_ppb,
+            r.err,
+            r.h.window_ticks
+        );
+    }
+}
