@@ -484,7 +484,10 @@ fn distance(clock_mhz: u64, rate: &Frequency) -> (f64, f64) {
 /// The sample time (ps) where the interval judged at `j` starts: the last accepted check
 /// before it.
 fn interval_start(recs: &[Rec], j: usize) -> Option<u64> {
-    (0..j).rev().find(|&i| recs[i].accepted()).map(|i| recs[i].t0)
+    (0..j)
+        .rev()
+        .find(|&i| recs[i].accepted())
+        .map(|i| recs[i].t0)
 }
 
 /// `bound_ppb` at every check where every change has been seen: no change at all yet, or a
@@ -512,7 +515,13 @@ fn judge_bound(o: &Outcome, w: &World) -> (u64, f64, Option<(usize, f64, u64)>) 
         // Count steps: judged only before the first and three accepted samples after the last.
         let steps_ok = match w.count_steps.iter().copied().filter(|&c| c <= r.t1).max() {
             None => true,
-            Some(ts) => o.recs[..=k].iter().filter(|q| q.t0 > ts && q.accepted()).count() >= 3,
+            Some(ts) => {
+                o.recs[..=k]
+                    .iter()
+                    .filter(|q| q.t0 > ts && q.accepted())
+                    .count()
+                    >= 3
+            }
         };
         if !(ok && steps_ok) {
             continue;
@@ -535,7 +544,8 @@ fn judge_changed_rates(o: &Outcome, w: &World) -> Vec<String> {
             let Some(s) = interval_start(&o.recs, j) else {
                 continue;
             };
-            if w.changes.iter().any(|&c| c >= s && c <= r.t1) {
+            let moved = (w.ctr.rate(s) - w.ctr.rate(r.t1)).abs() > 1e-12 * w.ctr.rate(s);
+            if moved || w.changes.iter().any(|&c| c >= s && c <= r.t1) {
                 continue;
             }
             let truth = r.truth_mhz;
@@ -603,8 +613,12 @@ fn judge_detection(o: &Outcome, tc: u64, delta: f64, margin: f64) -> Option<(i64
     if kc == 0 {
         return None;
     }
-    let prev = &o.recs[kc - 1];
-    if matches!(prev.v, Watch::NoVerdict(Unjudged::Unconfirmed)) || !prev.accepted() {
+    // The baseline's bound: `bound_ppb` before any deviation that waits widened it.
+    let pi = (0..kc)
+        .rev()
+        .find(|&i| !matches!(o.recs[i].v, Watch::NoVerdict(Unjudged::Unconfirmed)))?;
+    let prev = &o.recs[pi];
+    if !prev.accepted() {
         return None;
     }
     let mut b0 = prev.h.bound_ppb as f64;
@@ -635,7 +649,6 @@ fn judge_detection(o: &Outcome, tc: u64, delta: f64, margin: f64) -> Option<(i64
     };
     Some((late, thr, kc))
 }
-
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
     if v.is_empty() {
@@ -782,11 +795,15 @@ fn after_a_report_world(seed: u64) -> (Setup, Shared, Outcome, First, Option<(u6
     let at = (10 + r.below(10)) * s.period + (r.unit() * s.period as f64) as u64;
     let sign = r.sign();
     match first {
-        First::Small => w.borrow_mut().rate_step(at, sign * r.range(0.3, 0.8) * thr * 1e-9),
-        First::Large => w.borrow_mut().rate_step(at, sign * r.range(2.0, 6.0) * thr * 1e-9),
+        First::Small => w
+            .borrow_mut()
+            .rate_step(at, sign * r.range(0.3, 0.8) * thr * 1e-9),
+        First::Large => w
+            .borrow_mut()
+            .rate_step(at, sign * r.range(2.0, 6.0) * thr * 1e-9),
         First::CountStep => {
-            let ticks = sign * r.range(1.0, 3.0) * thr * 1e-9 * s.period as f64 / PS as f64
-                * s.kind.c_hz;
+            let ticks =
+                sign * r.range(1.0, 3.0) * thr * 1e-9 * s.period as f64 / PS as f64 * s.kind.c_hz;
             w.borrow_mut().counter_step(at, ticks);
         }
     }
@@ -800,10 +817,12 @@ fn after_a_report_world(seed: u64) -> (Setup, Shared, Outcome, First, Option<(u6
         }
         let last = recs.last().unwrap();
         let trigger = match first {
-            First::CountStep => last.t0 > at && recs.len() > 1 && {
-                // Right after the one-off's interval: the deviation waits now.
-                matches!(last.v, Watch::NoVerdict(Unjudged::Unconfirmed))
-            },
+            First::CountStep => {
+                last.t0 > at && recs.len() > 1 && {
+                    // Right after the one-off's interval: the deviation waits now.
+                    matches!(last.v, Watch::NoVerdict(Unjudged::Unconfirmed))
+                }
+            }
             _ => last.t0 > at && last.changed(),
         };
         if trigger {
@@ -968,7 +987,10 @@ fn slow_change_world(seed: u64) -> (Setup, Shared, Outcome, u64, f64, String) {
     if how == 0 {
         tc = hook + r.below(reads);
         w.borrow_mut().rate_step(tc, d * 1e-9);
-        desc = format!("step {d:.0} ppb at a sample ({:.6} s)", tc as f64 / PS as f64);
+        desc = format!(
+            "step {d:.0} ppb at a sample ({:.6} s)",
+            tc as f64 / PS as f64
+        );
     } else if how == 1 {
         tc = hook + (r.unit() * s.period as f64) as u64;
         w.borrow_mut().rate_step(tc, d * 1e-9);
@@ -989,6 +1011,7 @@ fn slow_change_world(seed: u64) -> (Setup, Shared, Outcome, u64, f64, String) {
         s.period / 1_000_000_000
     );
     let o = run(&s, &w, |_, _| {});
+    trace(seed, &o);
     (s, w, o, tc, d, desc)
 }
 
@@ -1003,7 +1026,10 @@ fn slow_changes(n: u64, base: u64) -> Tally {
             None => t.note.push((seed, format!("{desc}: never reported"))),
         }
         if let Some(k) = o.recs.iter().position(|r| r.changed() && r.t1 <= tc) {
-            t.false_c.push((seed, format!("{desc}: {} at check {k} before it", o.recs[k].v)));
+            t.false_c.push((
+                seed,
+                format!("{desc}: {} at check {k} before it", o.recs[k].v),
+            ));
         }
     }
     t
@@ -1075,35 +1101,316 @@ fn assert_held(t: &Tally, parts: &[&str]) {
             "note" => &t.note,
             _ => unreachable!(),
         };
-        assert!(v.is_empty(), "{p}: {} broke, first {:?}", v.len(), v.first());
+        assert!(
+            v.is_empty(),
+            "{p}: {} broke, first {:?}",
+            v.len(),
+            v.first()
+        );
     }
 }
 
 #[test]
-fn explore_after_a_report() {
+fn a_change_right_after_a_report_is_reported_within_the_docs_threshold() {
     let t = after_a_report(seeds() * 4, 1_000);
     t.print("after_a_report");
+    assert_held(
+        &t,
+        &["inv", "bound", "own", "floor", "det", "false", "faults"],
+    );
 }
 
 #[test]
-fn explore_count_steps() {
+fn count_steps_keep_the_promises() {
+    // What held there: promises, counts, slew, no counter fault, the moving floor. The (c)
+    // and the bound are findings (below).
     let t = count_steps(seeds() * 6, 2_000, None);
-    for (t, name) in t.iter().zip(["one step at a sample", "two consecutive", "spaced"]) {
+    for (t, name) in t
+        .iter()
+        .zip(["one step at a sample", "two consecutive", "spaced"])
+    {
         t.print(name);
+        assert_held(t, &["inv", "floor", "faults"]);
     }
 }
 
 #[test]
-fn explore_slow_changes() {
+fn real_changes_a_one_off_could_mimic_are_reported() {
     let t = slow_changes(seeds() * 4, 3_000);
     t.print("slow_changes");
+    assert_held(
+        &t,
+        &["inv", "bound", "own", "floor", "false", "faults", "note"],
+    );
 }
 
 #[test]
-fn explore_far_off() {
+fn far_off_starts_keep_the_bound_and_the_slew() {
     let t = far_off(seeds() * 4, 4_000);
     t.print("far_off");
-    let _ = assert_held;
+    assert_held(&t, &["inv", "bound", "own", "floor", "faults", "note"]);
+    // (c) only where the finding below says: slow, under a bound below off/(1 - off).
+    for &(seed, _) in &t.false_c {
+        let (s, _w, _o) = far_off_world(seed);
+        let off = -s.start_off_ppb * 1e-9;
+        assert!(
+            off > 0.0 && (s.start_bound_ppb as f64) < off / (1.0 - off) * 1e9,
+            "seed {seed}: a false (c) outside the finding"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 5: a second change while the first waits or extends an interval.
+
+/// A change of 0.4–1.3× the threshold (`2·` the quiet widest interval bound), then a second
+/// of ±0.5–6× it 0.2–3 periods later. Returns the second (time, ppb) and the net (ppb).
+fn extended_world(seed: u64) -> (Setup, Shared, Outcome, (u64, f64), f64, String) {
+    let mut r = Rng(seed ^ 0xe7e7);
+    let mut s = base_setup(&mut r, 60);
+    s.delay_p = 0.0;
+    let at_check = 15 + r.below(15);
+    let thr = 2.0 * quiet_interval_bound(seed, &s, at_check as usize);
+    let w = world(seed, &s);
+    let t1 = (at_check + 1) * s.period + (r.unit() * s.period as f64) as u64;
+    let d1 = r.sign() * r.range(0.4, 1.3) * thr;
+    let t2 = t1 + (r.range(0.2, 3.0) * s.period as f64) as u64;
+    let d2 = r.sign() * r.range(0.5, 6.0) * thr;
+    w.borrow_mut().rate_step(t1, d1 * 1e-9);
+    w.borrow_mut().rate_step(t2, d2 * 1e-9);
+    let desc = format!(
+        "{} P {} ms, threshold {thr:.0}: {d1:+.0} ppb at {:.6} s, {d2:+.0} more at {:.6} s",
+        s.kind.name,
+        s.period / 1_000_000_000,
+        t1 as f64 / PS as f64,
+        t2 as f64 / PS as f64
+    );
+    let o = run(&s, &w, |_, _| {});
+    trace(seed, &o);
+    let net = ((1.0 + d1 * 1e-9) * (1.0 + d2 * 1e-9) - 1.0) * 1e9;
+    (s, w, o, (t2, d2), net, desc)
+}
+
+fn extended(n: u64, base: u64) -> Tally {
+    let mut t = Tally::default();
+    for seed in base..base + n {
+        let (_s, w, o, (t2, d2), net, desc) = extended_world(seed);
+        let g = w.borrow();
+        t.common(seed, &o, &g);
+        let a = judge_detection(&o, t2, d2, 1.1);
+        let b = judge_detection(&o, t2, net, 1.1);
+        if let (Some((late, thr, kc)), Some(_)) = (a, b) {
+            t.det_judged += 1;
+            let allow = if d2.abs().min(net.abs()) < 2.0 * thr {
+                1
+            } else {
+                0
+            };
+            if late > allow {
+                t.det_late.push((
+                    seed,
+                    format!(
+                        "{desc}: the second ({:.2}x the docs' threshold {thr:.0}, net {net:.0}) from check {kc}: {}",
+                        d2.abs() / thr,
+                        if late == i64::MAX { "never reported".to_string() } else { format!("{late} checks late") }
+                    ),
+                ));
+            } else if let Some(k) = (kc..o.recs.len()).find(|&k| o.recs[k].changed()) {
+                t.det_s.push((o.recs[k].t1 - t2) as f64 / PS as f64);
+            }
+        }
+    }
+    t
+}
+
+#[test]
+fn a_second_change_while_the_first_waits_is_reported() {
+    let t = extended(seeds() * 4, 5_000);
+    t.print("extended");
+    assert_held(&t, &["inv", "bound", "floor", "det", "false", "faults"]);
+    // Its rate within its own bound: seed 5389 is the finding below.
+    assert!(
+        t.own_rate.iter().all(|(seed, _)| *seed == 5389),
+        "{:?}",
+        t.own_rate
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Findings.
+
+/// The worlds of `count_steps` drawn with `kind` among the first `n` seeds from `base`.
+fn count_step_seeds(kind: Steps, n: u64, base: u64) -> Vec<u64> {
+    (base..base + n)
+        .filter(|&seed| {
+            let mut r = Rng(seed ^ 0x5151);
+            let _ = base_setup(&mut r, 110);
+            [Steps::OneAtASample, Steps::TwoConsecutive, Steps::Spaced][r.below(3) as usize] == kind
+        })
+        .collect()
+}
+
+fn false_changes(kind: Steps, seeds: &[u64]) -> Vec<String> {
+    let mut bad = Vec::new();
+    for &seed in seeds {
+        let (_s, _w, o, _k, desc) = count_steps_world(seed, Some(kind));
+        if let Some(k) = o.recs.iter().position(|r| r.changed()) {
+            let r = &o.recs[k];
+            bad.push(format!(
+                "seed {seed}: {desc}: {} at check {k}, clock {:.0} ppb off after (bound_ppb {})",
+                r.v, r.err, r.h.bound_ppb
+            ));
+        }
+    }
+    bad
+}
+
+#[test]
+#[ignore = "finding: \"nor is a step of a count under an interval's threshold [(c)]\": two such steps in consecutive intervals are (c), the clock recalibrated up to 7 436 ppb off at constant rates (seed 2014); 100 of 201 worlds at 100 seeds, 285 of 598 at 300"]
+fn two_count_steps_in_consecutive_intervals_are_no_change() {
+    // Seed 2002: 1 GHz vs HPET, P 1 s, counter steps of +0.99x and +1.22x an interval's
+    // bound (1 752 ppb: 1.7 and 2.1 us) at 27.24 s and 28.78 s: Changed at 29 s, 2 351 ppb off.
+    let mut list = vec![2002, 2014];
+    list.extend(count_step_seeds(Steps::TwoConsecutive, 6 * seeds(), 2_000));
+    list.sort_unstable();
+    list.dedup();
+    let bad = false_changes(Steps::TwoConsecutive, &list);
+    assert!(
+        bad.is_empty(),
+        "{} of {}: {:#?}",
+        bad.len(),
+        list.len(),
+        &bad[..bad.len().min(4)]
+    );
+}
+
+#[test]
+#[ignore = "finding: \"nor is a step of a count under an interval's threshold [(c)]\": 2-4 such steps 2-10 periods apart, the same way or alternating, are (c) (seed 2077: 2 374 ppb off at constant rates); 27 of 205 worlds at 100 seeds, 91 of 611 at 300"]
+fn count_steps_periods_apart_are_no_change() {
+    let mut list = vec![2077, 2034];
+    list.extend(count_step_seeds(Steps::Spaced, 6 * seeds(), 2_000));
+    list.sort_unstable();
+    list.dedup();
+    let bad = false_changes(Steps::Spaced, &list);
+    assert!(
+        bad.is_empty(),
+        "{} of {}: {:#?}",
+        bad.len(),
+        list.len(),
+        &bad[..bad.len().min(4)]
+    );
+}
+
+#[test]
+#[ignore = "finding: \"nor is a step of a count under an interval's threshold [(c)]\": one step back of the counter's count inside a check's reads (its bracket narrowed, its midpoint half-stepped) is (c) 6-13 s later at constant rates; seeds 2935 (24 MHz vs ACPI PM, -0.75x at 6.250001 s, 226 ppb off after) and 3216; 2 of 591 worlds at 300 seeds (0 of 194 at 100)"]
+fn one_count_step_inside_a_sample_is_no_change() {
+    let mut list = vec![2935, 3216];
+    list.extend(count_step_seeds(Steps::OneAtASample, 6 * seeds(), 2_000));
+    list.sort_unstable();
+    list.dedup();
+    let bad = false_changes(Steps::OneAtASample, &list);
+    assert!(
+        bad.is_empty(),
+        "{} of {}: {:#?}",
+        bad.len(),
+        list.len(),
+        &bad[..bad.len().min(4)]
+    );
+}
+
+#[test]
+#[ignore = "finding: \"one whose offset still fits one line ... can leave the bound a little under the clock's error\" (up to 1.15x): after 2-4 count steps periods apart, three samples on, up to 1.49x (seed 2027: 349 ppb off under 232); 8 of 205 worlds at 100 seeds, 30 of 611 at 300 (up to 1.59x)"]
+fn count_steps_periods_apart_leave_bound_ppb_above_the_error() {
+    let mut list = vec![2027, 2300];
+    list.extend(count_step_seeds(Steps::Spaced, 6 * seeds(), 2_000));
+    list.sort_unstable();
+    list.dedup();
+    let mut bad = Vec::new();
+    for &seed in &list {
+        let (_s, w, o, _k, desc) = count_steps_world(seed, Some(Steps::Spaced));
+        let (_j, worst, first) = judge_bound(&o, &w.borrow());
+        if worst > 1.15 {
+            bad.push(format!("seed {seed}: {desc}: {first:?} ({worst:.2}x)"));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} of {}: {:#?}",
+        bad.len(),
+        list.len(),
+        &bad[..bad.len().min(4)]
+    );
+}
+
+/// A clock started `off` (ppb; negative: slow) under `bound` ppb: the checks' verdicts.
+fn started_off(kind: Kind, off: f64, bound: u64, checks: usize) -> Outcome {
+    let s = Setup {
+        kind,
+        period: PS / 2,
+        checks,
+        start_off_ppb: off,
+        start_bound_ppb: bound,
+        slew: None,
+        delay_p: 0.0,
+        delay_max: 0,
+        jitter: 0.0,
+    };
+    let w = world(7, &s);
+    run(&s, &w, |_, _| {})
+}
+
+#[test]
+#[ignore = "finding: \"every distance of the clock's rate from a measured one is taken so [in ppb of the counter's rate]\": a clock started slow under an honest bound less than off/(1 - off) is (c) at the second check (the first interval off the start's baseline, the second agreeing): -1.5 % under 1.515 %, -5 % under 5.2 %; 21 of 1 200 far_off worlds at 300 seeds (10 of 400 at 100), all slow, 4.4-7.6 % under 1.02-1.05x"]
+fn a_clock_started_far_slow_under_an_honest_bound_is_no_change() {
+    let mut bad = Vec::new();
+    for kind in [KINDS[0], KINDS[3]] {
+        // Slow by `off` under `bound`: off/(1 - off) is 0.50251 % and 1.001001 %.
+        for (off, bound) in [
+            (-5_000_000.0, 5_020_000u64),
+            (-10_000_000.0, 10_005_000),
+            (-50_000_000.0, 52_000_000),
+        ] {
+            let o = started_off(kind, off, bound, 12);
+            let rep: Vec<String> = o
+                .recs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| {
+                    r.changed() || matches!(r.v, Watch::NoVerdict(Unjudged::Unconfirmed))
+                })
+                .map(|(k, r)| format!("check {k}: {}", r.v))
+                .collect();
+            if o.recs.iter().any(|r| r.changed()) {
+                bad.push(format!(
+                    "{} start {off:+.0} ppb under {bound}: {rep:?}",
+                    kind.name
+                ));
+            }
+        }
+        // Controls, printed: the same offsets under bounds above off/(1 - off), and fast.
+        for (off, bound) in [
+            (-5_000_000.0, 5_030_000u64),
+            (-10_000_000.0, 10_150_000),
+            (5_000_000.0, 5_020_000),
+            (50_000_000.0, 52_000_000),
+        ] {
+            let o = started_off(kind, off, bound, 12);
+            let c = o.recs.iter().filter(|r| r.changed()).count();
+            println!(
+                "control {} start {off:+.0} ppb under {bound}: {c} (c)",
+                kind.name
+            );
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
+#[test]
+#[ignore = "finding: \"a report never sets the extended interval's mixed rate\": seed 5389 (24 MHz vs ACPI PM, P 0.25 s, +6.4 ppm then back to +446 ppb within a period, six Unconfirmed) is Changed to a rate 1 087 ppb off under its own bound of 967 (bound_ppb 14 537 held); 1 of 1 200 at 300 seeds (1 of 400 at 100)"]
+fn a_report_after_an_extended_interval_sets_no_mixed_rate() {
+    let (_s, w, o, _second, _net, desc) = extended_world(5389);
+    let bad = judge_changed_rates(&o, &w.borrow());
+    assert!(bad.is_empty(), "{desc}: {bad:?}");
 }
 
 /// `ATK5_TRACE=<seed>` prints a world's checks.
