@@ -1,4 +1,81 @@
-//! Round-5 outside attack on [`Watchdog`] (issue 28): HEADER FILLED IN BELOW.
+//! Round-5 outside attack on [`Watchdog`] (issue 28), written from its rustdoc (the `//!` and
+//! `///` comments and the public signatures of `src/watchdog.rs`, not its function bodies), the
+//! README's watchdog section and the public API alone; of the other tests only the header
+//! tables of `tests/adversary_watchdog3.rs` and `tests/adversary_watchdog4.rs` were read, to
+//! aim elsewhere: at the rules the last stop added (CHANGELOG, `[Unreleased]`): the moving
+//! state after a move seen (eight spans; the steady ramp's worst case; a steady check's bound
+//! at least the clock's distance from the last interval's rate plus that interval's bound); a
+//! waiting deviation that does not widen its baseline, and an extended interval that is one
+//! rate only where its newest part agrees; the one-off rule (a move of the window's parts
+//! only where no one-off step between two kept samples fits them: count steps are no change);
+//! distances in ppb of the counter's rate, widened by `1/(1 − bound)`; the detection threshold
+//! `2·(interval's bound + b₀)` with the learnt steps.
+//!
+//! Every world is scripted here: true time in picoseconds; a counter and a reference whose
+//! counts are integrals of piecewise rates (steps, short ramps) plus steps of either count,
+//! floored and masked to their widths; every read costs scripted time with jitter, the
+//! reference latching uniformly inside its read, 2 % of reference reads delayed up to 30 µs
+//! before or after the latch (none in the count-step worlds); hooks at a period of 0.25, 0.5 or
+//! 1 s (±1 % jitter, or none). Five pairs: 1 GHz vs HPET (14.318 MHz, reads 1 µs), 3 GHz vs
+//! 10 MHz (0.2 µs), 24 MHz vs a 24-bit ACPI PM timer (1 µs), 1 GHz vs a 1 GHz pvclock (80 ns:
+//! the learnt step is a read's ticks), 2.4 GHz vs a 32-bit HPET (0.6 µs). Starts 0–0.4× an
+//! honest 100–400 ppb bound off (far-off worlds: below). After every check `run` judges:
+//! health's counts against the verdicts; promise 1 (`now()` never back across a check); the
+//! clock's rate moved only by (c) or by a steer within the slew, each counted in `steers`;
+//! `WideBracket` and `TooLong` leaving the rate and `bound_ppb` alone. The families add:
+//!
+//! - *bound*: `|clock − counter's rate as the reference counts it| ≤ bound_ppb` (+2 ppb and
+//!   the mHz rounding) at every check of a world without changes, and from a `Changed` after
+//!   the last change on, where no ramp is under way; in count-step worlds before the first
+//!   step and from three accepted samples after the last (*an excursion ... left out of the
+//!   bound once it is three samples back*);
+//! - *own rate*: a `Changed`'s rate within its own bound where the truth was one rate over
+//!   its interval;
+//! - *moving floor*: at the `Steady` checks among the seven after a `Changed`, `bound_ppb` ≥
+//!   the clock's distance from that interval's rate (ppb of it, widened by `1/(1 − b)`) plus
+//!   its bound `b` (a move reported by two intervals is seen over a period at least: moving
+//!   lasts eight);
+//! - *detection*: against the docs' own formula, from observed figures only: `δ` beyond 1.1 ×
+//!   `2·(widest Steady interval bound before the change + b₀) + 4` ppb, `b₀` ≤ `bound_ppb`
+//!   at the last check before the change that was no `Unconfirmed` (and at the mixed check
+//!   where it was `Steady`), reported by the end of the second interval after the mixed one,
+//!   one check later below 2× the threshold (*a change at about the threshold ... a period
+//!   later*), one more per check not accepted.
+//!
+//! Seeds: `BARETIME_ADV_SEEDS` (default 4: the default run takes well under a second in a debug
+//! build); the figures below are from `BARETIME_ADV_SEEDS=100` (and 300 where said), release,
+//! on a 2-vCPU Intel Xeon KVM guest (family 6 model 167): `BARETIME_ADV_SEEDS=100 cargo test
+//! --release -p baretime --features std --test adversary_watchdog5 -- --include-ignored
+//! --nocapture` (under 3 s of tests). `ATK5_TRACE=<seed>` prints a world's checks;
+//! `ATK5_FLOOR_SPAN=<n>` judges the moving floor over `n` checks after a report (default 7).
+//!
+//! Held (every world; families × worlds at 100 seeds, at 300 in brackets):
+//!
+//! | test (family) | worlds (checks) | what held |
+//! | --- | --- | --- |
+//! | `a_change_right_after_a_report_is_reported_within_the_docs_threshold`: a first change under the threshold (reported by the split), beyond it (two intervals), or a count step beyond it (a deviation that waits); then a second step of ±0.5–8× the threshold 0.05–4 periods after the first's report (or right after the count step's `Unconfirmed`) | 400 (28 000) [1 200] | counts, promises, slew; *bound* (worst 0.80); *own rate*; *moving floor* at 3 326 checks [9 902] (worst 1.000: `bound_ppb` is that floor exactly); *detection* of 265 second changes beyond the docs' threshold [813], 0 late (p50 0.83 s, max 2.27 s); no fault |
+//! | `a_second_change_while_the_first_waits_is_reported`: a step of 0.4–1.3× the threshold (it waits, or extends an interval), then ±0.5–6× more 0.2–3 periods later | 400 (24 000) [1 200] | the same: *detection* of 221 [665] where both the second and the net are beyond the threshold, 0 late (p50 0.53 s, max 2.39 s); *moving floor* at 2 880 [8 640]; *own rate* but seed 5389 (below) |
+//! | `real_changes_a_one_off_could_mimic_are_reported`: a step of 0.15–0.9× (about; the estimate runs high) the threshold at a random time, or inside a check's reads, or a ramp to it over 0.5–3 periods; 200 checks | 400 (80 000) [1 200] | every change reported (p50 1.10 s, max 5.75 s; [1.09 s, 7.84 s]), never before it; *bound* from the report on (worst 0.76 [0.84]); *own rate*; *moving floor* at 2 803 [8 412]; no fault |
+//! | `far_off_starts_keep_the_bound_and_the_slew`: starts ±0.1–8 % off under an honest 1.02–1.5× that bound, slew 0, 1 000, 100 000 ppb or `u64::MAX`, constant rates, 120 checks | 400 (48 000) [1 200] | every steer within its slew and counted, none at 0; *bound* at every check (worst 1.000); at slew `u64::MAX` the error at the end under 4·(w + 2q)/T (*converges ... within about w/T*); (c) only in the slow starts of the finding below (10 [21]) |
+//! | `count_steps_keep_the_promises`: one count step (counter or reference) 0.3–1.8× the quiet interval bound inside a check's reads; two the same way in consecutive intervals; 2–4 steps 2–10 periods apart, the same way or alternating | 600 (66 000) [1 800] | counts, promises, slew, no fault, the moving floor after the (c) below; *bound* three samples on after one step: 1 of 194 at 1.06× [2 of 591, up to 1.06×] (within `tests/adversary_watchdog4.rs`'s open finding, up to 1.15×) |
+//! | `a_clock_started_far_slow_...` controls | 8 | −0.5 % under 0.503 %, −1 % under 1.015 %, +0.5 % under 0.502 %, +5 % under 5.2 %: no (c) |
+//!
+//! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
+//!
+//! | test | world | figures |
+//! | --- | --- | --- |
+//! | `two_count_steps_in_consecutive_intervals_are_no_change` | two steps of a count the same way, each 0.3–1.8× an interval's bound (under the docs' threshold `2·(b + b₀)`), in consecutive intervals, rate unchanged: two intervals off the same side, which is (c) by the two-interval rule, though the docs say a count step under the threshold is no change | (c) in 100 of 201 worlds [285 of 598]; the clock recalibrated up to 7 436 ppb off (seed 2014: 2.4 GHz vs HPET32, P 0.25 s, reference steps +1.14× and +1.49× of 4 897 ppb; `bound_ppb` 16 373 held); seed 2002: 1 GHz vs HPET, P 1 s, counter +0.99× and +1.22× of 1 752 ppb (1.7 and 2.1 µs) at 27.24 and 28.78 s: `Changed` at 29 s, 2 351 ppb off under its own 1 240. `bound_ppb` held in every such world |
+//! | `count_steps_periods_apart_are_no_change` | 2–4 such steps 2–10 periods apart, the same way or alternating (netting near zero) | (c) in 27 of 205 [91 of 611], up to 2 374 ppb off after (seed 2077: 24 MHz vs ACPI PM, P 0.5 s, four steps of −0.9 to −1.1× 4 529 ppb); seed 2034 alternating on the reference |
+//! | `one_count_step_is_no_change` | one step of the counter's or the reference's count, 0.6–1.4× an interval's bound, at a random time or inside a check's reads | (c) 1–40 s later: 11 of 4 000 worlds anywhere, 6 of 4 000 inside the reads (seeds 10 000–13 999; 20 of 8 004 with seeds 2935, 3216, 10093) [59 of 24 004]; seed 10093: 1 GHz vs HPET, P 0.5 s, counter +1.9 µs at 10.567 s: `Changed` at 49 s, the clock from 47 to −84 ppb off (`bound_ppb` held). `tests/adversary_watchdog4.rs` counted 0 of 7 500 in its worlds |
+//! | `count_steps_periods_apart_leave_bound_ppb_above_the_error` | 2–4 count steps periods apart, judged three samples after the last | the docs qualify one step ("a little under", up to 1.15×): 8 of 205 beyond the bound [30 of 611], 5 [14] beyond 1.15×, up to 1.49× (seed 2027: 3 GHz vs 10 MHz, P 0.25 s, four counter steps +0.8–1.6×: 349 ppb off under 232) [1.59×] |
+//! | `a_clock_started_far_slow_under_an_honest_bound_is_no_change` | a clock started slow by `off` under an honest bound below `off/(1 − off)`: the first interval is `Unconfirmed` against the start's baseline and the second confirms it ("every distance of the clock's rate from a measured one is taken [in ppb of the counter's rate]"; the start's bound held) | (c) at the second check exactly where `bound < off/(1 − off)` (the distance taken in ppb of the clock's rate): −0.5 % under 0.502 %, −1 % under 1.0005 %, −5 % under 5.2 %; the controls just above `off/(1 − off)`, and fast starts, hold; 10 of 400 `far_off` worlds [21 of 1 200], all slow 4.4–7.6 % under 1.02–1.05×. The (c) sets the right rate: a false alarm, not a wrong clock |
+//! | `a_report_after_an_extended_interval_sets_no_mixed_rate` | seed 5389: 24 MHz vs ACPI PM, P 0.25 s, +6 891 ppb at 6.506 s and −6 434 ppb 0.47 s later | six `Unconfirmed` (an interval extended from 6.5 s), then `Changed` at 8.25 s to a rate 1 087 ppb off the truth under its own bound of 967 ("a report never sets the extended interval's mixed rate": the newest part, one period, agrees within its wide bound with the mix); `bound_ppb` 14 537 held; 1 of 400 [1 of 1 200] |
+//!
+//! Not attacked: `WallClock` and the RTC claims; calls from several threads; statistical
+//! (dishonest) start bounds; latch points that drift inside brackets; accelerating ramps (the
+//! docs exclude them); long staircases (a staircase's step is covered by the moving floor,
+//! judged above, for the seven checks after a report); `TooLong` gaps
+//! (`tests/adversary_watchdog4.rs`).
 
 use baretime::{
     Accuracy, Clock, Counter, Frequency, Reference, Source, Unjudged, Watch, Watchdog,
@@ -14,7 +91,7 @@ fn seeds() -> u64 {
     std::env::var("BARETIME_ADV_SEEDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(3)
+        .unwrap_or(4)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -563,8 +640,8 @@ fn judge_changed_rates(o: &Outcome, w: &World) -> Vec<String> {
 
 /// *For eight times the span over which a move was last seen (a change reported ...) the
 /// bound ... is at least the last interval's distance from the clock's rate plus that
-/// interval's bound*: judged at the first two checks after each `Changed` where they are
-/// `Steady` (a span is at least a period). Returns (judged, worst ratio floor/bound, first).
+/// interval's bound*: judged at the `Steady` checks among the first [`floor_span`] after each
+/// `Changed`, up to the first that is not `Steady`. Returns (judged, worst ratio, first).
 fn judge_moving_floor(o: &Outcome) -> (u64, f64, Option<String>) {
     let mut judged = 0;
     let mut worst: f64 = 0.0;
@@ -573,7 +650,7 @@ fn judge_moving_floor(o: &Outcome) -> (u64, f64, Option<String>) {
         if !r.changed() {
             continue;
         }
-        for k in j + 1..(j + 3).min(o.recs.len()) {
+        for k in j + 1..(j + 1 + floor_span()).min(o.recs.len()) {
             let q = &o.recs[k];
             let Watch::Steady { rate } = q.v else { break };
             let (d, b) = distance(q.clock_mhz, &rate);
@@ -878,6 +955,8 @@ enum Steps {
     TwoConsecutive,
     /// Two to four steps, 2–10 periods apart, the same way or alternating.
     Spaced,
+    /// One step anywhere in an interval (never drawn: for the finding).
+    OneAnywhere,
 }
 
 /// The widest `Steady` interval bound of the world `seed` with `s`, run without events for
@@ -903,7 +982,7 @@ fn count_steps_world(seed: u64, only: Option<Steps>) -> (Setup, Shared, Outcome,
     let w = world(seed, &s);
     let reads = 4 * (2 * s.kind.c_cost + s.kind.r_cost);
     let (n, same) = match kind {
-        Steps::OneAtASample => (1, true),
+        Steps::OneAtASample | Steps::OneAnywhere => (1, true),
         Steps::TwoConsecutive => (2, true),
         Steps::Spaced => (2 + r.below(3), r.below(2) == 0),
     };
@@ -1302,24 +1381,28 @@ fn count_steps_periods_apart_are_no_change() {
 }
 
 #[test]
-#[ignore = "finding: \"nor is a step of a count under an interval's threshold [(c)]\": one step back of the counter's count inside a check's reads (its bracket narrowed, its midpoint half-stepped) is (c) 6-13 s later at constant rates; seeds 2935 (24 MHz vs ACPI PM, -0.75x at 6.250001 s, 226 ppb off after) and 3216; 2 of 591 worlds at 300 seeds (0 of 194 at 100)"]
-fn one_count_step_inside_a_sample_is_no_change() {
-    let mut list = vec![2935, 3216];
-    list.extend(count_step_seeds(Steps::OneAtASample, 6 * seeds(), 2_000));
-    list.sort_unstable();
-    list.dedup();
-    let bad = false_changes(Steps::OneAtASample, &list);
+#[ignore = "finding: \"nor is a step of a count under an interval's threshold [(c)]\": one step of the counter's or the reference's count, 0.6-1.4x an interval's bound, is (c) 1-40 s later at constant rates; seed 10093 (1 GHz vs HPET, P 0.5 s, +1.9 us at 10.567 s: Changed at 49 s, the clock +47 -> -84 ppb off); 11 of 4 000 worlds anywhere, 6 of 4 000 inside a check's reads at 100 seeds (59 of 24 004 at 300)"]
+fn one_count_step_is_no_change() {
+    let mut bad = Vec::new();
+    let mut worlds = 0;
+    for kind in [Steps::OneAnywhere, Steps::OneAtASample] {
+        let mut list = vec![10_093, 2_935, 3_216];
+        list.extend(10_000..10_000 + 40 * seeds());
+        list.sort_unstable();
+        list.dedup();
+        worlds += list.len();
+        bad.extend(false_changes(kind, &list));
+    }
     assert!(
         bad.is_empty(),
-        "{} of {}: {:#?}",
+        "{} of {worlds}: {:#?}",
         bad.len(),
-        list.len(),
         &bad[..bad.len().min(4)]
     );
 }
 
 #[test]
-#[ignore = "finding: \"one whose offset still fits one line ... can leave the bound a little under the clock's error\" (up to 1.15x): after 2-4 count steps periods apart, three samples on, up to 1.49x (seed 2027: 349 ppb off under 232); 8 of 205 worlds at 100 seeds, 30 of 611 at 300 (up to 1.59x)"]
+#[ignore = "finding: \"one whose offset still fits one line ... can leave the bound a little under the clock's error\" (up to 1.15x): after 2-4 count steps periods apart, three samples on, up to 1.49x (seed 2027: 349 ppb off under 232); beyond 1.15x in 5 of 205 worlds at 100 seeds, 14 of 611 at 300 (up to 1.59x)"]
 fn count_steps_periods_apart_leave_bound_ppb_above_the_error() {
     let mut list = vec![2027, 2300];
     list.extend(count_step_seeds(Steps::Spaced, 6 * seeds(), 2_000));
@@ -1432,4 +1515,13 @@ fn trace(seed: u64, o: &Outcome) {
             r.h.window_ticks
         );
     }
+}
+
+/// Checks after a report at which the moving floor is judged (`ATK5_FLOOR_SPAN`, default 7:
+/// a move reported by two intervals is seen over a period at least, and lasts eight).
+fn floor_span() -> usize {
+    std::env::var("ATK5_FLOOR_SPAN")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(7)
 }
