@@ -59,6 +59,7 @@
 //! | `an_excursion_across_a_check_keeps_the_bound`: a step of ±1–3× the threshold, back to a net ±0.05–0.5× it 0.3–1.2 periods later (across a check) | 400 (24 000) [1 200] | counts, promises, slew; *bound* from a report wholly after on (worst 0.78); *moving floor* at 1 907 [5 627]; no (c) before the excursion, no fault; *own rate* but 3 seeds at 300 (below) |
 //! | `far_off_starts_keep_the_bound_and_the_slew`: starts ±0.1–8 % off under an honest 1.02–1.5× that bound, slew 0, 1 000, 100 000 ppb or `u64::MAX`, constant rates, 120 checks | 400 (48 000) [1 200] | every steer within its slew and counted, none at 0; *bound* at every check (worst 1.000); at slew `u64::MAX` the error at the end under 4·(w + 2q)/T (*converges ... within about w/T*); (c) only in the slow starts of the finding below (10 [21]) |
 //! | `count_steps_keep_the_promises`: one count step (counter or reference) 0.3–1.8× the quiet interval bound inside a check's reads; two the same way in consecutive intervals; 2–4 steps 2–10 periods apart, the same way or alternating | 600 (66 000) [1 800] | counts, promises, slew, no fault, the moving floor after the (c) below; *bound* three samples on after one step: 1 of 194 at 1.06× [2 of 591, up to 1.06×] (within `tests/adversary_watchdog4.rs`'s open finding, up to 1.15×) |
+//! | `seconds_edges_bracket_the_edge` (`SecondsEdge::measure`, time left): a 1 GHz clock at its exact rate; an RTC whose second changes at a random phase, polled at 5–30 µs a read (latched uniformly inside), 0, 1 or 20 % of polls delayed up to 50 µs before or after the latch; the wait begun 0–1 s before an edge, or on a stuck RTC; `max_polls` 1, 7, 1 000, 100 000 or `u32::MAX` | 1 000 waits [3 000] (311 `Some`, 79 `None` at 1.2 s, 610 at `max_polls`) | the edge's clock time within `[before, after]` (± `MARK_GRANULE_NS`), `unix_seconds` the value it changed to, `width_ns` = `after − before`; never more than `max_polls` polls; `None` only at `max_polls` or past 1.2 s of clock time, overshooting by at most a poll, never where the value changed inside the wait |
 //! | `a_clock_started_far_slow_...` controls | 8 | −0.5 % under 0.503 %, −1 % under 1.015 %, +0.5 % under 0.502 %, +5 % under 5.2 %: no (c) |
 //!
 //! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
@@ -72,7 +73,9 @@
 //! | `a_clock_started_far_slow_under_an_honest_bound_is_no_change` | a clock started slow by `off` under an honest bound below `off/(1 − off)`: the first interval is `Unconfirmed` against the start's baseline and the second confirms it ("every distance of the clock's rate from a measured one is taken [in ppb of the counter's rate]"; the start's bound held) | (c) at the second check exactly where `bound < off/(1 − off)` (the distance taken in ppb of the clock's rate): −0.5 % under 0.502 %, −1 % under 1.0005 %, −5 % under 5.2 %; the controls just above `off/(1 − off)`, and fast starts, hold; 10 of 400 `far_off` worlds [21 of 1 200], all slow 4.4–7.6 % under 1.02–1.05×. The (c) sets the right rate: a false alarm, not a wrong clock |
 //! | `a_report_after_an_extended_interval_sets_no_mixed_rate` | an excursion across a check that leaves a small net change: seed 5389 (24 MHz vs ACPI PM, P 0.25 s, +6 891 ppb at 6.506 s and −6 434 ppb 0.47 s later); seed 6477 (1 GHz vs HPET, P 0.25 s, −23 008 ppb for 168 ms from 7.167 s, net −692) | 5389: six `Unconfirmed` (an interval extended from 6.5 s), then `Changed` at 8.25 s to a rate 1 087 ppb off the truth under its own bound of 967; 6477: two `Unconfirmed`, `Changed` at 7.75 s 4 155 ppb off under 2 457, the truth one rate since 7.335 s ("a report never sets the extended interval's mixed rate": the newest part, one period, agrees within its wide bound with the mix); `bound_ppb` held (14 537, 14 144); 1 of 400 [1 of 1 200] in `a_second_change_...`, 0 of 400 [3 of 1 200: 6432, 6477, 6569] in `an_excursion_...` |
 //!
-//! Not attacked: `WallClock` and the RTC claims; calls from several threads; statistical
+//! Not attacked: `WallClock` itself (`tests/adversary_wall.rs`, `adversary_wall2.rs`), an RTC
+//! poll that returns `None` across the edge (an update in progress after the second began);
+//! calls from several threads; statistical
 //! (dishonest) start bounds; latch points that drift inside brackets; accelerating ramps (the
 //! docs exclude them); long staircases (a staircase's step is covered by the moving floor,
 //! judged above, for the seven checks after a report); `TooLong` gaps
@@ -1591,5 +1594,168 @@ fn an_excursion_across_a_check_keeps_the_bound() {
             .all(|(seed, _)| [6432, 6477, 6569].contains(seed)),
         "{:?}",
         t.own_rate
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Family 8 (time left): `SecondsEdge::measure` against a scripted RTC.
+
+/// One `measure` against an RTC whose seconds change at `phase` + k s (true time), polled
+/// at `r_cost` ps a read (latched uniformly inside), a share `irq` of polls delayed up to
+/// 50 µs before or after the latch; the clock on a 1 GHz counter (5 ns reads) at its exact
+/// rate. Returns the breaks of the docs' sentences.
+fn edge_world(seed: u64, kinds: &mut [u64; 3]) -> Vec<String> {
+    use baretime::{FnCounter, SecondsEdge, MARK_GRANULE_NS};
+    use std::cell::Cell;
+    let mut r = Rng(seed ^ 0xed9e);
+    let t = Cell::new(r.below(1_000) * PS / 1_000);
+    let rng = RefCell::new(Rng(seed ^ 0x1234));
+    let counter = FnCounter::new(
+        || {
+            let l = t.get();
+            t.set(l + 5_000);
+            l / 1_000
+        },
+        64,
+    );
+    let clock = Clock::new(&counter, Frequency::exact_hz(1_000_000_000).unwrap());
+    // The clock's time at true time `x`: its reading at a known latch, plus the ticks since.
+    let t_latch = t.get();
+    let n0 = clock.now().as_nanos() as i128;
+    let clock_at = |x: u64| n0 + (x / 1_000) as i128 - (t_latch / 1_000) as i128;
+    let phase = r.below(PS);
+    let base = 1_700_000_000 + r.below(1_000_000);
+    let r_cost = 5_000_000 + r.below(25_000_000);
+    let irq = [0.0, 0.01, 0.2][r.below(3) as usize];
+    let max_polls = [1u32, 7, 1_000, 100_000, u32::MAX][r.below(5) as usize];
+    // Start the wait 0–1 s before an edge; a quarter of the RTCs are stuck (no edge).
+    let lead = r.below(PS);
+    let stuck = r.below(4) == 0;
+    let now = t.get();
+    let next_edge = |x: u64| {
+        let k = (x.saturating_sub(phase)) / PS + u64::from(x >= phase);
+        phase + k * PS
+    };
+    let start = next_edge(now + lead + PS) - lead;
+    t.set(start);
+    let polls = Cell::new(0u64);
+    let last_poll_cost = Cell::new(0u64);
+    let read = || {
+        polls.set(polls.get() + 1);
+        let mut g = rng.borrow_mut();
+        let mut before = g.below(r_cost + 1);
+        let mut after = r_cost - before;
+        if g.unit() < irq {
+            let d = g.below(50_000_000);
+            if g.next() & 1 == 0 {
+                before += d;
+            } else {
+                after += d;
+            }
+        }
+        last_poll_cost.set(before + after);
+        let l = t.get() + before;
+        t.set(l + after);
+        let secs = if l >= phase { (l - phase) / PS + 1 } else { 0 };
+        Some(if stuck { base } else { base + secs })
+    };
+    let call_t = t.get();
+    let call_clock = clock_at(call_t);
+    let first_value = base
+        + if call_t >= phase {
+            (call_t - phase) / PS + 1
+        } else {
+            0
+        };
+    let e = SecondsEdge::measure(&clock, max_polls, read);
+    let end_t = t.get();
+    let edge_t = next_edge(call_t);
+    let slack = MARK_GRANULE_NS as i128 + 2;
+    let mut bad = Vec::new();
+    let desc = format!(
+        "seed {seed}: edge {:.6} s after the call (stuck {stuck}), polls of {:.1} us, irq {irq}, max_polls {max_polls}",
+        (edge_t - call_t) as f64 / PS as f64,
+        r_cost as f64 / 1e6
+    );
+    if polls.get() > u64::from(max_polls) {
+        bad.push(format!("{desc}: {} polls", polls.get()));
+    }
+    let by_polls = polls.get() >= u64::from(max_polls);
+    kinds[match (e.is_some(), by_polls) {
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    }] += 1;
+    match e {
+        Some(e) => {
+            let at = clock_at(edge_t);
+            // The first new value read may be a later second only if a poll took a second.
+            if e.unix_seconds != first_value + 1 {
+                bad.push(format!(
+                    "{desc}: unix_seconds {} for {}",
+                    e.unix_seconds,
+                    first_value + 1
+                ));
+            }
+            if (e.before.as_nanos() as i128) > at + slack
+                || (e.after.as_nanos() as i128) < at - slack
+            {
+                bad.push(format!(
+                    "{desc}: edge at clock {at} ns outside [{}, {}]",
+                    e.before.as_nanos(),
+                    e.after.as_nanos()
+                ));
+            }
+            if e.width_ns() != e.after.as_nanos() - e.before.as_nanos() {
+                bad.push(format!("{desc}: width_ns {}", e.width_ns()));
+            }
+        }
+        None => {
+            // None only after max_polls polls, or at the first poll past 1.2 s of clock time.
+            let waited = clock_at(end_t) - call_clock;
+            let by_polls = polls.get() >= u64::from(max_polls);
+            if !by_polls && waited < 1_200_000_000 {
+                bad.push(format!(
+                    "{desc}: None after {waited} ns and {} polls",
+                    polls.get()
+                ));
+            }
+            if !by_polls
+                && waited > 1_200_000_000 + 2 * (last_poll_cost.get() / 1_000 + 50_000) as i128
+            {
+                bad.push(format!(
+                    "{desc}: None after {waited} ns, past 1.2 s by more than a poll"
+                ));
+            }
+            // The value changed inside the wait (the poll after the edge came before 1.2 s).
+            if !by_polls && !stuck && clock_at(edge_t) + 100_000 < call_clock + 1_200_000_000 {
+                bad.push(format!("{desc}: None though the value changed"));
+            }
+        }
+    }
+    bad
+}
+
+#[test]
+fn seconds_edges_bracket_the_edge() {
+    let mut bad = Vec::new();
+    let n = seeds() * 10;
+    let mut kinds = [0u64; 3];
+    for seed in 0..n {
+        bad.extend(edge_world(seed, &mut kinds));
+    }
+    println!(
+        "seconds_edges: {n} waits ({} Some, {} None at 1.2 s, {} None at max_polls), {} broken: {:?}",
+        kinds[0],
+        kinds[1],
+        kinds[2],
+        bad.len(),
+        bad.first()
+    );
+    assert!(
+        bad.is_empty(),
+        "{} of {n}: {:#?}",
+        bad.len(),
+        &bad[..bad.len().min(4)]
     );
 }
