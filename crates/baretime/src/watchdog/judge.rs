@@ -226,8 +226,14 @@ impl<R: Reference> Watchdog<R> {
             }
             _ => clock_base,
         };
-        let dev = ppb_apart(span.millihz, base.0);
-        if dev <= span.bound_ppb.saturating_add(base.1) {
+        // The baseline's distance from the interval, in ppb of the interval's rate (the
+        // nearest measure of the counter's, the convention of every bound here), against
+        // both bounds widened by `1/(1 − the baseline's bound)`: a baseline's bound is in
+        // ppb of the counter's rate (the clock's) or of its own (the window's), either of
+        // which may be that much slower. Taken in ppb of the baseline's rate, a clock
+        // started slow by `off` under an honest bound below `off/(1 − off)` was off the
+        // baseline at once, and (c) at the second check (`tests/adversary_watchdog5.rs`).
+        if ppb_apart(base.0, span.millihz) <= from_measured(span.bound_ppb, base.1) {
             // Steady, but within reach of a pending deviation too (an interval at the
             // threshold, a check right after another): it tells neither apart, so it is
             // extended to the next check rather than judged the deviation a one-off.
@@ -276,8 +282,7 @@ impl<R: Reference> Watchdog<R> {
             if self.moving() {
                 let now = clock.scale().millihz().max(1);
                 self.bound_ppb = self.bound_ppb.max(
-                    ppb_apart(now, span.millihz)
-                        .saturating_add(span.bound_ppb)
+                    from_measured(ppb_apart(now, span.millihz), span.bound_ppb)
                         .saturating_add(rounding_ppb(now)),
                 );
             }
@@ -293,6 +298,8 @@ impl<R: Reference> Watchdog<R> {
         let counter_broke = self.prev.is_some_and(|p| counter_broke_cadence(&span, &p));
         // Right after a jump, an interval off the clock within 12.5 % is the counter running
         // on at a new rate: nothing before the jump can confirm or refute it.
+        // The 12.5 % rules take the distance in ppb of the baseline's rate, as documented.
+        let dev = ppb_apart(span.millihz, base.0);
         let confirmed = (fresh && dev <= GROSS_PPB)
             || (self.pending.is_some_and(|p| {
                 ppb_apart(span.millihz, p.millihz) <= span.bound_ppb.saturating_add(p.bound_ppb)
@@ -330,18 +337,25 @@ impl<R: Reference> Watchdog<R> {
         // the rate moved inside it (a second change), its rate is a mix, and its newest part,
         // the nearest to wholly after the move, is the deviation that now waits for the next
         // interval to confirm it.
+        // Where they agree, the extended interval may still be a mix (its newest part's
+        // bound is wide: an excursion that came back inside it): only its newest part is
+        // wholly after any move inside it, so a report sets that part's rate and bound,
+        // never the mix's (`tests/adversary_watchdog5.rs`, seed 6477: a rate 4 155 ppb off
+        // under its own bound of 2 457, before).
+        let mut newest = None;
         if let Some((mark, n_mark)) = self.ext_mark {
             if let Some(tail) = measure(&mark, &here, ref_millihz, c_step, r_step) {
+                let tail = Span {
+                    n: span.n.saturating_sub(n_mark).max(1),
+                    ..tail
+                };
                 if ppb_apart(tail.millihz, span.millihz)
                     > tail.bound_ppb.saturating_add(span.bound_ppb)
                 {
                     self.set_last(here);
-                    let tail = Span {
-                        n: span.n.saturating_sub(n_mark).max(1),
-                        ..tail
-                    };
                     return self.unconfirmed(tail, clock_millihz, (ref_millihz, c_step, r_step));
                 }
+                newest = Some(tail);
             }
         }
         self.set_last(here);
@@ -355,7 +369,7 @@ impl<R: Reference> Watchdog<R> {
             let side = |m: u64| m > base.0;
             !confirmed
                 && side(p.millihz) == side(span.millihz)
-                && ppb_apart(p.millihz, base.0) < dev
+                && p.millihz.abs_diff(base.0) < span.millihz.abs_diff(base.0)
         });
         if !confirmed && moving.is_none() {
             return self.unconfirmed(span, clock_millihz, (ref_millihz, c_step, r_step));
@@ -386,24 +400,25 @@ impl<R: Reference> Watchdog<R> {
                 span.dx.saturating_add(p.dx) / 2,
             );
         }
+        // The rate set: the interval's, or its newest part's where it was extended.
+        let set = newest.unwrap_or(span);
         self.note_change(
             clock_millihz,
-            span.millihz,
+            set.millihz,
             here.x,
             span.dx.checked_div(span.n).unwrap_or(span.dx),
         );
-        let rate = measured(span.millihz, span.bound_ppb.saturating_add(tolerance));
+        let rate = measured(set.millihz, set.bound_ppb.saturating_add(tolerance));
         let recalibrated = clock.recalibrate(rate);
         if matches!(recalibrated, Ok(()) | Err(ClockError::Late)) {
             // Two intervals cannot tell a new rate from an excursion that straddled a check
             // and is over: until the window since proves which, the clock's rate may still
             // be as far from the truth as the baseline was from the new rate.
-            self.bound_ppb = span.bound_ppb.max(
-                ppb_apart(span.millihz, base.0)
-                    .saturating_add(base.1)
-                    .saturating_add(rounding_ppb(span.millihz)),
+            self.bound_ppb = set.bound_ppb.max(
+                from_measured(ppb_apart(set.millihz, base.0), base.1)
+                    .saturating_add(rounding_ppb(set.millihz)),
             );
-            self.claim_ppb = span.bound_ppb.saturating_add(rounding_ppb(span.millihz));
+            self.claim_ppb = set.bound_ppb.saturating_add(rounding_ppb(set.millihz));
         }
         if let Some(p) = moving {
             // Still moving: the bound carries the pace seen between the two intervals'
@@ -441,8 +456,7 @@ impl<R: Reference> Watchdog<R> {
         // Unconfirmed, but a worst case on this interval's rate: the clock's rate is at
         // least that far from it, so its bound must not claim less (the rate may still
         // be moving: a ramp between its reports).
-        let off = ppb_apart(clock_millihz, span.millihz)
-            .saturating_add(span.bound_ppb)
+        let off = from_measured(ppb_apart(clock_millihz, span.millihz), span.bound_ppb)
             .saturating_add(self.drift_ppb.max(self.pace(ref_millihz, c_step, r_step)));
         self.bound_ppb = self.bound_ppb.max(off);
         Watch::NoVerdict(Unjudged::Unconfirmed)

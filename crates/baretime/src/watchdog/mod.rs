@@ -372,7 +372,15 @@ struct Span {
 /// `a_change_confirmed_through_a_reference_step_is_corrected`: 100–240 ppm off for a
 /// minute before).
 ///
-/// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds.
+/// - **(b) [`Watch::Steady`]**: the two agree within the sum of their bounds: the
+///   baseline's distance from the interval's rate, in ppb of the interval's rate (the nearest
+///   measure of the counter's), at most both bounds widened by `1/(1 − the baseline's
+///   bound)` (a baseline's bound is in ppb of the counter's rate, or of its own; either may
+///   be that much slower). Taken in ppb of the baseline's rate, a clock started slow by
+///   `off` under an honest bound below `off/(1 − off)` was a false (c) at the second check
+///   (`a_clock_started_far_slow_under_an_honest_bound_is_no_change` in
+///   `tests/adversary_watchdog5.rs`: −5 % under 5.2 %, before). The 12.5 % rules below take
+///   the distance in ppb of the baseline's rate.
 /// - **(c) [`Watch::Changed`]**: the interval is off by more than that, and so was the
 ///   one before, and either the second is further off on the same side (a rate that keeps
 ///   moving, faster than an interval's threshold per period: a fast ramp; the clock is
@@ -400,7 +408,12 @@ struct Span {
 ///   that part, the nearest to wholly after the move, is the deviation that waits for the
 ///   next interval instead ([`Unjudged::Unconfirmed`]): a report never sets the extended
 ///   interval's mixed rate (`tests/adversary_watchdog4.rs`, seed 4719: a rate 2 135 ppb off
-///   under its own bound of 478, before). (c) is also reported when the window's two parts
+///   under its own bound of 478, before). Where they agree, the newest part's bound is wide
+///   (a period) and the whole may still be a mix (an excursion that came back inside it), so
+///   a report after an extended interval sets its newest part's rate and bound, not the
+///   whole's (`a_report_after_an_extended_interval_sets_no_mixed_rate` in
+///   `tests/adversary_watchdog5.rs`, seed 6477: a rate 4 155 ppb off under its own bound of
+///   2 457, before). (c) is also reported when the window's two parts
 ///   disagree (see *Detection time*; not where the window's samples fit a one-off step of a
 ///   count), or the window and the clock's rate do (see above); where
 ///   either shows only with the check's own interval, which may straddle the change (its
