@@ -63,7 +63,9 @@
 //! | `a_clock_started_far_slow_under_an_honest_bound_is_no_change` (fixed since: below) and its controls | 14 | −0.5 % under 0.502 % and 0.503 %, −1 % under 1.0005 % and 1.015 %, −5 % under 5.2 %, +0.5 % under 0.502 %, +5 % under 5.2 %: no (c) (before: (c) at the second check in the first three, and in 10 [21] `far_off` worlds, now 0 [0]) |
 //! | `a_report_after_an_extended_interval_sets_no_mixed_rate` (fixed since: below) | 4 | seeds 5389, 6432, 6477, 6569: every `Changed` within its own bound (before: 1 087 under 967, 234 under 182, 4 155 under 2 457, 1 597 under 1 209); *own rate* in `a_second_change_...` and `an_excursion_...` now 0 of 1 200 each at 300 seeds |
 //!
-//! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks):
+//! Broke (each an `#[ignore = "finding: ..."]` test below, with the sentence it breaks; the
+//! first four are open findings, stated since with these figures in the docs' *False alarms*
+//! section and under `WatchdogHealth::bound_ppb`: no code fix yet):
 //!
 //! | test | world | figures |
 //! | --- | --- | --- |
