@@ -11,6 +11,8 @@
 //! `-icount shift=4`, so that a loaded host stops guest time rather than stretching the
 //! edge's bracket.
 //!
+//! `BARETIME_RTC_BASE=YYYY-MM-DDTHH:MM:SS` (UTC, 1970–2105) starts the RTC at another instant.
+//!
 //! PASS when the run finished and: the RTC showed the base (its edge within 10 s of it); the
 //! boot's wall time (read at the RTC's seconds edge) is within [`BOOT_PASS_NS`] of the truth
 //! (the goal, [`BOOT_GOAL_NS`], is reported as `goal_met`); the slew of +0.5 s at 250 000 ppm
@@ -24,10 +26,13 @@ use std::path::Path;
 
 use super::{boot, name, Arch, Line, Run};
 
-/// The instant QEMU's RTC starts at: 2031-03-14T15:09:26Z (a year past 2030 and a
-/// non-zero second, so the century register, BCD and every field count).
+/// The instant QEMU's RTC starts at unless `BARETIME_RTC_BASE` names another
+/// (`YYYY-MM-DDTHH:MM:SS`, UTC, 1970 to 2105: the PL031 counts 32-bit seconds):
+/// 2031-03-14T15:09:26Z (a year past 2030 and a non-zero second, so the century register,
+/// BCD and every field count).
 const BASE_ISO: &str = "2031-03-14T15:09:26";
-const BASE_UNIX: u64 = 1_931_267_366;
+/// The environment variable that sets another instant.
+const BASE_VAR: &str = "BARETIME_RTC_BASE";
 /// The boot's wall-time error that passes (issue 28): 5 ms.
 const BOOT_PASS_NS: f64 = 5_000_000.0;
 /// The goal: 1 ms.
@@ -51,24 +56,84 @@ pub(super) fn scenario(arch: Arch, kernel: &Path) -> Line {
         // without it, on a loaded 2-core host, three edges in a row were 0.1–3.4 ms wide.
         Arch::Aarch64 => (name::WALL_AARCH64, ICOUNT),
     };
-    let rtc = format!("base={BASE_ISO},clock=vm");
+    let mut line = Line::new(line_name);
+    let iso = std::env::var(BASE_VAR).unwrap_or_else(|_| BASE_ISO.to_string());
+    let base_unix = match unix_seconds(&iso) {
+        Ok(s) => s,
+        Err(why) => {
+            line.fail(format!("{BASE_VAR}={iso:?}: {why}"));
+            line.print();
+            return line;
+        }
+    };
+    let rtc = format!("base={iso},clock=vm");
     let mut args: Vec<&str> = qemu_args.to_vec();
     args.extend(["-rtc", &rtc]);
-    let mut line = Line::new(line_name);
     match boot(
         arch,
         kernel,
         &args,
-        &format!("mode=wall reference=hpet rtc_base={BASE_UNIX}"),
+        &format!("mode=wall reference=hpet rtc_base={base_unix}"),
     ) {
         Err(e) => line.fail(e),
-        Ok(run) => check(&mut line, &run),
+        Ok(run) => check(&mut line, &run, base_unix),
     }
     line.print();
     line
 }
 
-fn check(line: &mut Line, run: &Run) {
+/// `YYYY-MM-DDTHH:MM:SS` (UTC) in Unix seconds, for 1970-01-01 to 2105-12-31.
+fn unix_seconds(iso: &str) -> Result<u64, String> {
+    let bad = || format!("not YYYY-MM-DDTHH:MM:SS between 1970 and 2105: {iso:?}");
+    let b = iso.as_bytes();
+    let seps = [(4, b'-'), (7, b'-'), (10, b'T'), (13, b':'), (16, b':')];
+    if b.len() != 19 || seps.iter().any(|&(i, c)| b[i] != c) {
+        return Err(bad());
+    }
+    let field = |r: core::ops::Range<usize>| -> Result<u64, String> {
+        let f = &iso[r];
+        if f.bytes().all(|c| c.is_ascii_digit()) {
+            f.parse().map_err(|_| bad())
+        } else {
+            Err(bad())
+        }
+    };
+    let (y, mo, d) = (field(0..4)?, field(5..7)?, field(8..10)?);
+    let (h, mi, s) = (field(11..13)?, field(14..16)?, field(17..19)?);
+    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [
+        31,
+        if leap(y) { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1970..=2105).contains(&y)
+        || !(1..=12).contains(&mo)
+        || d < 1
+        || d > month_days[(mo - 1) as usize]
+        || h > 23
+        || mi > 59
+        || s > 59
+    {
+        return Err(bad());
+    }
+    let days = (1970..y)
+        .map(|y| if leap(y) { 366 } else { 365 })
+        .sum::<u64>()
+        + month_days[..(mo - 1) as usize].iter().sum::<u64>()
+        + (d - 1);
+    Ok(((days * 24 + h) * 60 + mi) * 60 + s)
+}
+
+fn check(line: &mut Line, run: &Run, base_unix: u64) {
     if let Some(why) = run.broken() {
         line.fail(why);
         return;
@@ -102,9 +167,9 @@ fn check(line: &mut Line, run: &Run) {
     );
     let num = |k: &str| run.num(k);
     match num("edge_unix_seconds") {
-        Some(s) if s >= BASE_UNIX as f64 && s <= BASE_UNIX as f64 + 10.0 => {}
+        Some(s) if s >= base_unix as f64 && s <= base_unix as f64 + 10.0 => {}
         s => line.fail(format!(
-            "the RTC's edge {s:?} is not within 10 s after the base {BASE_UNIX}"
+            "the RTC's edge {s:?} is not within 10 s after the base {base_unix}"
         )),
     }
     match num("boot_error_ns") {
@@ -147,5 +212,27 @@ fn check(line: &mut Line, run: &Run) {
         e => line.fail(format!(
             "after the slew the wall time is {e:?} ns off the truth + 0.5 s"
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unix_seconds;
+
+    #[test]
+    fn known_instants() {
+        assert_eq!(unix_seconds("1970-01-01T00:00:00"), Ok(0));
+        assert_eq!(unix_seconds("2031-03-14T15:09:26"), Ok(1_931_267_366));
+        assert_eq!(unix_seconds("2000-02-29T12:00:00"), Ok(951_825_600));
+        assert_eq!(unix_seconds("2038-01-19T03:14:08"), Ok(1 << 31));
+        assert_eq!(unix_seconds("2105-12-31T23:59:59"), Ok(4_291_747_199));
+        for bad in [
+            "2031-02-29T00:00:00",
+            "1969-12-31T23:59:59",
+            "2031-03-14 15:09:26",
+            "x",
+        ] {
+            assert!(unix_seconds(bad).is_err(), "{bad}");
+        }
     }
 }
