@@ -125,6 +125,7 @@ pub(crate) mod name {
     pub const TIMERS_AARCH64: &str = "timers-aarch64";
     pub const X86_WATCHDOG_HPET: &str = "x86_64-watchdog-hpet";
     pub const X86_WATCHDOG_ACPIPM: &str = "x86_64-watchdog-acpipm";
+    pub const X86_WATCHDOG_PIT: &str = "x86_64-watchdog-pit";
     pub const X86_WATCHDOG_DELAYS: &str = "x86_64-watchdog-delays";
     pub const AARCH64_WATCHDOG: &str = "aarch64-watchdog";
     pub const AARCH64_WATCHDOG_DELAYS: &str = "aarch64-watchdog-delays";
@@ -180,6 +181,7 @@ pub(crate) mod name {
         WALL_X86,
         X86_WATCHDOG_HPET,
         X86_WATCHDOG_ACPIPM,
+        X86_WATCHDOG_PIT,
         X86_WATCHDOG_DELAYS,
     ];
     /// The scenarios of the aarch64 kernel, in the order they run.

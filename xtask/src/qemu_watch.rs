@@ -31,7 +31,7 @@
 //! | scenario | what is checked |
 //! | --- | --- |
 //! | `aarch64-watchdog` | the counter read through a scaling wrapper, +100 ppm from 5 s and +0.1 % from 10 s, checked every 0.5 s: each change reported within the docs' detection time (three accepted intervals, `detect1_accepted`, `detect2_accepted` ≤ 3), the clock's rate within `bound_ppb` of the truth at every judged report (`bound_misses=0`) and at the end, `false_alarms=0`, `steps_back=0`, `jumps=0` (no reading ahead of the counter's ticks by more than promise 2's 20 µs margin and a granule) |
-//! | `x86_64-watchdog-hpet`, `x86_64-watchdog-acpipm` | the same on the TSC against the HPET and the ACPI PM timer (24 bits, a 4.7 s wrap: unwrapped against the rate), under `-icount`: also each detection within the docs' time in ms, `(3 + disturbed checks) × period_ms` |
+//! | `x86_64-watchdog-hpet`, `x86_64-watchdog-acpipm`, `x86_64-watchdog-pit` | the same on the TSC against the HPET, the ACPI PM timer (24 bits, a 4.7 s wrap) and the PIT (16 bits, a 54.9 ms wrap; both unwrapped against the rate), under `-icount`: also each detection within the docs' time in ms, `(3 + disturbed checks) × period_ms` |
 //! | `x86_64-watchdog-delays` | as `aarch64-watchdog-delays`, against the HPET, TCG without `-icount` (the host's load stalls reads too). Its truth is measured: QEMU's TSC is then the host's TSC and its HPET the host's monotonic clock, so xtask measures the host's TSC against `Instant` before the boot (`truth_counter_hz`, good to `truth_bound_ppb`) and over the run (`host_drift_ppb`: how far the run's rate and each ≥ 4 s stretch's strayed from it); reports are judged against that truth, good to the larger of `truth_bound_ppb` and `host_drift_ppb`; a boot calibration that missed it is told apart (`calibration_covered=false`, `corrections`, as in `aarch64-refine`). Off an x86_64 host: the boot calibration's figure, misses shown, not judged |
 //! | `aarch64-watchdog-delays` | no change; one reference read in four delayed by up to 5 ms, plus the host's own stalls (no `-icount`): `false_alarms=0` and the bound at every report |
 //! | `aarch64-refine` | the clock from a 200 ms calibration refined for 10 s: the rate's bound and its true error after 1 and 10 s, the error within the bound each time. The 60 s figure (goal ≤ 20 ppb) takes a minute of wall time: by hand, `cargo xtask qemu refine-60` |
@@ -40,6 +40,10 @@ use std::path::Path;
 use std::time::Duration;
 
 use super::coverage::{QEMU_HPET_HZ, QEMU_PM_HZ};
+
+/// QEMU's PIT: 1 193 182 Hz of its virtual clock (`PIT_FREQ`), declared by the crate as
+/// 1 193 181.818 Hz (the NTSC-derived figure).
+const QEMU_PIT_HZ: f64 = 1_193_182.0;
 use super::{boot_within, name, Arch, Line, Run, TCG_ARGS};
 
 /// TCG with the guest's time from its instruction count (16 ns an instruction): the TSC is
@@ -62,6 +66,7 @@ pub fn x86(kernel: &Path, wanted: &dyn Fn(&str) -> bool) -> Vec<Line> {
             ICOUNT,
             exact("acpipm", QEMU_PM_HZ),
         ),
+        (name::X86_WATCHDOG_PIT, ICOUNT, exact("pit", QEMU_PIT_HZ)),
         (
             name::X86_WATCHDOG_DELAYS,
             TCG_ARGS,
