@@ -1773,6 +1773,57 @@ fn hostile_arguments_never_panic() {
     }
 }
 
+/// A change beyond half the PIT's wrap per period (5.5 % at 0.5 s, up to the 12.5 % a
+/// rate change may be) moves the count by more wraps than the rate in force can count: each
+/// such interval was counted one wrap off, the alias (a −6 % change read as +5 %), reported
+/// as (c) and followed: the clock 12.3 % off under a `bound_ppb` of 14 ppm, for good
+/// (`cargo xtask qemu watchdog-pit` with `BARETIME_WATCH_CHANGES=-20,-60000`, under QEMU's
+/// exact `-icount` truth). Since, the wraps are counted from a short measurement of the
+/// rate at the check (*Widths*): each change reported within three checks at its true rate,
+/// the clock within `bound_ppb` from then on.
+#[test]
+fn a_change_beyond_half_a_pit_wrap_is_not_aliased() {
+    let mut bad = Vec::new();
+    for seed in 0..seeds() * 2 {
+        let (w, start, _, _) = quiet_world(seed, &[3], &[1_000_000_000]);
+        let mut sim = Sim::new(w, start);
+        sim.run(20, 500 * MS, 5 * MS);
+        let mut s = seed ^ 0xa11a5;
+        let sign = if mix(&mut s) & 1 == 0 { 1 } else { -1 };
+        let ppb = unif(&mut s, 56_000_000, 124_000_000) as i128;
+        let base = sim.w.borrow().ctr.rate_at(0);
+        let t = sim.w.borrow().t + unif(&mut s, 0, 499) * MS;
+        sim.w
+            .borrow_mut()
+            .ctr
+            .set(t, base + base * sign * ppb / 1_000_000_000, 0);
+        let from = sim.recs.len();
+        sim.run(30, 500 * MS, 5 * MS);
+        let after = &sim.recs[from..];
+        let reported = after
+            .iter()
+            .position(|r| matches!(r.v, Watch::Changed { .. }));
+        let faults = after
+            .iter()
+            .filter(|r| matches!(r.v, Watch::CounterStopped | Watch::CounterJumped { .. }))
+            .count();
+        let misses = reported.map_or(0, |k| {
+            after[k..].iter().filter(|r| r.err > r.bound as f64).count()
+        });
+        let last = after[after.len() - 1];
+        if !reported.is_some_and(|k| k < 3) || faults > 0 || misses > 0 {
+            bad.push(format!(
+                "seed {seed} (1 GHz vs PIT, P 500 ms, {:+} ppm): reported at check {reported:?}, \
+                 {faults} counter faults, {misses} checks beyond bound_ppb, err {:.0} bound {} at the end",
+                sign * ppb / 1000,
+                last.err,
+                last.bound
+            ));
+        }
+    }
+    assert!(bad.is_empty(), "{bad:#?}");
+}
+
 /// The *Widths* rule's other side: a large change or a fast ramp under the 16-bit PIT at
 /// 0.5 s (two moves of the same sign, the second to 3.5–5.4 % in all, within half a wrap per
 /// period) leaves `bound_ppb` over 5.5 %, so the next check is [`Unjudged::TooLong`]; the one

@@ -1759,15 +1759,18 @@ fn long_gaps_against_narrow_references() {
 }
 
 /// The start bound against a PIT checked every 0.5 s: judged under 2.7 %, `TooLong` for good
-/// over it (the docs' figure).
+/// over it (the docs' figure, when this attack was written). Since the watchdog counts such
+/// a count's wraps from a short measurement of the rate where the rate in force cannot
+/// (*Widths*), every start bound is judged: no check `TooLong`, every promise kept.
 #[test]
 fn a_pit_start_bound_around_2_7_percent() {
     let mut extra = Vec::new();
-    for (bound, too_long) in [
-        (20_000_000u64, false),
-        (26_000_000, false),
-        (29_000_000, true),
-        (40_000_000, true),
+    for bound in [
+        20_000_000u64,
+        26_000_000,
+        29_000_000,
+        40_000_000,
+        100_000_000,
     ] {
         let mut sc = Scenario::new(9_000 + bound, "pit_start", 1_000_000_000, PIT, 500 * MS, 12);
         sc.start_bound_ppb = bound;
@@ -1778,7 +1781,7 @@ fn a_pit_start_bound_around_2_7_percent() {
             .iter()
             .filter(|r| r.verdict == Watch::NoVerdict(Unjudged::TooLong))
             .count();
-        if too_long != (n == 11) || (!too_long && n > 0) {
+        if n > 0 {
             extra.push(format!(
                 "pit_start: start bound {bound} ppb: {n} of 11 checks TooLong"
             ));

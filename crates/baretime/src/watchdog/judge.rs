@@ -89,10 +89,23 @@ impl<R: Reference> Watchdog<R> {
             )
             .unwrap_or(u128::MAX)
             .saturating_add(u128::from(step_or_one(self.ref_step)).saturating_mul(2));
-            if self.wraps_ambiguous(rw, expected, slack, saturate_u64(expected)) {
+            // Wraps the rate in force cannot count are counted from a short measurement
+            // of the rate, taken now, where it can.
+            let ambiguous = self.wraps_ambiguous(rw, expected, slack, saturate_u64(expected));
+            let Some(expected) = self.expected_narrow(
+                counter,
+                true,
+                ambiguous,
+                clock_millihz,
+                Due {
+                    d_wide: d_c,
+                    expected,
+                    slack,
+                },
+            ) else {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::TooLong);
-            }
+            };
             match by_rate(rw, last.r_raw, r, expected) {
                 Unwrapped::Forward(d_x) => (d_c, d_x),
                 Unwrapped::Back | Unwrapped::TooFar => {
@@ -120,10 +133,23 @@ impl<R: Reference> Watchdog<R> {
             .unwrap_or(u128::MAX)
             .saturating_add(u128::from(last.width.saturating_add(width)))
             .saturating_add(u128::from(c_step).saturating_mul(2));
-            if self.wraps_ambiguous(cw, expected, slack, d_x) {
+            // Wraps the rate in force cannot count are counted from a short measurement
+            // of the rate, taken now, where it can.
+            let ambiguous = self.wraps_ambiguous(cw, expected, slack, d_x);
+            let Some(expected) = self.expected_narrow(
+                counter,
+                false,
+                ambiguous,
+                clock_millihz,
+                Due {
+                    d_wide: d_x,
+                    expected,
+                    slack,
+                },
+            ) else {
                 self.restart_at(c0, r, width, last);
                 return Watch::NoVerdict(Unjudged::TooLong);
-            }
+            };
             match by_rate(cw, last.c0_raw, c0, expected) {
                 Unwrapped::Forward(d_c) => (d_c, d_x),
                 // A 64-bit counter behind its last read went back (its own evidence; a

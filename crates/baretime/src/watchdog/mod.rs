@@ -131,7 +131,8 @@ pub enum Unjudged {
     /// Too much elapsed since the last accepted sample to count a narrow count's wraps from
     /// the clock's rate: its rate's bound over the interval reaches a quarter wrap (a check
     /// a day after the last against a 16-bit PIT, 55 ms a wrap, with the rate known to
-    /// 1 ppm: up to 86 ms; see *Widths* on [`Watchdog`]). The interval is dropped, the
+    /// 1 ppm: up to 86 ms; see *Widths* on [`Watchdog`]), and a short measurement of the
+    /// rate at the check cannot count them either. The interval is dropped, the
     /// clock's rate and [`WatchdogHealth::bound_ppb`] are left as they were, and measuring
     /// starts again from this sample: the next check at the hook's period is judged.
     TooLong,
@@ -662,7 +663,22 @@ struct Span {
 /// - [`WatchdogHealth::bound_ppb`] times the interval, plus the same, is under *half* a wrap:
 ///   every rate still thought possible counts the same wraps.
 ///
-/// Otherwise the number of wraps is ambiguous and the check does not pretend to know: it is
+/// Where either fails, or where a change of the rate since the last sample by up to the
+/// 12.5 % a rate change may be could move the count by half a wrap (a PIT, 54.9 ms a wrap,
+/// checked every 0.5 s: any change beyond 5.5 %), the check measures the rate itself: two of
+/// its brackets a short spin apart (long enough that the measurement, carried over the
+/// interval, is good to a sixteenth of a wrap, at most an eighth of a wrap: 1–7 ms
+/// against a PIT, a few hundred reads), and counts the interval's wraps from that rate. A
+/// change of the PIT's wraps per period was otherwise counted one wrap off, the alias (a
+/// −6 % change read as +5 %, reported as (c) and followed: under QEMU's exact truth the
+/// clock 12.3 % off under a bound of 14 ppm, for good;
+/// `a_change_beyond_half_a_pit_wrap_is_not_aliased` in `tests/adversary_watchdog3.rs`: every
+/// change of ±5.6–12.4 % reported within three checks at its true rate since, the clock
+/// within `bound_ppb` from then on). Where the rate in force was good enough and only a
+/// change could alias, a measurement coarser than it (a gap of minutes under a PIT) or a
+/// disturbed one (a wide bracket, a count that stood still) leaves the wraps to the rate in
+/// force, as before. Otherwise (the measurement cannot count them either) the number of
+/// wraps is ambiguous and the check does not pretend to know: it is
 /// [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
 /// measuring starts again from its sample, the window too. The next check at the hook's
 /// period is judged against the clock's rate and `bound_ppb`: the check right after a
@@ -671,16 +687,18 @@ struct Span {
 /// a large change or a fast ramp under a PIT: over 5.5 % at a 0.5 s period) would otherwise
 /// refuse every check and never shrink (`a_large_change_under_a_pit_is_not_refused_for_good`
 /// in `tests/adversary_watchdog3.rs`). Before any interval is judged there is no such
-/// period: a start bound over 2.7 % leaves a PIT checked every 0.5 s `TooLong` for good.
+/// period, but the measurement counts the wraps there: a start bound of 2–10 % against a
+/// PIT checked every 0.5 s is judged from the second check (it was `TooLong` for good over
+/// 2.7 %, `a_pit_start_bound_around_2_7_percent` in `tests/adversary_watchdog4.rs`).
 ///
 /// Wraps, and the longest interval judged with the rate known to 1 ppm (to 100 ppb): a
 /// 16-bit PIT (1.193 MHz) wraps every 54.9 ms: 3.8 h (38 h); a 24-bit ACPI PM timer
 /// (3.58 MHz) every 4.69 s: 13.6 days (136 days); a 32-bit HPET (14.3 MHz) every 300 s:
 /// 2.4 years; a 32-bit ACPI PM timer every 1 200 s, a 32-bit 32 kHz RTC every 131 072 s:
-/// longer. A change of the rate inside a judged interval that moves the count by more than
-/// the half wrap left over aliases: a PIT checked every 0.5 s aliases any change beyond
-/// 5 %; judged an hour after the last with the rate known to 100 ppb, any beyond 7.5 ppm (a
-/// change not yet detected, seen by the checks at the hook's period after it).
+/// longer. Over such a long interval, a change of the rate inside it that moves the count
+/// by more than the half wrap left over aliases: judged an hour after the last with the
+/// rate known to 100 ppb, any beyond 7.5 ppm (a change not yet detected, seen by the checks
+/// at the hook's period after it, which measure the rate themselves).
 /// `tests/adversary_watchdog3.rs`: a 1 GHz counter under the PIT, constant rates, one check
 /// a week or 30 days after the last left the clock 35–227 ppb beyond `bound_ppb` in 80 of
 /// 400 seeds, and a day's gap a false [`Watch::Changed`] 636 or 1 271 ppb off (a wrap or two
