@@ -1030,6 +1030,80 @@ mod tests {
         }
     }
 
+    /// A narrow counter (20 bits at 10 MHz: 105 ms a wrap) under a 64-bit reference,
+    /// checked every 0.5 s, is unwrapped against the rate; a change of 11–12.4 % moves it by
+    /// more than half a wrap per period, and its wraps are counted from the check's own
+    /// measurement of the rate: reported within three checks at the true rate, which the
+    /// clock then keeps within `bound_ppb` (without the measurement: the alias, 9–10 % the
+    /// other way).
+    #[test]
+    fn a_narrow_counter_changed_beyond_half_a_wrap_is_not_aliased() {
+        for ppm in [110_000i64, -110_000, 124_000, -124_000] {
+            // True time in ns; the counter's ticks at 10 MHz, times (1 + ppm) from `at`.
+            let t = Cell::new(1_000_000_000u64);
+            let at = Cell::new(u64::MAX);
+            let ticks = |t: u64| -> u64 {
+                let base = t / 100;
+                if t <= at.get() {
+                    return base;
+                }
+                let since = (t - at.get()) as i128 / 100;
+                (base as i128 + since * i128::from(ppm) / 1_000_000) as u64
+            };
+            let counter = FnCounter::new(
+                || {
+                    t.set(t.get() + 100);
+                    ticks(t.get())
+                },
+                20,
+            );
+            let reference = CounterReference::new(
+                FnCounter::new(
+                    || {
+                        t.set(t.get() + 100);
+                        t.get() / 100
+                    },
+                    64,
+                ),
+                Frequency::exact_hz(10_000_000).unwrap(),
+            );
+            let rate = Frequency::exact_hz(10_000_000).unwrap();
+            let clock = Clock::new(&counter, rate);
+            let mut wd = Watchdog::new(reference, rate);
+            for _ in 0..6 {
+                t.set(t.get() + 500_000_000);
+                assert!(matches!(
+                    wd.check(&clock),
+                    Watch::NoVerdict(_) | Watch::Steady { .. }
+                ));
+            }
+            t.set(t.get() + 125_000_000);
+            at.set(t.get());
+            t.set(t.get() + 375_000_000);
+            let truth = 10_000_000_000i128 * (1_000_000 + i128::from(ppm)) / 1_000_000;
+            let mut reported = None;
+            for k in 0..8 {
+                let v = wd.check(&clock);
+                if reported.is_none() && matches!(v, Watch::Changed { .. }) {
+                    reported = Some(k);
+                }
+                if reported.is_some() {
+                    let off = (i128::from(clock.scale().millihz()) - truth).abs();
+                    let bound = i128::from(wd.health().bound_ppb) * truth / 1_000_000_000;
+                    assert!(
+                        off <= bound,
+                        "{ppm} ppm, check {k}: {v}, {off} mHz off, bound {bound}"
+                    );
+                }
+                t.set(t.get() + 500_000_000);
+            }
+            assert!(
+                reported.is_some_and(|k| k < 3),
+                "{ppm} ppm: reported at {reported:?}"
+            );
+        }
+    }
+
     #[test]
     fn the_bound_is_the_exact_worst_case() {
         let p = |y, x, width| Point {
