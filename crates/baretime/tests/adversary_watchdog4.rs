@@ -38,7 +38,7 @@
 //! | `near_threshold_steps`: steps 0.8–4× the threshold, 32 kHz–5 GHz (and 24/32-bit counters at P 0.25 s) vs HPET, HPET32, ACPI PM, 10 MHz, pvclock, and vs 32 kHz RTC, PIT, 1 kHz tick at P 1–4 s | 900 (36 000) | every change reported (p50 1.58 s, max 12.4 s), within 3 checks at ≥ 2×, 4 at 1.02–2× the threshold of the *learnt* steps (the docs' *Detection time*, from the verdicts: twice the widest bound a steady verdict carried in the ten checks before the change, the baseline's bound left out, stricter than the docs; the worlds are drawn against a one-tick threshold, and 667 of 900 are held to a limit, 1 988 of 2 700 at 300); each report at a check whose interval is wholly after the change; its rate within its own bound; `bound_ppb` from it on; promises, slew, counts (at 300: 0 of 2 700 late; 1 before the limit followed the learnt steps, seed 2762: a change under the threshold they give, below) |
 //! | `two_changes_within_one_period`: two steps 0.5–20× the threshold, either sign, in one interval | 800 (32 000) | the net change reported within 3 checks where ≥ 2×, at a check wholly after both; its rate and `bound_ppb` from it on |
 //! | `a_change_during_the_wait`: 0.3–0.9× the threshold (seen by the split, whose report waits), then 0.3–10× more 1–40 periods later | 800 (112 000) | `bound_ppb` and each report's own bound; the second reported within 3 checks where it and the net are ≥ 2× (p50 0.84 s, max 2.27 s; 2.86 s before the fixes below) (at 300: 2 400 worlds, 0 break, p50 0.83 s, max 2.70 s; 8 broke before) |
-//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 0 worlds beyond the bound while the first ramp moved (the open steady-ramp finding), 0 right after a stop (1 before 61b14e0/ee33eb2; 0 of 2 400 at 300), 7 of 395 after a step the ramp went on from, each a ramp whose bend never showed before the step (30 before 6f45abf, 149 before 61b14e0/ee33eb2, 27 before the one-off rule; at 300: 29 of 1 214, 93, 474 and 79; below), and 33 of 395 such steps reported after more than 3 checks (33 before 6f45abf) (34 before the one-off rule; as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
+//! | `a_step_against_the_pace`: a ramp of ±30–1 000 ppb/s, then a step of 2.5–10× the threshold against it, after the ramp stopped or while it goes on | 800 (144 120) | a step after the stop reported within 3 checks; `bound_ppb` from each report on while the rate stands; promises, slew, counts. Counted apart: 0 worlds beyond the bound while the first ramp moved (the open steady-ramp finding), 0 right after a stop (1 before 61b14e0/ee33eb2; 0 of 2 400 at 300), 0 of 395 after a step the ramp went on from (7 before the hidden ramp's term, each a ramp whose bend never showed before the step; 30 before 6f45abf, 149 before 61b14e0/ee33eb2, 27 before the one-off rule; at 300: 0 of 1 214, 29, 93, 474 and 79; below; with `ATK4_SLOW_RAMPS=1`, ramps of ±5–20 ppb/s, too slow to show in a window as long as the one before the step: 58 of 395, up to 3.4×, 144, up to 2.7×, before; at 300, 179 of 1 214, 469 before: ramps not yet seen, as `bound_ppb` now says), and 33 of 395 such steps reported after more than 3 checks (33 before 6f45abf) (34 before the one-off rule; as seed 17004: a step 0.14 s after a report of the ramp, 9 checks: the mechanism of `a_change_right_after_a_report_...`) |
 //! | `a_change_where_the_window_has_no_span`: +0.1 % in the first 0–6 intervals, +0.1 % more 3 checks later | 400 | both reported within 3 checks, every judgement |
 //! | `ramps_that_stop_or_reverse`: ±2–5 000 ppb/s for 3–41 s, then a stop (steady for the rest of 240 s: far past eight spans of the pace carried), a reversal (then a stop), or a stop and the same pace 20–100 s later | 600 (216 000) | `bound_ppb` at every check while the rate stands after a report, and after a reversal's report; promises, slew, counts (a move too small to be reported in 240 s leaves the bound unjudged after it). While a ramp moves: 0 of 200 single ramps beyond the bound, 1 of 200 reversed (first ramp, 1.11×: `tests/adversary_watchdog3.rs`'s open steady-ramp finding), 0 of 200 resumed (2 before 61b14e0/ee33eb2; at 300: 0, 1 and 0 of 600, the resumed 17 before). Detection p50 4.76 s, max 198 s (4.61 s before the one-off rule: a ramp's first move is reported a little later) |
 //! | `wide_runs_with_changes_inside`: reads 20–200 µs for 3, 4, 5, 6 or 12 checks, then 0.05–1 µs again; a step of 2.5× the slow threshold or 0.1 % before or inside the run, or none | 800 (40 000) | the first three slow checks `WideBracket` and no change to the rate or bound; the fourth judged against the floor (as the docs now say); no alarm at constant rates; the change reported within 3 checks + one per `WideBracket` (p50 2.23 s, max 9.95 s); `bound_ppb` from the report on (2 400 `WideBracket`: three per run) |
@@ -58,7 +58,6 @@
 //!
 //! | test | world | figures |
 //! | --- | --- | --- |
-//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend never showed before a step against its pace, and that goes on after it: once the eight spans the step's report carries lapse, nothing seen says it moves | seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s from 12.5 s, +15 394 ppb at 20.21 s): the bound falls to 124–130 ppb at 39–42 s, 292 ppb off under 130 (2.25×); 7 of 395 at 100 (29 of 1 214 at 300, up to 2.53×), all at −30 or +30 ppb/s; 30 and 93 (up to 2.95×) before 6f45abf, whose ramps seen before the step are `a_ramp_seen_before_a_step_against_it_stays_within_the_bound` |
 //! | `a_small_count_step_leaves_bound_ppb_above_the_error` | a rate excursion inside one interval whose count step the window's samples still fit with one line (a steer toward the tilted window's rate) | seed 15964 (3 GHz vs HPET, P 0.5 s, −3 085 ppb for 213 ms): 59 ppb off under 57 and 54 three and four samples on; 5 of 7 500 at 300 (up to 1.15×), 0 of 2 500 at 100 ("one whose offset still fits ... is covered", now qualified in the docs) |
 //!
 //! Fixed since (each test un-ignored, asserting what the docs now say; before → after, at
@@ -71,7 +70,8 @@
 //! | `a_changed_rate_is_within_its_bound_when_a_second_change_falls_in_an_extended_interval` | seed 4719: 24 MHz vs ACPI PM, P 1 s, +974 ppb, +3 225 more 4.2 s later | `Changed` to a rate 2 135 ppb off under its own bound 478 → `Unconfirmed`, then `Changed` a check later 511 ppb off, within its bound; 1 of 2 400 at 300 → 0 |
 //! | `a_change_beyond_the_threshold_after_a_small_one_is_reported_within_three_checks` | seed 4960: 3 GHz vs pvclock, P 0.25 s, −706 ppb then +3 064 0.7 s later (threshold 1 021); 4370, 4480, 5153 | 4960 never (c) (already reported at the third check at this round's merge); 4370, 4480, 5153 at the fourth check → the second; 4 of 2 400 at 300 → 0 |
 //! | `a_change_at_the_threshold_is_reported_a_period_late_at_most` (docs) | seed 2762: 5 GHz vs pvclock, P 1 s, +260 ppb ("1.02×" a threshold of one-tick steps) | the fifth check, unchanged: the learnt steps (a read's 107 ticks and 80 ns) make the intervals' bounds 207–222 ppb, so +260 is 0.59× the threshold, a change the split reports; the docs now say what a learnt step is on fast counters (`near_threshold_steps` now holds a world to a detection limit by the threshold of the learnt steps, as the docs say: at 300 this world is under it, 0 of 2 700 late; it counted it late against its one-tick threshold before) |
-//! | `a_ramp_seen_before_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend showed before a step against its pace (a sample no line fit with the window's older ones), going on after it; seeds 17533, 17489, 17633, 17647 | 2.50×, 2.20×, 2.18×, 2.16× (the bound falling from the ramp's term to the window's once the step's eight spans lapse) → 0.35×, 0.29×, 0.37×, 0.36×: such a sample is a move seen from the next move on (6f45abf); `a_step_against_the_pace`: 30 of 395 → 7 (93 of 1 214 → 29 at 300) |
+//! | `a_ramp_seen_before_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend showed before a step against its pace (a sample no line fit with the window's older ones), going on after it; seeds 17533, 17489, 17633, 17647 | 2.50×, 2.20×, 2.18×, 2.16× (the bound falling from the ramp's term to the window's once the step's eight spans lapse) → 0.35×, 0.29×, 0.37×, 0.36×: such a sample is a move seen from the next move on (6f45abf); `a_step_against_the_pace`: 30 of 395 → 7 (93 of 1 214 → 29 at 300), 0 since the hidden ramp's term (the row above) |
+//! | `a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` | a slow steady ramp whose bend never showed before a step against its pace, and that goes on after it: once the eight spans the step's report carries lapsed, nothing seen said it moves; seeds 17107, 17423, 17161, 17351, 17366 | seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s from 12.5 s, +15 394 ppb at 20.21 s): the bound fell to 124–130 ppb at 39–42 s, 292 ppb off under 130 (2.25×); the five 2.25×, 2.17×, 2.15×, 1.88×, 1.87× → 0.43×, 0.47×, 0.45×, 0.45×, 0.29×: a change two intervals confirmed keeps a steady ramp's worst case until the window since is as long as the one they were judged against (a ramp that window hid may go on hidden for as long again), and a sample no line fits meanwhile is a move; `a_step_against_the_pace`: 7 of 395 → 0 (29 of 1 214, up to 2.53×, → 0 at 300; 93 and 30 before 6f45abf); the price, the bound after a step's report at constant rates: p50 126 → 350 ppb in `irregular_hooks_with_a_change` at 300 (the clock's error unchanged: the suite's `end_error_ppb_max` the same) |
 //!
 //! Not attacked: calls from several threads, statistical (dishonest) start bounds, latch
 //! points that drift inside brackets, accelerating ramps (the docs exclude them), staircases
@@ -2173,7 +2173,14 @@ fn against_world(seed: u64) -> (Scenario, Run, u64, u64, u64, bool, u64) {
     let p = r.pick(&[500 * MS, 1_000 * MS]);
     let mut sc = Scenario::new(seed, "against_pace", f, refk, p, (120 * S / p) as usize);
     let thr = sc.threshold_ppb(p);
-    let slope = r.sign() * r.pick(&[30.0, 100.0, 300.0, 1_000.0]);
+    // `ATK4_SLOW_RAMPS`: ramps slower than the window before the step can show (a probe of
+    // what `bound_ppb` leaves uncovered: ramps not yet seen).
+    let slopes: &[f64] = if std::env::var("ATK4_SLOW_RAMPS").is_ok() {
+        &[5.0, 10.0, 15.0, 20.0]
+    } else {
+        &[30.0, 100.0, 300.0, 1_000.0]
+    };
+    let slope = r.sign() * r.pick(slopes);
     let t0 = 10 * S + r.below(5 * S);
     let d = r.range(10, 30) * S;
     sc.sched.push((t0, None, slope));
@@ -2358,20 +2365,27 @@ fn a_ramp_seen_before_a_step_against_it_stays_within_the_bound() {
     assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");
 }
 
-/// Finding: a slow ramp whose bend never showed before a step against its pace, and that goes
-/// on after it: the step's report carries a ramp's worst case for eight times the span it was
-/// seen over ("A single step is not told from the start of a ramp ... after one, the bound
-/// carries both for those eight spans"); after that nothing seen says the rate moves, the
-/// bound falls to the window's, and the clock falls beyond it until the ramp's bend shows
-/// (its report, or a sample no line fits). The seeds are the worst of `a_step_against_the_pace`
-/// at `BARETIME_ADV_SEEDS=100` since 6f45abf: seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s
+/// Found (fixed since): a slow ramp whose bend never showed before a step against its pace,
+/// and that goes on after it: the step's report carried a ramp's worst case for eight times
+/// the span it was seen over (two periods: "A single step is not told from the start of a
+/// ramp ... after one, the bound carries both for those eight spans"); after that nothing
+/// seen said the rate moves, the bound fell to the window's, and the clock fell beyond it
+/// until the ramp's bend showed (a sample no line fits, one check later in seed 17107, then
+/// its report). The seeds are the worst of `a_step_against_the_pace` at
+/// `BARETIME_ADV_SEEDS=100` after 6f45abf: seed 17107 (100 MHz vs ACPI PM, P 1 s, −30 ppb/s
 /// from 12.5 s, +15 394 ppb at 20.21 s, reported at 22.0 s): 292 ppb off under 130 (2.25×)
-/// at 42.0 s. 7 of 395 at 100 and 29 of 1 214 at 300 (up to 2.53×), every one at ±30 ppb/s
-/// against an ACPI PM timer or a 32-bit HPET. Partly fixed twice: 61b14e0/ee33eb2 (the
-/// "moving" state; 149 → 27 of 395) and 6f45abf (a ramp seen before the step:
-/// `a_ramp_seen_before_a_step_against_it_stays_within_the_bound`; 30 → 7).
+/// at 42.0 s; 17423, 17161, 17351, 17366: 2.17×, 2.15×, 1.88×, 1.87×. 7 of 395 at 100 and
+/// 29 of 1 214 at 300 (up to 2.53×), every one at ±30 ppb/s against an ACPI PM timer or a
+/// 32-bit HPET. Partly fixed twice before: 61b14e0/ee33eb2 (the "moving" state; 149 → 27 of
+/// 395) and 6f45abf (a ramp seen before the step:
+/// `a_ramp_seen_before_a_step_against_it_stays_within_the_bound`; 30 → 7). Now a change two
+/// intervals confirmed keeps a steady ramp's worst case in the bound until the window since
+/// is as long as the window they were judged against (a ramp that window hid may go on
+/// hidden for as long again; a sample no line fits meanwhile is a move): 0.43×, 0.47×,
+/// 0.45×, 0.45×, 0.29× at worst; 0 of 395, 0 of 1 214 at 300. Slower ramps (±5–20 ppb/s,
+/// `ATK4_SLOW_RAMPS=1` in `a_step_against_the_pace`) can stay hidden longer than that, and
+/// are then ramps not yet seen, as `bound_ppb` says: 58 of 395 beyond the bound (144 before).
 #[test]
-#[ignore = "finding: bound_ppb after a step against a slow ramp whose bend never showed, once the step's eight spans lapse: seed 17107, 100 MHz vs ACPI PM, P 1 s, -30 ppb/s from 12.5 s, +15 394 ppb at 20.21 s: 292 ppb off under 130 (2.25x) at 42.0 s; 7 of 395 such worlds at BARETIME_ADV_SEEDS=100 (29 of 1 214 at 300, up to 2.53x)"]
 fn a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound() {
     let bad = worst_after_step(&[17107, 17423, 17161, 17351, 17366]);
     assert!(bad.is_empty(), "beyond bound_ppb: seeds {bad:?}");

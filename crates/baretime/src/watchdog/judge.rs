@@ -407,6 +407,7 @@ impl<R: Reference> Watchdog<R> {
         self.prev = Some(span);
         // The window starts after the confirming intervals: a rate excursion that straddled
         // a check can make two intervals agree, and must not stay in the window.
+        let seen_from = self.anchor.x;
         self.anchor_at(here, here);
         self.loose_start = true;
         self.drift_ppb = 0;
@@ -415,6 +416,12 @@ impl<R: Reference> Watchdog<R> {
             span.dx
                 .saturating_add(agreed.or(moving).map_or(0, |p| p.dx)),
         );
+        // A steady ramp that the window these intervals were judged against hid (one line
+        // still fitting its samples) may go on after the change, hidden from the window since
+        // for as long again: until then the bound keeps a steady ramp's worst case.
+        self.ramp_until = self
+            .ramp_until
+            .max(here.x.saturating_add(here.x.saturating_sub(seen_from)));
         if let Some(p) = agreed {
             // Two intervals that agree within their bounds still allow a ramp of up to
             // their distance plus both bounds between their middles: until the window

@@ -227,8 +227,7 @@ pub struct WatchdogHealth {
     /// that lasts, and is a move from the next move seen on: a ramp whose bend showed
     /// before a step it goes on after, `a_ramp_seen_before_a_step_against_it_stays_within_the_bound`
     /// in `tests/adversary_watchdog4.rs`, 93 of 1 214 seeds beyond the bound after the
-    /// step, up to 2.95×, before; 29 since, each a ramp whose bend never showed before the
-    /// step, not yet seen once the step's eight spans lapse: an open finding, up to 2.53×), the bound adds at least four times the bound of the window's newest
+    /// step, up to 2.95×, before), the bound adds at least four times the bound of the window's newest
     /// samples that one line fits (what a steady ramp of any pace can have moved while one
     /// line still fits them: a worst case for a steady ramp, not for an accelerating one),
     /// and is at least the last interval's distance from the clock's rate plus that
@@ -250,7 +249,21 @@ pub struct WatchdogHealth {
     /// and again, each time from a window too short to show its pace) until the window has
     /// grown to eight times that distance without moving again. A single step is not told
     /// from the start of a ramp or a staircase: after one, the bound carries both for
-    /// those eight spans. An unconfirmed interval widens it to at least its own
+    /// those eight spans. A change two intervals confirmed (a step) is seen over two
+    /// periods only, but the window they were judged against fitted one line, and a steady
+    /// ramp it hid may go on after the change hidden from the window since for as long
+    /// again: until the window since the report is as long as that window was, the bound
+    /// keeps that steady ramp's worst case (the four times above; not the last interval's
+    /// term), a sample no line fits is a move at once, and the clock is steered as at a
+    /// steady rate (`a_ramp_that_goes_on_after_a_step_against_it_stays_within_the_bound` in
+    /// `tests/adversary_watchdog4.rs`: ramps of ±30 ppb/s whose bend never showed before a
+    /// step against them, going on after it, fell beyond the bound once the step's eight
+    /// spans lapsed, 29 of 1 214 seeds, up to 2.53×, before; none since; the price, the
+    /// bound after a step's report at constant rates, p50 126 → 350 ppb in
+    /// `irregular_hooks_with_a_change` there, the clock's error unchanged). A ramp too slow
+    /// to show in a window as long is, once that lapses, a ramp not yet seen, as any before
+    /// its report (there, at ±5–20 ppb/s, 58 of 395 worlds beyond the bound after the step,
+    /// up to 3.4×; 144, up to 2.7×, before). An unconfirmed interval widens it to at least its own
     /// distance from the clock's rate (a ramp between reports). Checks rejected (wide
     /// brackets) add no evidence and change nothing: the bound is the one after the last
     /// accepted check, and a rate change in between is a change not yet detected (after
@@ -754,7 +767,8 @@ pub struct Watchdog<R: Reference> {
     pace_span: u64,
     /// The sample (reference ticks since the first) at which the rate was last seen to move
     /// (a change reported, a move of the window's parts, a sample no line fits with the
-    /// window's older ones while a move lasts or from the next move on, [`Watchdog::kink`]),
+    /// window's older ones while a move lasts or a ramp may be hidden
+    /// ([`Watchdog::may_ramp`]), or from the next move on, [`Watchdog::kink`]),
     /// and the span it was seen over: until eight times that span has
     /// passed, the rate may still be moving, at a pace or in steps nothing since has shown
     /// ([`Watchdog::moving`]). Span 0: none.
@@ -765,6 +779,11 @@ pub struct Watchdog<R: Reference> {
     /// a step of one count (an excursion that came back) bends the samples so too, and is
     /// no move; a ramp whose bend showed before a step it goes on after is one.
     kink: (u64, u64),
+    /// The sample (reference ticks since the first) until which a steady ramp that the window
+    /// before a change confirmed by two intervals hid may still be hidden: its span again
+    /// after the report (0: none). Until then the bound keeps a steady ramp's worst case
+    /// ([`Watchdog::moved_ppb`]), and a sample no line fits is a move at once.
+    ramp_until: u64,
     /// The last change reported: the rate it set (mHz), its sample (reference ticks since
     /// the first) and its way (up: faster). Two changes the same way within eight periods
     /// are a pace.
@@ -850,6 +869,7 @@ impl<R: Reference> Watchdog<R> {
             pace_span: 0,
             moved: (0, 0),
             kink: (0, 0),
+            ramp_until: 0,
             last_change: None,
             knots: [zero; KNOTS],
             steps: (1, 1, u64::MAX),

@@ -248,6 +248,13 @@ impl<R: Reference> Watchdog<R> {
             return;
         };
         let drift = self.moved_ppb(ref_millihz, c_step, r_step);
+        // A ramp only thought hidden (the rate not seen moving lately) widens the bound, not
+        // the band the clock is left alone in: it is steered as at a steady rate.
+        let near = w.bound_ppb.saturating_add(if self.moving() {
+            drift
+        } else {
+            self.seen_ppb(ref_millihz, c_step, r_step)
+        });
         let w = Span {
             bound_ppb: w.bound_ppb.saturating_add(drift),
             ..w
@@ -265,7 +272,7 @@ impl<R: Reference> Watchdog<R> {
         }
         self.claim_ppb = self.claim_ppb.min(stay);
         // Within half the window's bound: close enough, no write.
-        if self.slew_ppb == 0 || ppb_apart(now, w.millihz) <= w.bound_ppb / 2 {
+        if self.slew_ppb == 0 || ppb_apart(now, w.millihz) <= near / 2 {
             return;
         }
         let slew = saturate_u64(

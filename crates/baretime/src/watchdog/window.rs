@@ -103,10 +103,8 @@ impl<R: Reference> Watchdog<R> {
     /// line fits.
     pub(super) fn moved_ppb(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
         let fitted = *self.live().first().unwrap_or(&self.anchor);
-        let seen = self
-            .drift_over(&fitted, ref_millihz, c_step, r_step)
-            .max(self.pace(ref_millihz, c_step, r_step));
-        if !self.moving() {
+        let seen = self.seen_ppb(ref_millihz, c_step, r_step);
+        if !self.may_ramp() {
             return seen;
         }
         // A rate seen moving lately may still move at a pace the window has not shown: a
@@ -117,6 +115,14 @@ impl<R: Reference> Watchdog<R> {
             u64::MAX => seen,
             ramp => seen.max(ramp),
         }
+    }
+
+    /// What [`Watchdog::moved_ppb`] carries for a move seen (the window's drift or the pace
+    /// last seen), without a steady ramp's worst case.
+    pub(super) fn seen_ppb(&self, ref_millihz: u64, c_step: u64, r_step: u64) -> u64 {
+        let fitted = *self.live().first().unwrap_or(&self.anchor);
+        self.drift_over(&fitted, ref_millihz, c_step, r_step)
+            .max(self.pace(ref_millihz, c_step, r_step))
     }
 
     /// The rate was seen to move at the sample `at`, over `span` reference ticks: it may
@@ -139,6 +145,13 @@ impl<R: Reference> Watchdog<R> {
     pub(super) fn moving(&self) -> bool {
         self.moved.1 != 0
             && self.wend.x.saturating_sub(self.moved.0) < self.moved.1.saturating_mul(8)
+    }
+
+    /// Whether a steady ramp may be going on that the samples since have not shown: the rate
+    /// seen moving lately ([`Watchdog::moving`]), or a ramp the window before a change
+    /// confirmed by two intervals may have hidden ([`Watchdog::ramp_until`]).
+    pub(super) fn may_ramp(&self) -> bool {
+        self.moving() || self.wend.x < self.ramp_until
     }
 
     /// The window's kept samples, oldest first.
@@ -259,7 +272,7 @@ impl<R: Reference> Watchdog<R> {
             // line still fits.
             let fitted = self.live().first().map_or(0, |k| p.x.saturating_sub(k.x));
             self.kink = (p.x, fitted);
-            if self.moving() {
+            if self.may_ramp() {
                 self.note_move(p.x, fitted);
             }
             let now = clock.scale().millihz().max(1);
