@@ -1142,7 +1142,6 @@ fn a_change_within_12_5_percent_against_a_pit_is_no_jump() {
 /// +12 % placed 0–7 ms after a check's start: reported 2.01 s after the change), 2 of 400
 /// at ±2.5 % (seeds 39, −10 %, and 151); 0 of 400 without jitter.
 #[test]
-#[ignore = "finding: Detection time: \"reported at the end of the second interval after it at the latest\" plus a period per disturbed check: PIT vs 1 GHz, P 0.5 s +-1 %, delayed reads, +12 % (family C seed 151): Unconfirmed, Unconfirmed, TooLong, Steady, Changed at the 4th check, 2.01 s after; 3 of 800"]
 fn a_large_pit_change_is_reported_within_the_stated_time() {
     let pit = REFS_C.iter().position(|r| r.0 == "pit").unwrap();
     let mut bad = Vec::new();
@@ -1535,7 +1534,6 @@ fn a_reference_standing_still_across_a_check_is_no_change() {
 /// says a disturbed measurement ("a count that stood still") leaves the wraps to the rate in
 /// force; a reference that stood still for part of the spin is not caught.
 #[test]
-#[ignore = "finding: Watch::CounterJumped: \"Only the counter's own reads can blame it\": 16-bit 1 MHz counter vs 10 MHz (64-bit), P 1 s, the reference still for 1 ms from 0.5 ms into a check (the spin; seed 0): CounterJumped, then Changed 1 000 ppm off; 100 of 100 seeds"]
 fn a_reference_standing_still_in_the_spin_blames_no_counter() {
     let mut bad = Vec::new();
     let mut worlds = 0;
@@ -1574,7 +1572,6 @@ fn a_reference_standing_still_in_the_spin_blames_no_counter() {
 /// 600 of family A (all PIT, the change "inside a check", −35 to +12 %, up to 146 ppm off under
 /// 2.7), 32 of the 800 worlds of `a_large_pit_change_is_reported_within_the_stated_time`.
 #[test]
-#[ignore = "finding: Watch::Changed: \"The new rate, measured over the confirming interval, with its bound\": PIT vs 1 GHz, P 0.5 s, -10 % 500 us into a check's reads (the spin; seed 0): Changed to a rate 108 ppm off under its bound of 7 ppm; 1 445 of 1 500 worlds at 50-500 us"]
 fn a_change_inside_a_pit_checks_spin_sets_a_rate_inside_its_bound() {
     let mut bad = Vec::new();
     let mut worlds = 0;

@@ -92,19 +92,32 @@ impl<R: Reference> Watchdog<R> {
             // Wraps the rate in force cannot count are counted from a short measurement
             // of the rate, taken now, where it can.
             let ambiguous = self.wraps_ambiguous(rw, expected, slack, saturate_u64(expected));
-            let Some(expected) = self.expected_narrow(
+            let expected = match self.expected_narrow(
                 counter,
                 true,
                 ambiguous,
                 clock_millihz,
                 Due {
                     d_wide: d_c,
+                    d_narrow: rw.delta(last.r_raw, r),
+                    from: last.c0_raw,
+                    at: c0,
                     expected,
                     slack,
                 },
-            ) else {
-                self.restart_at(c0, r, width, last);
-                return Watch::NoVerdict(Unjudged::TooLong);
+            ) {
+                Ok(expected) => expected,
+                // The measurement was disturbed: a disturbed check, measured again from the
+                // last sample at the next.
+                Err(Unjudged::WideBracket) => {
+                    let _ = carry(&mut self.seen_c, cw, c0);
+                    let _ = carry(&mut self.seen_r, rw, r);
+                    return Watch::NoVerdict(Unjudged::WideBracket);
+                }
+                Err(why) => {
+                    self.restart_at(c0, r, width, last);
+                    return Watch::NoVerdict(why);
+                }
             };
             match by_rate(rw, last.r_raw, r, expected) {
                 Unwrapped::Forward(d_x) => (d_c, d_x),
@@ -136,19 +149,32 @@ impl<R: Reference> Watchdog<R> {
             // Wraps the rate in force cannot count are counted from a short measurement
             // of the rate, taken now, where it can.
             let ambiguous = self.wraps_ambiguous(cw, expected, slack, d_x);
-            let Some(expected) = self.expected_narrow(
+            let expected = match self.expected_narrow(
                 counter,
                 false,
                 ambiguous,
                 clock_millihz,
                 Due {
                     d_wide: d_x,
+                    d_narrow: cw.delta(last.c0_raw, c0),
+                    from: last.c0_raw,
+                    at: c0,
                     expected,
                     slack,
                 },
-            ) else {
-                self.restart_at(c0, r, width, last);
-                return Watch::NoVerdict(Unjudged::TooLong);
+            ) {
+                Ok(expected) => expected,
+                // The measurement was disturbed: a disturbed check, measured again from the
+                // last sample at the next.
+                Err(Unjudged::WideBracket) => {
+                    let _ = carry(&mut self.seen_c, cw, c0);
+                    let _ = carry(&mut self.seen_r, rw, r);
+                    return Watch::NoVerdict(Unjudged::WideBracket);
+                }
+                Err(why) => {
+                    self.restart_at(c0, r, width, last);
+                    return Watch::NoVerdict(why);
+                }
             };
             match by_rate(cw, last.c0_raw, c0, expected) {
                 Unwrapped::Forward(d_c) => (d_c, d_x),

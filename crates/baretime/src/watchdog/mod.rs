@@ -804,6 +804,9 @@ pub struct Watchdog<R: Reference> {
     /// The last sample was taken by an [`Unjudged::TooLong`] check (see
     /// [`Watchdog::wraps_ambiguous`]).
     refused: bool,
+    /// The last few measurements of the rate a check took for a narrow count's wraps, each
+    /// with the counter's raw read of the sample it followed (see *Widths*).
+    measured: [Option<(u64, Measured)>; 4],
     /// An interval off the baseline, waiting for the next to confirm it.
     pending: Option<Span>,
     /// The sample of the last check an interval was extended at ([`EXTEND_CHECKS`]), with
@@ -877,6 +880,7 @@ impl<R: Reference> Watchdog<R> {
             n_knots: 0,
             range: None,
             refused: false,
+            measured: [None; 4],
             pending: None,
             unwidened: None,
             ext_mark: None,

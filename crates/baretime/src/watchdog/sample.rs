@@ -110,9 +110,12 @@ impl<R: Reference> Watchdog<R> {
         ambiguous: bool,
         clock_millihz: u64,
         due: Due,
-    ) -> Option<u128> {
+    ) -> Result<u128, Unjudged> {
         let Due {
             d_wide,
+            d_narrow,
+            from,
+            at,
             expected,
             slack,
         } = due;
@@ -124,134 +127,258 @@ impl<R: Reference> Watchdog<R> {
             .unwrap_or(u128::MAX)
             .saturating_add(slack);
         if nw.mask() == u64::MAX || (!ambiguous && gross < wrap / 2) {
-            return Some(expected);
+            return Ok(expected);
         }
         // Where the rate in force can count the wraps (only a change since the last sample
         // could have moved the count by half a wrap), it does so where the measurement
         // cannot: an interval so long that a measurement of an eighth of a wrap is coarser
         // than the rate in force (a gap of minutes under a PIT) is counted as before, a
         // change inside it seen by the checks at the hook's period after it.
-        let fallback = if ambiguous { None } else { Some(expected) };
-        // Spin long enough that the measurement's uncertainty, carried over the interval,
-        // stays within a sixteenth of a wrap (at most an eighth of a wrap).
+        let fallback = if ambiguous {
+            Err(Unjudged::TooLong)
+        } else {
+            Ok(expected)
+        };
+        // Spin long enough that the measurement's range for the interval spans about an
+        // eighth of a wrap: at most an eighth of a wrap and `MAX_SPIN_US` in all (where that
+        // is too short, the measurement is too coarse to count the wraps, below).
+        let narrow_millihz = if narrow_is_reference {
+            self.reference.frequency().as_millihz()
+        } else {
+            clock_millihz
+        };
+        let longest = mul_div(
+            u128::from(narrow_millihz),
+            u128::from(MAX_SPIN_US),
+            1_000_000_000,
+        )
+        .unwrap_or(u128::MAX)
+        .min(wrap / 8);
         let spin = mul_div_ceil(expected, slack.saturating_mul(16), wrap)
             .unwrap_or(u128::MAX)
             .max(slack.saturating_mul(4))
-            .min(wrap / 8);
-        let Some((d_c, u_c, d_r, u_r)) =
-            self.local_ratio(counter, narrow_is_reference, clock_millihz, spin)
-        else {
+            .min(longest);
+        // The interval's count from the whole spin, and from each half: a reference that
+        // stood still or stepped, a read stalled, or the rate changing during the spin
+        // moves one half's range off the other's: then none is trusted, and the check is
+        // a disturbed one (the rate in force could alias a change: that is why it measured).
+        let measured = self
+            .local_ratio(counter, narrow_is_reference, clock_millihz, spin)
+            .and_then(|ms| {
+                let mut ranges = [(0, 0); 3];
+                for (range, m) in ranges.iter_mut().zip(ms) {
+                    *range = due_range(m, narrow_is_reference, d_wide)?;
+                }
+                let [first, second, whole] = ranges;
+                let apart = |a: (u128, u128), b: (u128, u128)| a.0 > b.1 || b.0 > a.1;
+                if apart(first, second) || apart(first, whole) || apart(second, whole) {
+                    return None;
+                }
+                Some((whole, ms[2]))
+            });
+        let Some((end, m)) = measured else {
+            return Err(Unjudged::WideBracket);
+        };
+        // Too coarse for the interval (a gap of minutes under a PIT): the rate in force
+        // counts the wraps where it can.
+        if end
+            .1
+            .saturating_sub(end.0)
+            .saturating_add(slack.saturating_mul(2))
+            >= wrap / 4
+        {
             return fallback;
-        };
-        // The narrow count's ticks per tick of the other, and the interval's range.
-        let (d_n, u_n, d_o, u_o) = if narrow_is_reference {
-            (d_r, u_r, d_c, u_c)
-        } else {
-            (d_c, u_c, d_r, u_r)
-        };
-        let range = (|| {
-            let lo = mul_div(
-                u128::from(d_wide),
-                u128::from(d_n.checked_sub(u_n)?),
-                u128::from(d_o).checked_add(u128::from(u_o))?,
-            )?;
-            let hi = mul_div_ceil(
-                u128::from(d_wide),
-                u128::from(d_n).checked_add(u128::from(u_n))?,
-                u128::from(d_o.checked_sub(u_o).filter(|&d| d != 0)?),
-            )?;
-            Some((lo, hi))
-        })();
-        let Some((lo, hi)) = range.filter(|&(lo, hi)| {
-            hi.saturating_sub(lo)
+        }
+        // The rate at the interval's start: the measurement the check that took its first
+        // sample made, else the rate in force within `bound_ppb`; where neither is fine
+        // enough, the interval's count is the one nearest the rate now.
+        let fine = |r: &(u128, u128)| {
+            r.1.saturating_sub(r.0)
                 .saturating_add(slack.saturating_mul(2))
                 < wrap / 4
-        }) else {
-            return fallback;
         };
+        let start = self
+            .measured
+            .iter()
+            .flatten()
+            .find(|(c, _)| *c == from)
+            .and_then(|&(_, m)| due_range(m, narrow_is_reference, d_wide))
+            .filter(fine)
+            .or_else(|| {
+                let off = mul_div_ceil(expected, u128::from(self.bound_ppb), u128::from(PPB))
+                    .unwrap_or(u128::MAX);
+                Some((expected.saturating_sub(off), expected.saturating_add(off))).filter(fine)
+            })
+            .unwrap_or(end);
+        self.measured.rotate_right(1);
+        self.measured[0] = Some((at, m));
         self.refused = false;
-        Some(lo.saturating_add(hi) / 2)
+        // A rate that changed inside the interval puts its count between the counts at the
+        // rates of its two ends: the one count the narrow count's reads allow there.
+        let lo = start.0.min(end.0).saturating_sub(slack);
+        let hi = start.1.max(end.1).saturating_add(slack);
+        let d = u128::from(d_narrow);
+        let first = if lo <= d {
+            d
+        } else {
+            d.saturating_add(lo.saturating_sub(d).div_ceil(wrap).saturating_mul(wrap))
+        };
+        if first > hi {
+            // None fits: the interval's rate lay outside both (a jump, a step of a count):
+            // the count nearest the rate now, for the verdicts to judge.
+            return Ok(end.0.saturating_add(end.1) / 2);
+        }
+        if first.saturating_add(wrap) <= hi {
+            // Two or more fit: a change inside the interval larger than a wrap's worth.
+            self.refused = true;
+            return Err(Unjudged::TooLong);
+        }
+        Ok(first)
     }
 
-    /// Two samples about `spin` ticks of the narrow count apart, the narrow count read in
-    /// between: the counter's and the reference's moves and their uncertainties
+    /// Three samples `A`, `M`, `C`, each about `spin / 2` ticks of the narrow count after
+    /// the last, the narrow count read in between: the counter's and the reference's moves
+    /// from `A` to `M`, from `M` to `C` and from `A` to `C`, each with its uncertainties
     /// `(d_c, u_c, d_r, u_r)`; `None` where a sample was wide, a read went back, or the
-    /// narrow count may have wrapped unseen (it moved more than a quarter wrap, as the
-    /// other count tells at the rate in force, or the spin did not end).
+    /// narrow count may have wrapped unseen (it moved more than a quarter wrap from `A` to
+    /// `C`, as the other count tells at the rate in force, or a spin did not end).
     fn local_ratio<C: Counter>(
         &mut self,
         counter: &C,
         narrow_is_reference: bool,
         clock_millihz: u64,
         spin: u128,
-    ) -> Option<(u64, u64, u64, u64)> {
+    ) -> Option<[Measured; 3]> {
         let cw = Width::of(counter);
         let rw = Width::new(self.reference.bits());
         let nw = if narrow_is_reference { rw } else { cw };
-        let spin = u64::try_from(spin).ok()?;
+        let half = u64::try_from(spin.div_ceil(2)).ok()?;
         let floor = self.min_width.saturating_mul(2).saturating_add(2);
-        let (ca, ra, wa) = self.sample(counter);
-        let from = if narrow_is_reference { ra } else { ca };
         let ref_millihz = u128::from(self.reference.frequency().as_millihz().max(1));
         let clock_millihz = u128::from(clock_millihz.max(1));
-        // The other count's move, in the narrow one's ticks at the rate in force.
-        let other_in_narrow = |c: u64, r: u64| -> Option<u128> {
+        // The other count's move from `(c, r)` to `(c2, r2)`, in the narrow one's ticks at
+        // the rate in force.
+        let other_in_narrow = |(c, r): (u64, u64), (c2, r2): (u64, u64)| -> Option<u128> {
             if narrow_is_reference {
-                mul_div(u128::from(cw.elapsed(ca, c)?), ref_millihz, clock_millihz)
+                mul_div(u128::from(cw.elapsed(c, c2)?), ref_millihz, clock_millihz)
             } else {
-                mul_div(u128::from(rw.elapsed(ra, r)?), clock_millihz, ref_millihz)
+                mul_div(u128::from(rw.elapsed(r, r2)?), clock_millihz, ref_millihz)
             }
         };
-        let mut moved = 0;
-        for i in 0..LOCAL_READS {
-            let now = if narrow_is_reference {
-                rw.value(self.reference.read())
-            } else {
-                cw.value(counter.ticks())
-            };
-            moved = nw.elapsed(from, now)?;
-            if moved >= spin {
-                break;
-            }
-            // A narrow count that stands still (or one far slower than the rate in force)
-            // ends the spin once the other has moved twice its length.
-            if i % 16 == 15 {
-                let (c, r) = if narrow_is_reference {
-                    (cw.value(counter.ticks()), ra)
+        let mut samples = [(0u64, 0u64, 0u64); 3];
+        samples[0] = self.sample(counter);
+        for k in 1usize..3 {
+            let (ca, ra, _) = samples
+                .get(k.saturating_sub(1))
+                .copied()
+                .unwrap_or_default();
+            let from = if narrow_is_reference { ra } else { ca };
+            let mut moved = 0;
+            for i in 0..LOCAL_READS {
+                let now = if narrow_is_reference {
+                    rw.value(self.reference.read())
                 } else {
-                    (ca, rw.value(self.reference.read()))
+                    cw.value(counter.ticks())
                 };
-                if other_in_narrow(c, r)? > u128::from(spin).saturating_mul(2) {
-                    return None;
+                moved = nw.elapsed(from, now)?;
+                if moved >= half {
+                    break;
+                }
+                // A narrow count that stands still (or one far slower than the rate in
+                // force) ends the spin once the other has moved twice its length.
+                if i % 16 == 15 {
+                    let now = if narrow_is_reference {
+                        (cw.value(counter.ticks()), ra)
+                    } else {
+                        (ca, rw.value(self.reference.read()))
+                    };
+                    if other_in_narrow((ca, ra), now)? > u128::from(half).saturating_mul(2) {
+                        return None;
+                    }
                 }
             }
+            if moved < half {
+                return None;
+            }
+            if let Some(slot) = samples.get_mut(k) {
+                *slot = self.sample(counter);
+            }
         }
-        let (cb, rb, wb) = self.sample(counter);
-        if moved < spin || wa > floor || wb > floor {
+        if samples.iter().any(|&(_, _, w)| w > floor) {
             return None;
         }
-        let d_c = cw.elapsed(ca, cb)?;
-        let d_r = rw.elapsed(ra, rb)?;
-        if other_in_narrow(cb, rb)? >= u128::from(nw.mask()) / 4 {
+        let [(ca, ra, _), _, (cc, rc, _)] = samples;
+        if other_in_narrow((ca, ra), (cc, rc))? >= u128::from(nw.mask()) / 4 {
             return None;
         }
-        let u_c = wa
-            .saturating_add(wb)
-            .saturating_add(step_or_one(self.counter_step).saturating_mul(2));
         let u_r = step_or_one(self.ref_step).saturating_mul(2);
-        Some((d_c, u_c, d_r, u_r))
+        let c_step = step_or_one(self.counter_step).saturating_mul(2);
+        let measure = |(c1, r1, w1): (u64, u64, u64), (c2, r2, w2): (u64, u64, u64)| {
+            Some(Measured {
+                d_c: cw.elapsed(c1, c2)?,
+                u_c: w1.saturating_add(w2).saturating_add(c_step),
+                d_r: rw.elapsed(r1, r2)?,
+                u_r,
+            })
+        };
+        Some([
+            measure(samples[0], samples[1])?,
+            measure(samples[1], samples[2])?,
+            measure(samples[0], samples[2])?,
+        ])
     }
+}
+
+/// A measurement of the counter against the reference between two samples: each count's
+/// move and its uncertainty (the two brackets and two steps; two steps), in its own ticks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Measured {
+    d_c: u64,
+    u_c: u64,
+    d_r: u64,
+    u_r: u64,
+}
+
+/// The range of the narrow count's ticks over `d_wide` ticks of the other, from one
+/// measurement (see [`Watchdog::local_ratio`]).
+fn due_range(m: Measured, narrow_is_reference: bool, d_wide: u64) -> Option<(u128, u128)> {
+    let (d_n, u_n, d_o, u_o) = if narrow_is_reference {
+        (m.d_r, m.u_r, m.d_c, m.u_c)
+    } else {
+        (m.d_c, m.u_c, m.d_r, m.u_r)
+    };
+    let lo = mul_div(
+        u128::from(d_wide),
+        u128::from(d_n.checked_sub(u_n)?),
+        u128::from(d_o).checked_add(u128::from(u_o))?,
+    )?;
+    let hi = mul_div_ceil(
+        u128::from(d_wide),
+        u128::from(d_n).checked_add(u128::from(u_n))?,
+        u128::from(d_o.checked_sub(u_o).filter(|&d| d != 0)?),
+    )?;
+    Some((lo, hi))
 }
 
 /// What an interval made due of a narrow count, at the rate in force.
 pub(super) struct Due {
     /// The other count's move over the interval.
     pub(super) d_wide: u64,
+    /// The narrow count's move over the interval, modulo its wrap.
+    pub(super) d_narrow: u64,
+    /// The counter's raw read of the interval's first sample, and of its last.
+    pub(super) from: u64,
+    /// See `from`.
+    pub(super) at: u64,
     /// The narrow count's ticks due at the rate in force.
     pub(super) expected: u128,
     /// Its ticks the rate in force cannot tell apart (brackets, steps).
     pub(super) slack: u128,
 }
+
+/// The longest a check spins to measure the rate for a narrow count's wraps, in µs of
+/// that count's ticks (see *Widths*).
+const MAX_SPIN_US: u64 = 8_000;
 
 /// Reads of the narrow count a local measurement spins for at most.
 const LOCAL_READS: u32 = 1 << 20;
