@@ -777,10 +777,11 @@ pub struct Watchdog<R: Reference> {
     n_knots: usize,
     range: Option<(u64, u64)>,
     /// The window's samples left out since its anchor (where no line fit them with the newer
-    /// ones): `None` where none was; else the last one's position (reference ticks) and the
-    /// range of rates (mHz) of the lines through each batch left out, met (`None`: none).
-    /// A one-off step of a count before the samples kept leaves them on a line of the
-    /// counter's rate: evidence the one-off rule still weighs.
+    /// ones): `None` where none was; else the last one left out and the range of rates (mHz)
+    /// of the lines through each batch left out, met (`None`: none; a rate-only summary, up
+    /// to 465 pair ranges at a sample no line fits). A one-off step of a count before the
+    /// samples kept leaves them on a line of the counter's rate: evidence the one-off rule
+    /// still weighs.
     dropped: Option<(Point, Option<(u64, u64)>)>,
     /// The reference's rate (mHz) and the steps the last window sample was measured with.
     steps: (u64, u64, u64),
