@@ -42,11 +42,11 @@ impl<R: Reference> Watchdog<R> {
         // Still moving the way it moved: followed. A move back is a new change.
         let moving = self.drift_ppb != 0 && moved.is_some_and(|(_, _, _, up)| up == self.drift_up);
         // A move the window's samples still explain as a one-off (a step of one count or
-        // the other between two samples, the rate the older part's on both sides) is not a
-        // change: it is reported once the samples after every such step rule the older
-        // part's rate out.
-        if let Some((older, ..)) = moved.filter(|_| !moving) {
-            if self.one_off_fits(rate_range(&older)) {
+        // the other between two samples, one rate on both sides, inside the bound of the part
+        // the step is not in) is not a change: it is reported once the samples rule out every
+        // such step.
+        if let Some((older, recent, ..)) = moved.filter(|_| !moving) {
+            if self.one_off_fits(rate_range(&older), rate_range(&recent)) {
                 return None;
             }
         }
@@ -123,38 +123,51 @@ impl<R: Reference> Watchdog<R> {
 
     /// Whether the window's kept samples fit a one-off: a step of one count or the other
     /// between two consecutive samples (or none), the samples before it on one line and those
-    /// after it on a parallel one, of one rate inside `within` (mHz, floor and ceiling). A
+    /// after it on a parallel one, of one rate: the counter's on both sides, which the part
+    /// of the window the step is not in measures within its bound. For a step inside the
+    /// recent part (or none), `older`'s range (mHz, floor and ceiling), as before issue 28's
+    /// count-step fix. For a step inside the older part, `recent`'s (the older part's rate
+    /// is the step's as much as the counter's: one step of 1.2× an interval's bound was (c)
+    /// 38 s later while `older`'s range was taken for every step,
+    /// `one_count_step_is_no_change` in `tests/adversary_watchdog5.rs`), where two samples
+    /// before it bound the rate (a step in the window's first interval fits any rate, as a
+    /// change at its anchor does) and the step shows: the two samples it lies between allow
+    /// no such rate (a ramp bends the samples off one line gradually, each two neighbours
+    /// near the rate between them; without this, a slow ramp's first report came later,
+    /// `tests/adversary_watchdog3.rs` p50 15.6 → 16.8 s). Samples the window left out
+    /// ([`Watchdog::push_knot`]) count before every kept one with their lines' rates. A
     /// counter's rate that moved makes the samples after the move lie on a line of the new
     /// rate, which rules out every such step once they span enough to exclude the old rate;
     /// a step of a count (or a rate excursion that ended between two samples) never does.
-    fn one_off_fits(&self, within: (u64, u64)) -> bool {
+    /// Up to 33 × 32 pair ranges per call.
+    fn one_off_fits(&self, older: (u64, u64), recent: (u64, u64)) -> bool {
         let (ref_millihz, c_step, r_step) = self.steps;
         let live = self.live();
         let n = live.len();
-        // The range of the lines through every pair of `live[from..to]`, inside `within`.
+        let mid = self.mid.x;
+        let everything = (0, u64::MAX);
+        // The range of the lines through every pair of `live[from..to]` (`None`: no line fits).
         let mut before = [None; KNOTS + 1];
         let mut after = [None; KNOTS + 1];
-        let pair = |a: usize, b: usize| {
-            live.get(a)
-                .zip(live.get(b))
-                .and_then(|(a, b)| pair_range(a, b, ref_millihz, c_step, r_step))
-        };
-        // before[k]: samples 0..k; after[k]: samples k..n (`None`: no line fits).
-        let mut r = Some(within);
+        let pair = |a: &Point, b: &Point| pair_range(a, b, ref_millihz, c_step, r_step);
+        let pair_at =
+            |a: usize, b: usize| live.get(a).zip(live.get(b)).and_then(|(a, b)| pair(a, b));
+        // before[k]: samples 0..k; after[k]: samples k..n.
+        let mut r = Some(everything);
         for k in 0..=n {
             if let Some(slot) = before.get_mut(k) {
                 *slot = r;
             }
             for j in 0..k {
-                if let (Some(have), Some(pr)) = (r, pair(j, k)) {
+                if let (Some(have), Some(pr)) = (r, pair_at(j, k)) {
                     r = meet(Some(have), pr);
                 }
             }
         }
-        let mut r = Some(within);
+        let mut r = Some(everything);
         for k in (0..=n).rev() {
             for j in k.saturating_add(1)..n {
-                if let (Some(have), Some(pr)) = (r, pair(k, j)) {
+                if let (Some(have), Some(pr)) = (r, pair_at(k, j)) {
                     r = meet(Some(have), pr);
                 }
             }
@@ -162,11 +175,43 @@ impl<R: Reference> Watchdog<R> {
                 *slot = r;
             }
         }
-        before
-            .iter()
-            .zip(after.iter())
-            .take(n.saturating_add(1))
-            .any(|(b, a)| b.zip(*a).is_some_and(|(b, a)| meet(Some(b), a).is_some()))
+        (0..=n).any(|k| {
+            let seen = before.get(k).copied().flatten();
+            let later = after.get(k).copied().flatten();
+            let through =
+                |first: Option<(u64, u64)>| first.zip(later).and_then(|(b, a)| meet(Some(b), a));
+            // The step lies between `a` (sample k − 1, or the last left out) and `b`
+            // (sample k); none at either end.
+            let a = match k.checked_sub(1) {
+                Some(i) => live.get(i).copied(),
+                None => self.dropped.map(|(p, _)| p),
+            };
+            let b = live.get(k);
+            let older_step = || {
+                // The samples left out lie before it too: their lines' rates count.
+                let seen = match self.dropped {
+                    Some((_, d)) => d.zip(seen).and_then(|(d, s)| meet(Some(d), s)),
+                    None => seen,
+                };
+                let Some(rates) = through(seen).and_then(|r| meet(Some(r), recent)) else {
+                    return false;
+                };
+                let bounded = seen != Some(everything);
+                let shows = match a.zip(b).and_then(|(a, b)| pair(&a, b)) {
+                    Some(p) => rates.0 < p.0 || rates.1 > p.1,
+                    None => true,
+                };
+                bounded && shows
+            };
+            // The older part's rate, as for a step inside the recent part (or none), holds
+            // for every step as it did before; one inside the older part may also take the
+            // recent part's.
+            let older_rate = through(seen).is_some_and(|r| meet(Some(r), older).is_some());
+            match (a, b) {
+                (Some(a), Some(_)) if a.x < mid => older_rate || older_step(),
+                _ => older_rate,
+            }
+        })
     }
 
     /// The window (a worst case) against the clock's rate and [`WatchdogHealth::bound_ppb`]

@@ -177,6 +177,7 @@ impl<R: Reference> Watchdog<R> {
         self.knots = kept;
         self.n_knots = n;
         self.range = None;
+        self.dropped = None;
         if anchor != end {
             self.rerange();
         }
@@ -210,6 +211,24 @@ impl<R: Reference> Watchdog<R> {
             start = i;
         }
         if dropped {
+            // The samples left out, on one line of their own or none: what the one-off rule
+            // keeps of them.
+            let gone = live.get(..start).unwrap_or(&[]);
+            let mut r = Some((0, u64::MAX));
+            for (i, a) in gone.iter().enumerate() {
+                for b in gone.iter().skip(i.saturating_add(1)) {
+                    if let (Some(have), Some(pr)) =
+                        (r, pair_range(a, b, ref_millihz, c_step, r_step))
+                    {
+                        r = meet(Some(have), pr);
+                    }
+                }
+            }
+            let before = self.dropped.map_or(Some((0, u64::MAX)), |(_, d)| d);
+            let r = before.zip(r).and_then(|(b, r)| meet(Some(b), r));
+            if let Some(last) = gone.last() {
+                self.dropped = Some((*last, r));
+            }
             let mut kept = [self.wend; KNOTS];
             let mut n = 0usize;
             for (slot, k) in kept.iter_mut().zip(live.iter().skip(start)) {
