@@ -1492,7 +1492,6 @@ fn summary(recs: &[Rec]) -> String {
 /// (a probe while writing this). The counter ran at one rate throughout; the reference's
 /// fault reads as a counter's fast ramp.
 #[test]
-#[ignore = "finding: False alarms: \"A one-off (a reference that steps once or stands still, ...) is never (c)\": HPET vs 1 GHz, P 0.5 s, the HPET still for 2 ms from 0.5 ms before a check (seed 0): Unconfirmed, then Changed 3 005 ppm off, Changed back 2 checks later; 100 of 100 seeds"]
 fn a_reference_standing_still_across_a_check_is_no_change() {
     let mut bad = Vec::new();
     let mut worlds = 0;

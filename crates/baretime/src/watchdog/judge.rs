@@ -49,6 +49,29 @@ impl<R: Reference> Watchdog<R> {
         let ref_millihz = self.reference.frequency().as_millihz().max(1);
         let clock_millihz = clock.scale().millihz().max(1);
         let c_step = step_or_one(self.counter_step);
+        // The reference stood still across the check's own reads (two reads of one value
+        // more than twice its step apart, at the rate in force, besides the counter's
+        // steps): it stands still now (an emulated timer stalled with its vCPU, a bus
+        // held), and a sample taken inside its stand-still would split it into two steps of
+        // its count in consecutive intervals, which two intervals cannot tell from a
+        // change. The interval goes on to the next check, which sees the stand-still whole,
+        // as one step.
+        if self.ref_step != u64::MAX {
+            let step_c = mul_div(
+                u128::from(self.ref_step),
+                u128::from(clock_millihz),
+                u128::from(ref_millihz),
+            )
+            .unwrap_or(u128::MAX);
+            let still = step_c
+                .saturating_mul(2)
+                .saturating_add(u128::from(c_step).saturating_mul(2));
+            if u128::from(self.still_ticks) > still {
+                let _ = carry(&mut self.seen_c, cw, c0);
+                let _ = carry(&mut self.seen_r, rw, r);
+                return Watch::NoVerdict(Unjudged::ReferenceStill);
+            }
+        }
 
         // Unwrap: the side with the longer wrap period by the half-range rule (from sample
         // to sample, rejected ones included), the other against the rate in force.

@@ -829,6 +829,10 @@ pub struct Watchdog<R: Reference> {
     /// The last sample was taken by an [`Unjudged::TooLong`] check (see
     /// [`Watchdog::wraps_ambiguous`]).
     refused: bool,
+    /// Over the last sample's tries: the most counter ticks between two reads of the
+    /// reference that read the same value (from the end of the first's bracket to the
+    /// start of the other's).
+    still_ticks: u64,
     /// The last few measurements of the rate a check took for a narrow count's wraps, each
     /// with the counter's raw read of the sample it followed (see *Widths*).
     measured: [Option<(u64, Measured)>; 4],
@@ -906,6 +910,7 @@ impl<R: Reference> Watchdog<R> {
             range: None,
             dropped: None,
             refused: false,
+            still_ticks: 0,
             measured: [None; 4],
             pending: None,
             unwidened: None,

@@ -45,10 +45,21 @@ impl<R: Reference> Watchdog<R> {
         // The narrowest of the tries at least half the floor wide.
         let mut kept = (0, 0, u64::MAX);
         let mut prev: Option<(u64, u64)> = None;
+        // The reference's last value and the counter's read right after the first read of
+        // it: the counter's ticks between two reads of one value of the reference are ticks
+        // it stood still for (at least; from the first read's end to the last's start).
+        let mut run: Option<(u64, u64)> = None;
+        self.still_ticks = 0;
         for _ in 0..self.tries {
             let c0 = cw.value(counter.ticks());
             let r = rw.value(self.reference.read());
             let c1 = cw.value(counter.ticks());
+            match run {
+                Some((value, since)) if value == r => {
+                    self.still_ticks = self.still_ticks.max(cw.elapsed(since, c0).unwrap_or(0));
+                }
+                _ => run = Some((r, c1)),
+            }
             let width = cw.elapsed(c0, c1).unwrap_or(u64::MAX);
             learn(&mut self.counter_step, cw, c0, c1);
             if let Some((pc, pr)) = prev {
