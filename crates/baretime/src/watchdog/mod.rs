@@ -114,9 +114,14 @@ pub enum Unjudged {
     /// measures from the last good sample. The fourth wide check in a row is judged, against
     /// the narrowest of the four brackets (and so are the next ones): a read path that became
     /// slower for good (a migrated VM, a trapped counter read) costs three checks, not every
-    /// one.
+    /// one. Also a check whose own measurement of the rate, for a narrow count's wraps, was
+    /// disturbed (its halves disagree: see *Widths* on [`Watchdog`]).
     WideBracket,
-    /// The reference did not move although the counter did.
+    /// The reference did not move although the counter did: over the interval, or across
+    /// the check's own reads (two reads of one value more than twice its step apart): it
+    /// stands still now, and the interval goes on to the next check, which sees the
+    /// stand-still whole, as one step of its count (a sample inside it would split it into
+    /// two steps in consecutive intervals, which two intervals cannot tell from a change).
     ReferenceStill,
     /// The reference stepped, went back or stood still part of the interval while the
     /// counter kept its cadence (per check: an interval that spans checks without a
@@ -490,7 +495,12 @@ struct Span {
 /// clock started 300 ppm slow under an honest 600 ppm was a false (c) when it was taken in
 /// ppb of the clock's own rate, the two apart by the error squared, 90 ppb). A one-off (a
 /// reference that steps once or stands still, a read wrong inside a narrow bracket) is
-/// never (c): it is not confirmed by the next interval; nor is, as a rule, one step of a count
+/// never (c): it is not confirmed by the next interval (a stand-still across a check's
+/// sample is seen by the check's own reads, [`Unjudged::ReferenceStill`], and the next
+/// interval holds it whole: reported as a change and back before, 224 of 300 worlds of
+/// `tests/adversary_watchdog6.rs`, the clock up to 11 % off meanwhile under its bound; one of
+/// 400 worlds there still is (d), a stand-still of 14 % of a 57 ms period across a check
+/// whose read stalled: an open finding); nor is, as a rule, one step of a count
 /// under an interval's threshold, which moves the window's parts apart: see *Detection time*. Not
 /// every such step, and not several: two steps can mimic a change (an open finding of
 /// `tests/adversary_watchdog5.rs` at `BARETIME_ADV_SEEDS=100`, 300 in braces; steps of 0.3–1.8× the
@@ -696,20 +706,32 @@ struct Span {
 ///
 /// Where either fails, or where a change of the rate since the last sample by up to the
 /// 12.5 % a rate change may be could move the count by half a wrap (a PIT, 54.9 ms a wrap,
-/// checked every 0.5 s: any change beyond 5.5 %), the check measures the rate itself: two of
-/// its brackets a short spin apart (long enough that the measurement, carried over the
-/// interval, is good to a sixteenth of a wrap, at most an eighth of a wrap: 1–7 ms
-/// against a PIT, a few hundred reads), and counts the interval's wraps from that rate. A
-/// change of the PIT's wraps per period was otherwise counted one wrap off, the alias (a
-/// −6 % change read as +5 %, reported as (c) and followed: under QEMU's exact truth the
-/// clock 12.3 % off under a bound of 14 ppm, for good;
-/// `a_change_beyond_half_a_pit_wrap_is_not_aliased` in `tests/adversary_watchdog3.rs`: every
-/// change of ±5.6–12.4 % reported within three checks at its true rate since, the clock
-/// within `bound_ppb` from then on). Where the rate in force was good enough and only a
-/// change could alias, a measurement coarser than it (a gap of minutes under a PIT) or a
-/// disturbed one (a wide bracket, a count that stood still) leaves the wraps to the rate in
-/// force, as before. Otherwise (the measurement cannot count them either) the number of
-/// wraps is ambiguous and the check does not pretend to know: it is
+/// checked every 0.5 s: any change beyond 5.5 %), the check measures the rate itself: three
+/// of its samples a short spin apart (long enough that the measurement, carried over the
+/// interval, spans about an eighth of a wrap; at most an eighth of a wrap and 8 ms in all:
+/// against a PIT read every 0.5 s up to 2.1 ms and 800 reads, `tests/adversary_watchdog6.rs`),
+/// the two halves and the whole of which must agree, and counts the interval's wraps from
+/// it: the one count between the rates at the interval's two ends (this measurement, and
+/// the one the check that took the interval's first sample made, else the rate in force
+/// within `bound_ppb`), where a rate that changed inside the interval put it. A change of
+/// the PIT's wraps per period was otherwise counted one wrap off, the alias (a −6 % change
+/// read as +5 %, reported as (c) and followed: under QEMU's exact truth the clock 12.3 % off
+/// under a bound of 14 ppm, for good; `a_change_beyond_half_a_pit_wrap_is_not_aliased` in
+/// `tests/adversary_watchdog3.rs`: every change of ±5.6–12.4 % reported within three checks
+/// at its true rate since, the clock within `bound_ppb` from then on;
+/// `tests/adversary_watchdog6.rs`: changes of 1 ppm–12.4 % against the PIT, 16–32-bit
+/// counters and narrow references, periods 0.05–5 s, each above the threshold reported in
+/// time). Halves that disagree (a reference that stood still or stepped during the spin, a
+/// read stalled, the rate changing in it) make the check a disturbed one,
+/// [`Unjudged::WideBracket`], measured again from the last sample at the next (a reference
+/// still for 1 ms inside the spin of a 16-bit counter's check was taken for the counter's
+/// jump, 100 of 100 seeds; a −10 % change inside a PIT check's spin set a rate outside its
+/// own bound, 1 445 of 1 500: none since). A measurement too coarse for the interval (a gap
+/// of minutes under a PIT) leaves the wraps to the rate in force where its bound can count
+/// them, as before. Where two counts fit between the two ends' rates (a change inside the
+/// interval of more than a wrap's worth), or neither the rate in force nor the measurement
+/// can count them, the number of wraps is ambiguous and the check does not pretend to know:
+/// it is
 /// [`Unjudged::TooLong`], the clock's rate and `bound_ppb` are left as they were, and
 /// measuring starts again from its sample, the window too. The next check at the hook's
 /// period is judged against the clock's rate and `bound_ppb`: the check right after a

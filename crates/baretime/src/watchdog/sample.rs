@@ -126,9 +126,10 @@ impl<R: Reference> Watchdog<R> {
     /// PIT, 54.9 ms a wrap, checked every 0.5 s), the ticks of that count the
     /// interval made due, from a short measurement of the rate taken now (see *Widths* on
     /// [`Watchdog`]; `due`: what the interval made due at the rate in force).
-    /// Returns `expected` where the rate in force can count them; `None` where the
-    /// measurement cannot either (disturbed, or too coarse): the interval's wraps are
-    /// ambiguous ([`Unjudged::TooLong`]).
+    /// Returns `expected` where the rate in force can count them; the count between the
+    /// rates at the interval's two ends where the measurement can; otherwise why not:
+    /// [`Unjudged::WideBracket`] where the measurement was disturbed, [`Unjudged::TooLong`]
+    /// where the wraps are ambiguous.
     pub(super) fn expected_narrow<C: Counter>(
         &mut self,
         counter: &C,
