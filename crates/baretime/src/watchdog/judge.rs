@@ -73,6 +73,7 @@ impl<R: Reference> Watchdog<R> {
             }
         }
 
+        self.unmeasured = false;
         // Unwrap: the side with the longer wrap period by the half-range rule (from sample
         // to sample, rejected ones included), the other against the rate in force.
         let wrap_ns = |mask: u64, millihz: u64| {
@@ -122,6 +123,7 @@ impl<R: Reference> Watchdog<R> {
                 clock_millihz,
                 Due {
                     d_wide: d_c,
+                    dx: saturate_u64(expected),
                     d_narrow: rw.delta(last.r_raw, r),
                     from: last.c0_raw,
                     at: c0,
@@ -179,6 +181,7 @@ impl<R: Reference> Watchdog<R> {
                 clock_millihz,
                 Due {
                     d_wide: d_x,
+                    dx: d_x,
                     d_narrow: cw.delta(last.c0_raw, c0),
                     from: last.c0_raw,
                     at: c0,
@@ -364,6 +367,17 @@ impl<R: Reference> Watchdog<R> {
             return Watch::Steady {
                 rate: measured(span.millihz, span.bound_ppb.saturating_add(tolerance)),
             };
+        }
+        // Off the baseline where the narrow count's wraps were counted at the rate in force,
+        // which the check could not measure, at the hook's period (see *Widths*): the
+        // deviation may be an alias of a change by a whole number of wraps a period, and is
+        // not judged.
+        if self.unmeasured {
+            // The rate may be anything a change may make it (12.5 %): the bound says so
+            // until intervals at the rate in force are steady again.
+            self.bound_ppb = self.bound_ppb.max(GROSS_PPB.saturating_add(span.bound_ppb));
+            self.restart_at(c0, r, width, here);
+            return Watch::NoVerdict(Unjudged::TooLong);
         }
         // Off the baseline: confirmed by the one before? Two consecutive intervals that
         // agree are a counter running at a new rate, whatever its size.

@@ -140,6 +140,7 @@ impl<R: Reference> Watchdog<R> {
     ) -> Result<u128, Unjudged> {
         let Due {
             d_wide,
+            dx,
             d_narrow,
             from,
             at,
@@ -157,18 +158,37 @@ impl<R: Reference> Watchdog<R> {
             return Ok(expected);
         }
         // Where the rate in force can count the wraps (only a change since the last sample
-        // could have moved the count by half a wrap), it does so where the measurement
-        // cannot: an interval so long that a measurement of an eighth of a wrap is coarser
-        // than the rate in force (a gap of minutes under a PIT) is counted as before, a
-        // change inside it seen by the checks at the hook's period after it.
-        let fallback = if ambiguous {
-            Err(Unjudged::TooLong)
-        } else {
-            Ok(expected)
+        // could have moved the count by half a wrap) and the measurement cannot (a slow
+        // counter under a PIT; a narrow counter of many wraps a period; a gap of minutes),
+        // the rate in force counts them. At the hook's period (no longer than twice the
+        // last judged interval per check, or none judged yet) the interval is then
+        // `unmeasured`: it may be judged steady, but a deviation may be an alias, and is
+        // not judged, since no later check would measure better (see *Widths*); over a gap
+        // a change inside it is seen by the checks at the hook's period after it.
+        let at_period = !self
+            .prev
+            .is_some_and(|p| dx > p.dx.checked_div(p.n).unwrap_or(p.dx).saturating_mul(2));
+        // Where a change of up to 12.5 % may move the count by a whole wrap, it may even
+        // look steady: at the hook's period such an interval is not judged at all.
+        // Nothing then says the rate did not change: the bound covers any rate a change may
+        // make (12.5 %), as where a deviation is refused.
+        let whole_wrap = gross.saturating_sub(slack) >= wrap;
+        let fallback = |w: &mut Self| {
+            if ambiguous {
+                Err(Unjudged::TooLong)
+            } else if at_period && whole_wrap {
+                w.bound_ppb = w.bound_ppb.max(GROSS_PPB);
+                Err(Unjudged::TooLong)
+            } else {
+                w.unmeasured = at_period;
+                Ok(expected)
+            }
         };
         // Spin long enough that the measurement's range for the interval spans about an
-        // eighth of a wrap: at most an eighth of a wrap and `MAX_SPIN_US` in all (where that
-        // is too short, the measurement is too coarse to count the wraps, below).
+        // eighth of a wrap, for at most `MAX_SPIN_US`, and, where the narrow count is the
+        // counter, an eighth of its wrap: the clock over it needs its updates more often
+        // than half a wrap, which a hook with interrupts off would hold up (where that is
+        // too short, the measurement is too coarse to count the wraps, below).
         let narrow_millihz = if narrow_is_reference {
             self.reference.frequency().as_millihz()
         } else {
@@ -180,7 +200,11 @@ impl<R: Reference> Watchdog<R> {
             1_000_000_000,
         )
         .unwrap_or(u128::MAX)
-        .min(wrap / 8);
+        .min(if narrow_is_reference {
+            u128::MAX
+        } else {
+            wrap / 8
+        });
         let spin = mul_div_ceil(expected, slack.saturating_mul(16), wrap)
             .unwrap_or(u128::MAX)
             .max(slack.saturating_mul(4))
@@ -188,33 +212,52 @@ impl<R: Reference> Watchdog<R> {
         // The interval's count from the whole spin, and from each half: a reference that
         // stood still or stepped, a read stalled, or the rate changing during the spin
         // moves one half's range off the other's: then none is trusted, and the check is
-        // a disturbed one (the rate in force could alias a change: that is why it measured).
-        let measured = self
+        // a disturbed one (the rate in force could alias a change: that is why it
+        // measured), unless it is the fourth in a row: that one takes what all three
+        // allow, as the fourth wide bracket is judged against the floor.
+        let ranges = self
             .local_ratio(counter, narrow_is_reference, clock_millihz, spin)
             .and_then(|ms| {
                 let mut ranges = [(0, 0); 3];
                 for (range, m) in ranges.iter_mut().zip(ms) {
                     *range = due_range(m, narrow_is_reference, d_wide)?;
                 }
-                let [first, second, whole] = ranges;
-                let apart = |a: (u128, u128), b: (u128, u128)| a.0 > b.1 || b.0 > a.1;
-                if apart(first, second) || apart(first, whole) || apart(second, whole) {
-                    return None;
-                }
-                Some((whole, ms[2]))
+                Some((ranges, ms[2]))
             });
-        let Some((end, m)) = measured else {
-            return Err(Unjudged::WideBracket);
+        let Some((ranges, m)) = ranges else {
+            // No measurement (a wide sample in it, a read missed): a disturbed check, but
+            // the fourth in a row is counted at the rate in force, as if it could not
+            // measure.
+            self.disturbed = self.disturbed.saturating_add(1);
+            if self.disturbed < WIDE_RUN {
+                return Err(Unjudged::WideBracket);
+            }
+            self.disturbed = 0;
+            return fallback(self);
         };
-        // Too coarse for the interval (a gap of minutes under a PIT): the rate in force
-        // counts the wraps where it can.
+        let [first, second, whole] = ranges;
+        let apart = |a: (u128, u128), b: (u128, u128)| a.0 > b.1 || b.0 > a.1;
+        let end = if apart(first, second) || apart(first, whole) || apart(second, whole) {
+            self.disturbed = self.disturbed.saturating_add(1);
+            if self.disturbed < WIDE_RUN {
+                return Err(Unjudged::WideBracket);
+            }
+            (
+                first.0.min(second.0).min(whole.0),
+                first.1.max(second.1).max(whole.1),
+            )
+        } else {
+            whole
+        };
+        self.disturbed = 0;
+        // Too coarse for the interval: see `fallback`.
         if end
             .1
             .saturating_sub(end.0)
             .saturating_add(slack.saturating_mul(2))
             >= wrap / 4
         {
-            return fallback;
+            return fallback(self);
         }
         // The rate at the interval's start: the measurement the check that took its first
         // sample made, else the rate in force within `bound_ppb`; where neither is fine
@@ -264,11 +307,13 @@ impl<R: Reference> Watchdog<R> {
     }
 
     /// Three samples `A`, `M`, `C`, each about `spin / 2` ticks of the narrow count after
-    /// the last, the narrow count read in between: the counter's and the reference's moves
-    /// from `A` to `M`, from `M` to `C` and from `A` to `C`, each with its uncertainties
-    /// `(d_c, u_c, d_r, u_r)`; `None` where a sample was wide, a read went back, or the
-    /// narrow count may have wrapped unseen (it moved more than a quarter wrap from `A` to
-    /// `C`, as the other count tells at the rate in force, or a spin did not end).
+    /// the last, the narrow count read in between (its wraps carried from read to read, so
+    /// the spin may span many): the counter's and the reference's moves from `A` to `M`,
+    /// from `M` to `C` and from `A` to `C`, each with its uncertainties
+    /// `(d_c, u_c, d_r, u_r)`; `None` where a sample was wide, a read went back, a spin did
+    /// not end, or a pair's two moves disagree with the rate in force by more than the
+    /// 12.5 % a rate change may be (a read was missed: the narrow count may have wrapped
+    /// unseen).
     fn local_ratio<C: Counter>(
         &mut self,
         counter: &C,
@@ -283,23 +328,27 @@ impl<R: Reference> Watchdog<R> {
         let floor = self.min_width.saturating_mul(2).saturating_add(2);
         let ref_millihz = u128::from(self.reference.frequency().as_millihz().max(1));
         let clock_millihz = u128::from(clock_millihz.max(1));
-        // The other count's move from `(c, r)` to `(c2, r2)`, in the narrow one's ticks at
-        // the rate in force.
-        let other_in_narrow = |(c, r): (u64, u64), (c2, r2): (u64, u64)| -> Option<u128> {
+        // The other count's move over `ticks` of it, in the narrow one's ticks at the rate
+        // in force.
+        let in_narrow = |ticks: u64| -> Option<u128> {
             if narrow_is_reference {
-                mul_div(u128::from(cw.elapsed(c, c2)?), ref_millihz, clock_millihz)
+                mul_div(u128::from(ticks), ref_millihz, clock_millihz)
             } else {
-                mul_div(u128::from(rw.elapsed(r, r2)?), clock_millihz, ref_millihz)
+                mul_div(u128::from(ticks), clock_millihz, ref_millihz)
             }
         };
+        let narrow_of = |(c, r): (u64, u64)| if narrow_is_reference { r } else { c };
+        // The samples, and the narrow count's ticks from `A` to each.
         let mut samples = [(0u64, 0u64, 0u64); 3];
+        let mut progress = [0u64; 3];
         samples[0] = self.sample(counter);
+        let (mut last_n, mut total) = (narrow_of((samples[0].0, samples[0].1)), 0u64);
         for k in 1usize..3 {
             let (ca, ra, _) = samples
                 .get(k.saturating_sub(1))
                 .copied()
                 .unwrap_or_default();
-            let from = if narrow_is_reference { ra } else { ca };
+            let start = total;
             let mut moved = 0;
             for i in 0..LOCAL_READS {
                 let now = if narrow_is_reference {
@@ -307,19 +356,21 @@ impl<R: Reference> Watchdog<R> {
                 } else {
                     cw.value(counter.ticks())
                 };
-                moved = nw.elapsed(from, now)?;
+                total = total.saturating_add(nw.elapsed(last_n, now)?);
+                last_n = now;
+                moved = total.saturating_sub(start);
                 if moved >= half {
                     break;
                 }
                 // A narrow count that stands still (or one far slower than the rate in
                 // force) ends the spin once the other has moved twice its length.
                 if i % 16 == 15 {
-                    let now = if narrow_is_reference {
-                        (cw.value(counter.ticks()), ra)
+                    let other = if narrow_is_reference {
+                        cw.elapsed(ca, cw.value(counter.ticks()))?
                     } else {
-                        (ca, rw.value(self.reference.read()))
+                        rw.elapsed(ra, rw.value(self.reference.read()))?
                     };
-                    if other_in_narrow((ca, ra), now)? > u128::from(half).saturating_mul(2) {
+                    if in_narrow(other)? > u128::from(half).saturating_mul(2) {
                         return None;
                     }
                 }
@@ -327,32 +378,50 @@ impl<R: Reference> Watchdog<R> {
             if moved < half {
                 return None;
             }
-            if let Some(slot) = samples.get_mut(k) {
-                *slot = self.sample(counter);
+            let sample = self.sample(counter);
+            let n = narrow_of((sample.0, sample.1));
+            total = total.saturating_add(nw.elapsed(last_n, n)?);
+            last_n = n;
+            if let (Some(slot), Some(p)) = (samples.get_mut(k), progress.get_mut(k)) {
+                *slot = sample;
+                *p = total;
             }
         }
         if samples.iter().any(|&(_, _, w)| w > floor) {
             return None;
         }
-        let [(ca, ra, _), _, (cc, rc, _)] = samples;
-        if other_in_narrow((ca, ra), (cc, rc))? >= u128::from(nw.mask()) / 4 {
-            return None;
-        }
         let u_r = step_or_one(self.ref_step).saturating_mul(2);
         let c_step = step_or_one(self.counter_step).saturating_mul(2);
-        let measure = |(c1, r1, w1): (u64, u64, u64), (c2, r2, w2): (u64, u64, u64)| {
+        let measure = |i: usize, j: usize| {
+            let ((c1, r1, w1), (c2, r2, w2)) = (*samples.get(i)?, *samples.get(j)?);
+            let d_n = progress.get(j)?.checked_sub(*progress.get(i)?)?;
+            let d_o = if narrow_is_reference {
+                cw.elapsed(c1, c2)?
+            } else {
+                rw.elapsed(r1, r2)?
+            };
+            // The two moves agree with the rate in force within 12.5 % and the reads'
+            // slack, or a read of the narrow count was missed.
+            let due = in_narrow(d_o)?;
+            let room = mul_div_ceil(due, u128::from(GROSS_PPB), u128::from(PPB))?
+                .saturating_add(u128::from(w1.saturating_add(w2).saturating_add(c_step)))
+                .saturating_add(u128::from(u_r));
+            if u128::from(d_n).abs_diff(due) > room {
+                return None;
+            }
+            let (d_c, d_r) = if narrow_is_reference {
+                (d_o, d_n)
+            } else {
+                (d_n, d_o)
+            };
             Some(Measured {
-                d_c: cw.elapsed(c1, c2)?,
+                d_c,
                 u_c: w1.saturating_add(w2).saturating_add(c_step),
-                d_r: rw.elapsed(r1, r2)?,
+                d_r,
                 u_r,
             })
         };
-        Some([
-            measure(samples[0], samples[1])?,
-            measure(samples[1], samples[2])?,
-            measure(samples[0], samples[2])?,
-        ])
+        Some([measure(0, 1)?, measure(1, 2)?, measure(0, 2)?])
     }
 }
 
@@ -391,6 +460,8 @@ fn due_range(m: Measured, narrow_is_reference: bool, d_wide: u64) -> Option<(u12
 pub(super) struct Due {
     /// The other count's move over the interval.
     pub(super) d_wide: u64,
+    /// The interval, in reference ticks.
+    pub(super) dx: u64,
     /// The narrow count's move over the interval, modulo its wrap.
     pub(super) d_narrow: u64,
     /// The counter's raw read of the interval's first sample, and of its last.
