@@ -132,17 +132,7 @@ impl<R: Reference> Watchdog<R> {
                 },
             ) {
                 Ok(expected) => expected,
-                // The measurement was disturbed: a disturbed check, measured again from the
-                // last sample at the next.
-                Err(Unjudged::WideBracket) => {
-                    let _ = carry(&mut self.seen_c, cw, c0);
-                    let _ = carry(&mut self.seen_r, rw, r);
-                    return Watch::NoVerdict(Unjudged::WideBracket);
-                }
-                Err(why) => {
-                    self.restart_at(c0, r, width, last);
-                    return Watch::NoVerdict(why);
-                }
+                Err(why) => return self.unmeasured_verdict(why, (cw, rw), (c0, r, width), last),
             };
             match by_rate(rw, last.r_raw, r, expected) {
                 Unwrapped::Forward(d_x) => (d_c, d_x),
@@ -190,17 +180,7 @@ impl<R: Reference> Watchdog<R> {
                 },
             ) {
                 Ok(expected) => expected,
-                // The measurement was disturbed: a disturbed check, measured again from the
-                // last sample at the next.
-                Err(Unjudged::WideBracket) => {
-                    let _ = carry(&mut self.seen_c, cw, c0);
-                    let _ = carry(&mut self.seen_r, rw, r);
-                    return Watch::NoVerdict(Unjudged::WideBracket);
-                }
-                Err(why) => {
-                    self.restart_at(c0, r, width, last);
-                    return Watch::NoVerdict(why);
-                }
+                Err(why) => return self.unmeasured_verdict(why, (cw, rw), (c0, r, width), last),
             };
             match by_rate(cw, last.c0_raw, c0, expected) {
                 Unwrapped::Forward(d_c) => (d_c, d_x),
@@ -559,6 +539,25 @@ impl<R: Reference> Watchdog<R> {
     }
 
     /// [`Watch::CounterJumped`] by `by_ns`: the next judged interval is judged afresh.
+    /// The verdict of a check whose narrow count's wraps it could not count: a disturbed
+    /// measurement is a disturbed check, measured again from the last sample at the next;
+    /// otherwise the interval is dropped (see *Widths*).
+    fn unmeasured_verdict(
+        &mut self,
+        why: Unjudged,
+        (cw, rw): (Width, Width),
+        (c0, r, width): (u64, u64, u64),
+        last: Point,
+    ) -> Watch {
+        if why == Unjudged::WideBracket {
+            let _ = carry(&mut self.seen_c, cw, c0);
+            let _ = carry(&mut self.seen_r, rw, r);
+        } else {
+            self.restart_at(c0, r, width, last);
+        }
+        Watch::NoVerdict(why)
+    }
+
     fn jumped(&mut self, by_ns: i64) -> Watch {
         self.after_jump = true;
         Watch::CounterJumped { by_ns }
