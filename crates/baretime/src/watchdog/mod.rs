@@ -659,7 +659,7 @@ struct Span {
 /// rate converges to the counter's rate as the reference counts it, within about `w/T`
 /// for brackets `w` wide (and the reference's step over `T`): with brackets of 1 µs,
 /// 0.02 ppm after a minute. Measured under QEMU's `virt` (`cargo xtask qemu refine-60`,
-/// whose truth is exact): bound 106 ppb after 10 s, 15 ppb after 60 s, the true error
+/// whose truth is exact): bound 95–106 ppb after 10 s, 15–18 ppb after 60 s, the true error
 /// within it each time. The clock is not steered while it lies within half the window's
 /// bound of the window's rate: a good calibration is left alone. What it converges to is the
 /// *reference's* view: the reference's own accuracy is the floor (an HPET's crystal,
