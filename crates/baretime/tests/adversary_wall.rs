@@ -1035,9 +1035,19 @@ fn threaded(seed: u64, readers: usize, reads: usize, writes: usize, steps_forwar
                                 absorbed.store(0, Ordering::SeqCst);
                                 // Until the handover the wall time is still the old one: a
                                 // "forward" set computed from a reading before it would not
-                                // be forward. Let the counter (moved by reads) pass it.
+                                // be forward. Let the counter (moved by reads) pass it: 2H
+                                // after the write's reading, and until the wall shows the
+                                // set (its handover follows any earlier one still pending,
+                                // which a counter moved only by reads can leave past 2H: a
+                                // forward set then read the wall from before this one and
+                                // "stepped" −67 µs, under load in CI).
                                 while clock.now().as_nanos() < t.as_nanos() + 2 * H {
                                     std::hint::spin_loop();
+                                }
+                                for _ in 0..100_000_000u64 {
+                                    if wall.unix_ns().unwrap() >= target {
+                                        break;
+                                    }
                                 }
                             }
                             Ok(None) => panic!("second set returned None"),
