@@ -251,22 +251,18 @@ impl<R: Reference> Watchdog<R> {
         };
         self.disturbed = 0;
         // Too coarse for the interval: see `fallback`.
-        if end
-            .1
-            .saturating_sub(end.0)
-            .saturating_add(slack.saturating_mul(2))
-            >= wrap / 4
-        {
-            return fallback(self);
-        }
-        // The rate at the interval's start: the measurement the check that took its first
-        // sample made, else the rate in force within `bound_ppb`; where neither is fine
-        // enough, the interval's count is the one nearest the rate now.
+        // A range of the interval's count fine enough to tell its wraps apart.
         let fine = |r: &(u128, u128)| {
             r.1.saturating_sub(r.0)
                 .saturating_add(slack.saturating_mul(2))
                 < wrap / 4
         };
+        if !fine(&end) {
+            return fallback(self);
+        }
+        // The rate at the interval's start: the measurement the check that took its first
+        // sample made, else the rate in force within `bound_ppb`; where neither is fine
+        // enough, the interval's count is the one nearest the rate now.
         let start = self
             .measured
             .iter()
